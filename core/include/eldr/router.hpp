@@ -1,0 +1,141 @@
+// Online routing (spec §5): footprint -> signature scores per cluster ->
+// locality band -> least-loaded worker in the band. Embedded, in-process and
+// thread-safe; the sidecar runs the same object.
+//
+// Workers live in stable slots (index = order of addition; the table's
+// centroids come first). A slot's worker routes by its cluster's centroid;
+// several workers may share a cluster (a replica added at runtime).
+// Removed slots stay as tombstones so indexes never shift under a caller.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "eldr/cluster_table.hpp"
+#include "eldr/status.hpp"
+
+namespace eldr {
+
+enum class Policy : uint8_t { eldr = 0, round_robin = 1, random = 2, jsq = 3, p2c = 4, domain = 5 };
+inline constexpr Policy kAllPolicies[] = {Policy::eldr, Policy::round_robin, Policy::random,
+                                          Policy::jsq,  Policy::p2c,         Policy::domain};
+const char* policy_name(Policy policy) noexcept;
+std::optional<Policy> parse_policy(std::string_view name) noexcept;
+
+enum class WorkerState : uint8_t { active = 0, draining = 1, removed = 2 };
+const char* worker_state_name(WorkerState state) noexcept;
+
+inline constexpr uint32_t kNoCluster = 0xffffffffu;
+inline constexpr uint32_t kMaxClusters = 1024;
+
+struct RouterOptions {
+  Policy policy = Policy::eldr;
+  float tau = -1.0f;        // locality band width; < 0 = the table's default_tau
+  bool min2_band = false;   // prototype variant: widen a one-member band to the top two
+  uint64_t seed = 0;        // random, jsq tie-break and p2c draws
+  uint32_t max_workers = 256;  // slots, fixed at creation (the hot path never allocates)
+};
+
+struct Decision {
+  int32_t worker_id = -1;
+  uint32_t worker_index = 0;  // slot
+  float similarity = 0.0f;    // score of the chosen worker (signature . centroid)
+  uint32_t band_size = 0;     // candidates the pick was made among
+  Policy policy = Policy::eldr;
+  uint64_t table_epoch = 0;
+};
+
+struct RouteHints {
+  // Per-slot in-flight counts to use for this decision instead of the
+  // router's own; when given, the router's counters are not touched.
+  std::span<const uint32_t> loads;
+  std::string_view label;  // domain label, for Policy::domain
+};
+
+struct WorkerInfo {
+  int32_t id = -1;
+  WorkerState state = WorkerState::removed;
+  uint32_t cluster = kNoCluster;
+  int64_t inflight = 0;
+  uint64_t routed = 0;
+};
+
+struct RouterStats {
+  uint64_t routed = 0;
+  uint64_t rejected = 0;           // route calls that failed (bad footprint, no worker)
+  uint64_t completes_rejected = 0; // complete on a worker with nothing in flight / unknown
+};
+
+class Router {
+ public:
+  static Result<std::unique_ptr<Router>> create(std::shared_ptr<const ClusterTable> table,
+                                                const RouterOptions& options = {});
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+  ~Router();
+
+  // One decision. Counts: int16 [L][E] of the table's geometry (validated:
+  // size and non-negative counts). Counts the pick as in flight (+1) unless
+  // hints.loads is given. Allocation-free on success.
+  Result<Decision> route(std::span<const int16_t> counts, const RouteHints& hints = {});
+
+  // Score API for gateways that blend eldr with their own scorers: per slot,
+  // the similarity to its cluster and whether it is in the locality band
+  // (removed / draining slots: score 0, not in band). Spans must hold
+  // worker_slots() entries. Returns the band size through the Result.
+  Result<uint32_t> scores(std::span<const int16_t> counts, std::span<float> scores,
+                          std::span<uint8_t> in_band) const;
+
+  // In-flight accounting: complete = -1 (never below zero: an extra complete
+  // is rejected and counted); set_load = an externally reported count.
+  Status complete(int32_t worker_id);
+  Status set_load(int32_t worker_id, uint32_t inflight);
+
+  // Runtime membership. add_worker without a cluster replicates the cluster
+  // whose workers carry the most in-flight requests each. Draining and
+  // removed workers never receive new requests; a drained worker can be
+  // re-activated by add_worker with its id.
+  Status add_worker(int32_t worker_id, std::optional<uint32_t> cluster = std::nullopt);
+  Status drain_worker(int32_t worker_id);
+  Status remove_worker(int32_t worker_id);
+
+  // Hot swap of the cluster table (same geometry); workers named in the new
+  // table take its centroids, others keep routing with no cluster (score 0).
+  Status swap_table(std::shared_ptr<const ClusterTable> table);
+
+  uint32_t worker_slots() const noexcept;
+  std::vector<WorkerInfo> workers() const;
+  std::shared_ptr<const ClusterTable> table() const;
+  uint64_t table_epoch() const noexcept;
+  const RouterOptions& options() const noexcept { return m_options; }
+  float tau() const noexcept;
+  RouterStats stats() const noexcept;
+
+ private:
+  struct Scoring;  // immutable per table: transposed centroid*idf matrix
+  struct Slot;
+  explicit Router(const RouterOptions& options);
+  Result<uint32_t> find_slot(int32_t worker_id) const;  // not removed
+  uint64_t next_random() noexcept;
+
+  RouterOptions m_options;
+  std::atomic<std::shared_ptr<const Scoring>> m_scoring;
+  std::unique_ptr<Slot[]> m_slots;
+  std::atomic<uint32_t> m_slot_count{0};
+  std::atomic<uint64_t> m_epoch{0};
+  std::atomic<uint64_t> m_rr_cursor{0};
+  std::atomic<uint64_t> m_rng_counter{0};
+  std::atomic<uint64_t> m_routed{0};
+  std::atomic<uint64_t> m_rejected{0};
+  std::atomic<uint64_t> m_completes_rejected{0};
+  std::mutex m_admin;  // serialises membership changes and table swaps
+};
+
+}  // namespace eldr

@@ -1,0 +1,490 @@
+#include "eldr/router.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "eldr/random.hpp"
+#include "kernels.hpp"
+
+namespace eldr {
+
+namespace {
+constexpr uint32_t kMaxSlots = 4096;  // bounds the hot path's stack arrays
+}
+
+const char* policy_name(Policy policy) noexcept {
+  switch (policy) {
+    case Policy::eldr: return "eldr";
+    case Policy::round_robin: return "round_robin";
+    case Policy::random: return "random";
+    case Policy::jsq: return "jsq";
+    case Policy::p2c: return "p2c";
+    case Policy::domain: return "domain";
+  }
+  return "unknown";
+}
+
+std::optional<Policy> parse_policy(std::string_view name) noexcept {
+  if (name == "rr") return Policy::round_robin;
+  for (Policy p : kAllPolicies)
+    if (name == policy_name(p)) return p;
+  return std::nullopt;
+}
+
+const char* worker_state_name(WorkerState state) noexcept {
+  switch (state) {
+    case WorkerState::active: return "active";
+    case WorkerState::draining: return "draining";
+    case WorkerState::removed: return "removed";
+  }
+  return "unknown";
+}
+
+// Everything a decision needs from one table, precomputed once: the
+// centroid*idf products transposed cell-major, so scoring one footprint walks
+// its non-zero cells and does one short vector FMA each.
+struct Router::Scoring {
+  std::shared_ptr<const ClusterTable> table;
+  uint32_t clusters = 0;
+  size_t stride = 0;  // clusters rounded up to a multiple of 8
+  std::vector<float> weights;  // [dim][stride]
+  uint64_t epoch = 0;
+
+  static std::shared_ptr<const Scoring> build(std::shared_ptr<const ClusterTable> t, uint64_t epoch) {
+    auto s = std::make_shared<Scoring>();
+    s->clusters = t->num_clusters();
+    s->stride = (size_t{s->clusters} + 7) / 8 * 8;
+    const size_t dim = t->dim();
+    s->weights.assign(dim * s->stride, 0.0f);
+    for (uint32_t c = 0; c < s->clusters; ++c) {
+      auto cen = t->centroid(c);
+      for (size_t i = 0; i < dim; ++i) s->weights[i * s->stride + c] = t->idf[i] * cen[i];
+    }
+    s->table = std::move(t);
+    s->epoch = epoch;
+    return s;
+  }
+
+  // Cluster scores for one footprint into out[0..clusters). Allocation-free.
+  void score(std::span<const int16_t> counts, float* out) const {
+    const ClusterTable& t = *table;
+    const double norm2 = kernels::project_counts(counts.data(), t.layer_mask.data(),
+                                                 t.layer_mask.size(), t.geometry.experts,
+                                                 t.idf.data(), weights.data(), stride, out);
+    const float inv = norm2 > 0.0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
+    for (uint32_t c = 0; c < clusters; ++c) out[c] *= inv;
+  }
+};
+
+struct alignas(64) Router::Slot {
+  std::atomic<int32_t> id{-1};
+  std::atomic<uint8_t> state{static_cast<uint8_t>(WorkerState::removed)};
+  std::atomic<uint32_t> cluster{kNoCluster};
+  std::atomic<int64_t> inflight{0};
+  std::atomic<uint64_t> routed{0};
+
+  WorkerState get_state() const noexcept {
+    return static_cast<WorkerState>(state.load(std::memory_order_acquire));
+  }
+};
+
+Router::Router(const RouterOptions& options) : m_options(options) {}
+Router::~Router() = default;
+
+Result<std::unique_ptr<Router>> Router::create(std::shared_ptr<const ClusterTable> table,
+                                               const RouterOptions& options) {
+  if (!table) return Status{Errc::invalid_argument, "router needs a cluster table"};
+  ELDR_TRY(table->validate());
+  if (table->num_clusters() > kMaxClusters)
+    return Status{Errc::unsupported, "at most " + std::to_string(kMaxClusters) + " clusters"};
+  if (options.max_workers == 0 || options.max_workers > kMaxSlots)
+    return Status{Errc::invalid_argument,
+                  "max_workers must be in [1, " + std::to_string(kMaxSlots) + "]"};
+  if (options.max_workers < table->num_clusters())
+    return Status{Errc::invalid_argument, "max_workers is smaller than the table's worker count"};
+  if (!(options.tau < 0.0f || (std::isfinite(options.tau) && options.tau <= 2.0f)))
+    return Status{Errc::invalid_argument, "tau must be in [0, 2] (or negative for the default)"};
+  if (options.policy == Policy::domain && table->domains.empty())
+    return Status{Errc::invalid_argument,
+                  "the domain policy needs a table fitted with labels (no domain pools)"};
+  std::unique_ptr<Router> r(new Router(options));
+  r->m_slots = std::make_unique<Slot[]>(options.max_workers);
+  r->m_epoch.store(1);
+  r->m_scoring.store(Scoring::build(table, 1));
+  for (uint32_t c = 0; c < table->num_clusters(); ++c) {
+    Slot& s = r->m_slots[c];
+    s.id.store(table->worker_ids[c]);
+    s.cluster.store(c);
+    s.state.store(static_cast<uint8_t>(WorkerState::active));
+  }
+  r->m_slot_count.store(table->num_clusters(), std::memory_order_release);
+  return r;
+}
+
+uint64_t Router::next_random() noexcept {
+  const uint64_t n = m_rng_counter.fetch_add(1, std::memory_order_relaxed);
+  return splitmix64(m_options.seed * 0x9e3779b97f4a7c15ULL + n);
+}
+
+float Router::tau() const noexcept {
+  if (m_options.tau >= 0.0f) return m_options.tau;
+  return m_scoring.load()->table->default_tau;
+}
+
+namespace {
+
+Status check_counts(const ClusterTable& t, std::span<const int16_t> counts) {
+  if (counts.data() == nullptr || counts.size() != t.geometry.cells())
+    return {Errc::shape_mismatch, "footprint has " + std::to_string(counts.size()) +
+                                      " cells, the table's geometry " + t.geometry.to_string() +
+                                      " needs " + std::to_string(t.geometry.cells())};
+  int16_t lowest = 0;
+  for (int16_t v : counts) lowest = std::min(lowest, v);
+  if (lowest < 0) return {Errc::out_of_range, "footprint has a negative count"};
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints& hints) {
+  const std::shared_ptr<const Scoring> scoring = m_scoring.load(std::memory_order_acquire);
+  const ClusterTable& table = *scoring->table;
+  if (Status s = check_counts(table, counts); !s) {
+    m_rejected.fetch_add(1, std::memory_order_relaxed);
+    return s;
+  }
+  const uint32_t n = m_slot_count.load(std::memory_order_acquire);
+  if (!hints.loads.empty() && hints.loads.size() != n) {
+    m_rejected.fetch_add(1, std::memory_order_relaxed);
+    return Status{Errc::invalid_argument, "loads has " + std::to_string(hints.loads.size()) +
+                                              " entries, the router has " + std::to_string(n) +
+                                              " worker slots"};
+  }
+
+  float cluster_score[kMaxClusters];
+  scoring->score(counts, cluster_score);
+
+  // Active slots with their score and load, gathered once per decision.
+  uint32_t active[kMaxSlots];
+  float score[kMaxSlots];
+  int64_t load[kMaxSlots];
+  uint32_t m = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const Slot& s = m_slots[i];
+    if (s.get_state() != WorkerState::active) continue;
+    const uint32_t c = s.cluster.load(std::memory_order_relaxed);
+    active[m] = i;
+    score[m] = c < scoring->clusters ? cluster_score[c] : 0.0f;
+    load[m] = hints.loads.empty() ? s.inflight.load(std::memory_order_relaxed) : hints.loads[i];
+    ++m;
+  }
+  if (m == 0) {
+    m_rejected.fetch_add(1, std::memory_order_relaxed);
+    return Status{Errc::no_worker, "no active worker to route to"};
+  }
+
+  // Least loaded of the candidates j with keep(j) true; ties: lowest slot, or a
+  // uniformly random one among the tied when `random_ties`.
+  auto least_loaded = [&](auto keep, bool random_ties, uint32_t& candidates) {
+    int64_t best = INT64_MAX;
+    uint32_t ties = 0;
+    candidates = 0;
+    for (uint32_t j = 0; j < m; ++j) {
+      if (!keep(j)) continue;
+      ++candidates;
+      if (load[j] < best) {
+        best = load[j];
+        ties = 1;
+      } else if (load[j] == best) {
+        ++ties;
+      }
+    }
+    uint32_t target = random_ties && ties > 1 ? static_cast<uint32_t>(next_random() % ties) : 0;
+    for (uint32_t j = 0; j < m; ++j)
+      if (keep(j) && load[j] == best && target-- == 0) return j;
+    return 0u;  // unreachable: m > 0 and keep() selected at least one
+  };
+
+  uint32_t pick = 0, band = 0;
+  switch (m_options.policy) {
+    case Policy::eldr: {
+      float top = score[0];
+      for (uint32_t j = 1; j < m; ++j) top = std::max(top, score[j]);
+      const float t = tau();
+      const float threshold = top - t;
+      uint32_t members = 0;
+      for (uint32_t j = 0; j < m; ++j) members += score[j] >= threshold;
+      float floor = threshold;
+      if (m_options.min2_band && t > 0.0f && members == 1 && m > 1) {
+        // Widen to the second-best score.
+        float second = -1.0f;
+        for (uint32_t j = 0; j < m; ++j)
+          if (score[j] < top) second = std::max(second, score[j]);
+        if (second >= 0.0f) floor = second;
+      }
+      pick = least_loaded([&](uint32_t j) { return score[j] >= floor; }, false, band);
+      break;
+    }
+    case Policy::round_robin:
+      pick = static_cast<uint32_t>(m_rr_cursor.fetch_add(1, std::memory_order_relaxed) % m);
+      band = 1;
+      break;
+    case Policy::random:
+      pick = static_cast<uint32_t>(next_random() % m);
+      band = 1;
+      break;
+    case Policy::jsq:
+      pick = least_loaded([](uint32_t) { return true; }, true, band);
+      break;
+    case Policy::p2c: {
+      const uint32_t a = static_cast<uint32_t>(next_random() % m);
+      pick = a;
+      band = 1;
+      if (m > 1) {
+        uint32_t b = static_cast<uint32_t>(next_random() % (m - 1));
+        if (b >= a) ++b;
+        if (load[b] < load[a]) pick = b;
+        band = 2;
+      }
+      break;
+    }
+    case Policy::domain: {
+      const DomainPools& pools = table.domains;
+      int32_t domain = -1;
+      for (size_t d = 0; d < pools.names.size(); ++d)
+        if (pools.names[d] == hints.label) domain = static_cast<int32_t>(d);
+      auto pool_of = [&](uint32_t j) {
+        const uint32_t c = m_slots[active[j]].cluster.load(std::memory_order_relaxed);
+        return c < pools.worker_domain.size() ? pools.worker_domain[c] : -2;
+      };
+      // The label's own pool, else the misc pool, else every active worker.
+      auto pool_has = [&](int32_t want) {
+        for (uint32_t j = 0; j < m; ++j)
+          if (pool_of(j) == want) return true;
+        return false;
+      };
+      const int32_t want = domain >= 0 && pool_has(domain) ? domain : pool_has(-1) ? -1 : -3;
+      if (want == -3)
+        pick = least_loaded([](uint32_t) { return true; }, true, band);
+      else
+        pick = least_loaded([&](uint32_t j) { return pool_of(j) == want; }, true, band);
+      break;
+    }
+  }
+
+  Slot& chosen = m_slots[active[pick]];
+  if (hints.loads.empty()) chosen.inflight.fetch_add(1, std::memory_order_relaxed);
+  chosen.routed.fetch_add(1, std::memory_order_relaxed);
+  m_routed.fetch_add(1, std::memory_order_relaxed);
+  Decision d;
+  d.worker_id = chosen.id.load(std::memory_order_relaxed);
+  d.worker_index = active[pick];
+  d.similarity = score[pick];
+  d.band_size = band;
+  d.policy = m_options.policy;
+  d.table_epoch = scoring->epoch;
+  return d;
+}
+
+Result<uint32_t> Router::scores(std::span<const int16_t> counts, std::span<float> out_scores,
+                                std::span<uint8_t> in_band) const {
+  const std::shared_ptr<const Scoring> scoring = m_scoring.load(std::memory_order_acquire);
+  ELDR_TRY(check_counts(*scoring->table, counts));
+  const uint32_t n = m_slot_count.load(std::memory_order_acquire);
+  if (out_scores.size() != n || in_band.size() != n)
+    return Status{Errc::invalid_argument, "scores and in_band must hold worker_slots() = " +
+                                              std::to_string(n) + " entries"};
+  float cluster_score[kMaxClusters];
+  scoring->score(counts, cluster_score);
+  float top = -1.0f;
+  for (uint32_t i = 0; i < n; ++i) {
+    const Slot& s = m_slots[i];
+    const uint32_t c = s.cluster.load(std::memory_order_relaxed);
+    const bool active = s.get_state() == WorkerState::active;
+    out_scores[i] = active && c < scoring->clusters ? cluster_score[c] : 0.0f;
+    if (active) top = std::max(top, out_scores[i]);
+  }
+  const float t = m_options.tau >= 0.0f ? m_options.tau : scoring->table->default_tau;
+  float floor = top - t;
+  uint32_t members = 0;
+  for (uint32_t i = 0; i < n; ++i)
+    members += m_slots[i].get_state() == WorkerState::active && out_scores[i] >= floor;
+  if (m_options.min2_band && t > 0.0f && members == 1) {
+    float second = -1.0f;
+    for (uint32_t i = 0; i < n; ++i)
+      if (m_slots[i].get_state() == WorkerState::active && out_scores[i] < top)
+        second = std::max(second, out_scores[i]);
+    if (second >= 0.0f) floor = second;
+  }
+  uint32_t band = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    in_band[i] = m_slots[i].get_state() == WorkerState::active && out_scores[i] >= floor;
+    band += in_band[i];
+  }
+  return band;
+}
+
+Result<uint32_t> Router::find_slot(int32_t worker_id) const {
+  const uint32_t n = m_slot_count.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i)
+    if (m_slots[i].id.load(std::memory_order_relaxed) == worker_id &&
+        m_slots[i].get_state() != WorkerState::removed)
+      return i;
+  return Status{Errc::not_found, "no worker with id " + std::to_string(worker_id)};
+}
+
+Status Router::complete(int32_t worker_id) {
+  // A removed worker may still finish requests routed before its removal:
+  // take the newest slot with the id, whatever its state.
+  const uint32_t n = m_slot_count.load(std::memory_order_acquire);
+  for (uint32_t i = n; i-- > 0;) {
+    Slot& s = m_slots[i];
+    if (s.id.load(std::memory_order_relaxed) != worker_id) continue;
+    int64_t cur = s.inflight.load(std::memory_order_relaxed);
+    while (cur > 0 && !s.inflight.compare_exchange_weak(cur, cur - 1, std::memory_order_relaxed)) {
+    }
+    if (cur > 0) return Status::ok();
+    m_completes_rejected.fetch_add(1, std::memory_order_relaxed);
+    return {Errc::state, "worker " + std::to_string(worker_id) + " has no request in flight"};
+  }
+  m_completes_rejected.fetch_add(1, std::memory_order_relaxed);
+  return {Errc::not_found, "no worker with id " + std::to_string(worker_id)};
+}
+
+Status Router::set_load(int32_t worker_id, uint32_t inflight) {
+  auto slot = find_slot(worker_id);
+  if (!slot) return slot.status();
+  m_slots[*slot].inflight.store(inflight, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+Status Router::add_worker(int32_t worker_id, std::optional<uint32_t> cluster) {
+  if (worker_id < 0) return {Errc::invalid_argument, "worker ids must be >= 0"};
+  std::lock_guard lock(m_admin);
+  const auto scoring = m_scoring.load();
+  if (cluster && *cluster >= scoring->clusters)
+    return {Errc::out_of_range, "cluster " + std::to_string(*cluster) + " does not exist (table has " +
+                                    std::to_string(scoring->clusters) + ")"};
+  if (auto existing = find_slot(worker_id)) {
+    Slot& s = m_slots[*existing];
+    if (s.get_state() == WorkerState::active)
+      return {Errc::state, "worker " + std::to_string(worker_id) + " is already active"};
+    if (cluster) s.cluster.store(*cluster);
+    s.state.store(static_cast<uint8_t>(WorkerState::active), std::memory_order_release);
+    return Status::ok();
+  }
+  const uint32_t n = m_slot_count.load(std::memory_order_relaxed);
+  if (n >= m_options.max_workers)
+    return {Errc::capacity, "all " + std::to_string(m_options.max_workers) +
+                                " worker slots are used (removed workers keep theirs)"};
+  uint32_t chosen = 0;
+  if (cluster) {
+    chosen = *cluster;
+  } else {
+    // A cluster nobody serves first; else the one with the most in flight per worker.
+    std::vector<int64_t> inflight(scoring->clusters, 0), members(scoring->clusters, 0);
+    for (uint32_t i = 0; i < n; ++i) {
+      const Slot& s = m_slots[i];
+      const uint32_t c = s.cluster.load();
+      if (s.get_state() != WorkerState::active || c >= scoring->clusters) continue;
+      inflight[c] += s.inflight.load();
+      ++members[c];
+    }
+    double worst = -1.0;
+    for (uint32_t c = 0; c < scoring->clusters; ++c) {
+      const double per = members[c] ? static_cast<double>(inflight[c]) / members[c] : 1e300;
+      if (per > worst) {
+        worst = per;
+        chosen = c;
+      }
+    }
+  }
+  Slot& s = m_slots[n];
+  s.id.store(worker_id);
+  s.cluster.store(chosen);
+  s.inflight.store(0);
+  s.routed.store(0);
+  s.state.store(static_cast<uint8_t>(WorkerState::active));
+  m_slot_count.store(n + 1, std::memory_order_release);
+  return Status::ok();
+}
+
+Status Router::drain_worker(int32_t worker_id) {
+  std::lock_guard lock(m_admin);
+  auto slot = find_slot(worker_id);
+  if (!slot) return slot.status();
+  m_slots[*slot].state.store(static_cast<uint8_t>(WorkerState::draining), std::memory_order_release);
+  return Status::ok();
+}
+
+Status Router::remove_worker(int32_t worker_id) {
+  std::lock_guard lock(m_admin);
+  auto slot = find_slot(worker_id);
+  if (!slot) return slot.status();
+  m_slots[*slot].state.store(static_cast<uint8_t>(WorkerState::removed), std::memory_order_release);
+  return Status::ok();
+}
+
+Status Router::swap_table(std::shared_ptr<const ClusterTable> table) {
+  if (!table) return {Errc::invalid_argument, "swap_table needs a table"};
+  ELDR_TRY(table->validate());
+  std::lock_guard lock(m_admin);
+  const auto current = m_scoring.load();
+  const Geometry& a = current->table->geometry;
+  const Geometry& b = table->geometry;
+  if (a.layers != b.layers || a.experts != b.experts)
+    return {Errc::shape_mismatch, "new table's geometry " + b.to_string() + " differs from " +
+                                      a.to_string()};
+  if (table->num_clusters() > kMaxClusters)
+    return {Errc::unsupported, "at most " + std::to_string(kMaxClusters) + " clusters"};
+  if (m_options.policy == Policy::domain && table->domains.empty())
+    return {Errc::invalid_argument, "the domain policy needs a table with domain pools"};
+  uint32_t n = m_slot_count.load(std::memory_order_relaxed);
+  uint32_t missing = 0;
+  for (int32_t id : table->worker_ids) missing += !find_slot(id).is_ok();
+  if (n + missing > m_options.max_workers)
+    return {Errc::capacity, "the new table's workers do not fit in max_workers"};
+  const uint64_t epoch = m_epoch.fetch_add(1) + 1;
+  auto scoring = Scoring::build(table, epoch);
+  for (uint32_t i = 0; i < n; ++i) {
+    Slot& s = m_slots[i];
+    if (s.get_state() == WorkerState::removed) continue;
+    const auto it = std::find(table->worker_ids.begin(), table->worker_ids.end(), s.id.load());
+    s.cluster.store(it == table->worker_ids.end()
+                        ? kNoCluster
+                        : static_cast<uint32_t>(it - table->worker_ids.begin()));
+  }
+  for (uint32_t c = 0; c < table->num_clusters(); ++c) {
+    if (find_slot(table->worker_ids[c])) continue;
+    Slot& s = m_slots[n];
+    s.id.store(table->worker_ids[c]);
+    s.cluster.store(c);
+    s.inflight.store(0);
+    s.routed.store(0);
+    s.state.store(static_cast<uint8_t>(WorkerState::active));
+    m_slot_count.store(++n, std::memory_order_release);
+  }
+  m_scoring.store(std::move(scoring), std::memory_order_release);
+  return Status::ok();
+}
+
+uint32_t Router::worker_slots() const noexcept { return m_slot_count.load(std::memory_order_acquire); }
+
+std::vector<WorkerInfo> Router::workers() const {
+  const uint32_t n = worker_slots();
+  std::vector<WorkerInfo> out(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const Slot& s = m_slots[i];
+    out[i] = {s.id.load(), s.get_state(), s.cluster.load(), s.inflight.load(), s.routed.load()};
+  }
+  return out;
+}
+
+std::shared_ptr<const ClusterTable> Router::table() const { return m_scoring.load()->table; }
+uint64_t Router::table_epoch() const noexcept { return m_scoring.load()->epoch; }
+
+RouterStats Router::stats() const noexcept {
+  return {m_routed.load(), m_rejected.load(), m_completes_rejected.load()};
+}
+
+}  // namespace eldr
