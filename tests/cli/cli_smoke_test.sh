@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# End-to-end check of the eldr CLI: synth -> fit -> inspect -> route -> bench,
+# plus the error paths a user hits first (truncated file, bad policy).
+set -euo pipefail
+ELDR="$1"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$ELDR" synth --model gpt-oss-20b --requests 120 --seed 3 --out-dir "$WORK" >/dev/null
+"$ELDR" fit --prefill "$WORK/prefill.npy" --decode "$WORK/decode.npy" --labels "$WORK/labels.txt" \
+  --workers 4 --model gpt-oss-20b --pairs 2000 --out "$WORK/table.eldr" > "$WORK/fit.txt"
+grep -q "cluster sizes (cap 30)" "$WORK/fit.txt" || fail "fit summary: $(cat "$WORK/fit.txt")"
+
+"$ELDR" inspect --json "$WORK/table.eldr" > "$WORK/inspect.json"
+grep -q '"workers":4' "$WORK/inspect.json" || fail "inspect: $(cat "$WORK/inspect.json")"
+grep -q '"top_k":4' "$WORK/inspect.json" || fail "inspect top_k: $(cat "$WORK/inspect.json")"
+
+for policy in eldr round_robin random jsq p2c; do
+  "$ELDR" route --table "$WORK/table.eldr" --footprints "$WORK/prefill.npy" --policy "$policy" \
+    > "$WORK/route_$policy.csv" 2>/dev/null
+  lines=$(($(wc -l < "$WORK/route_$policy.csv") - 1))
+  [ "$lines" -eq 120 ] || fail "$policy routed $lines of 120"
+done
+"$ELDR" route --table "$WORK/table.eldr" --footprints "$WORK/prefill.npy" --policy domain \
+  --labels "$WORK/labels.txt" --json > "$WORK/route_domain.jsonl" 2>/dev/null
+[ "$(wc -l < "$WORK/route_domain.jsonl")" -eq 120 ] || fail "domain routing"
+
+"$ELDR" bench route --layers 4 --experts 16 --workers 4 --decisions 200 --calibration 64 --json \
+  > "$WORK/bench.json"
+grep -q '"p50_ns"' "$WORK/bench.json" && grep -q '"p99_ns"' "$WORK/bench.json" || fail "bench json"
+
+# Error paths: clear message, non-zero exit, no crash.
+head -c 100 "$WORK/prefill.npy" > "$WORK/truncated.npy"
+if "$ELDR" fit --prefill "$WORK/truncated.npy" --workers 2 --out "$WORK/x.eldr" 2> "$WORK/err.txt"; then
+  fail "fit accepted a truncated file"
+fi
+grep -q "eldr: corrupt" "$WORK/err.txt" || fail "truncated message: $(cat "$WORK/err.txt")"
+if "$ELDR" route --table "$WORK/table.eldr" --footprints "$WORK/prefill.npy" --policy best 2> "$WORK/err.txt"; then
+  fail "unknown policy accepted"
+fi
+head -c 64 "$WORK/table.eldr" > "$WORK/short.eldr"
+if "$ELDR" inspect "$WORK/short.eldr" 2> "$WORK/err.txt"; then fail "short table accepted"; fi
+echo "cli smoke: ok"

@@ -1,0 +1,37 @@
+// Shared helpers of the eldr CLI subcommands.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "eldr/cluster_table.hpp"
+#include "eldr/status.hpp"
+
+namespace eldr::cli {
+
+// Prints "eldr: <status>" to stderr and returns exit code 1 (0 when ok).
+int report(const Status& status);
+
+// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+class ProgressBar {
+ public:
+  ProgressBar();
+  void update(std::string_view stage, double fraction);
+  void finish();
+
+ private:
+  bool m_tty;
+  int m_last_permille = -1;
+  std::string m_stage;
+};
+
+// Loads a cluster table: FlatBuffers file, or a prototype JSON (*.json).
+Result<ClusterTable> load_any_table(const std::string& path, uint32_t json_top_k = 0);
+
+// Nearest-rank percentile of unsorted samples (copied).
+uint64_t percentile(std::vector<uint64_t> samples, double p);
+
+}  // namespace eldr::cli

@@ -1,0 +1,16 @@
+// Each subcommand registers its options and its callback on the CLI app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace eldr::cli {
+
+// The callbacks store their exit code here (CLI11 callbacks return void).
+extern int g_exit_code;
+
+void register_fit_commands(CLI::App& app);  // fit, inspect, import, synth
+void register_route_command(CLI::App& app);
+void register_bench_command(CLI::App& app);
+void register_demo_command(CLI::App& app);
+
+}  // namespace eldr::cli
