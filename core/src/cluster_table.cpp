@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eldr/cluster_table_generated.h"
+#include "file_io.hpp"
 
 namespace eldr {
 
@@ -36,35 +37,6 @@ bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
   return !__builtin_mul_overflow(a, b, out);
 }
 
-// Reads a whole file; anything above max_bytes is refused (a wrong path such as
-// /dev/zero must fail, not exhaust memory).
-Result<std::vector<uint8_t>> read_whole_file(const std::string& path, uint64_t max_bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return Status{Errc::io, path + ": cannot open: " + std::strerror(errno)};
-  struct Closer {
-    std::FILE* f;
-    ~Closer() { std::fclose(f); }
-  } closer{f};
-  std::vector<uint8_t> bytes;
-  std::error_code ec;
-  const auto size_hint = std::filesystem::file_size(path, ec);
-  if (!ec && size_hint <= max_bytes) bytes.reserve(static_cast<size_t>(size_hint));
-  uint8_t chunk[1 << 16];
-  for (;;) {
-    const size_t got = std::fread(chunk, 1, sizeof chunk, f);
-    if (got > 0) {
-      if (bytes.size() + got > max_bytes)
-        return Status{Errc::io,
-                      path + ": file larger than " + std::to_string(max_bytes) + " bytes"};
-      bytes.insert(bytes.end(), chunk, chunk + got);
-    }
-    if (got < sizeof chunk) {
-      if (std::ferror(f)) return Status{Errc::io, path + ": read error"};
-      break;
-    }
-  }
-  return bytes;
-}
 
 Status with_path(const std::string& path, const Status& s) {
   if (s.is_ok()) return s;
@@ -550,7 +522,7 @@ Status save_table(const ClusterTable& table, const std::string& path) {
 
 Result<ClusterTable> load_table(const std::string& path) {
   try {
-    auto bytes = read_whole_file(path, kMaxTableBytes);
+    auto bytes = read_file(path, kMaxTableBytes);
     if (!bytes) return bytes.status();
     auto table = decode_table(*bytes);
     if (!table) return with_path(path, table.status());
@@ -580,7 +552,7 @@ Result<ClusterTable> import_prototype_json_file(const std::string& path,
                                                 const JsonImportOptions& options) {
   try {
     return [&]() -> Result<ClusterTable> {
-      auto bytes = read_whole_file(path, kMaxJsonBytes);
+      auto bytes = read_file(path, kMaxJsonBytes);
       if (!bytes) return bytes.status();
       auto table = import_prototype_json(
           std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), options);

@@ -1,6 +1,8 @@
 #include "eldr/cluster_table.hpp"
 
 #include <gtest/gtest.h>
+
+#include "core/temp_dir.hpp"
 #include <unistd.h>
 
 #include <cmath>
@@ -18,31 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    m_path =
-        fs::path(::testing::TempDir()) / ("eldr_table_" + std::string(info->test_suite_name()) +
-                                          "_" + info->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(m_path);
-    fs::create_directories(m_path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(m_path, ec);
-  }
-  std::string file(const std::string& name) const { return (m_path / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(m_path))
-      out.push_back(e.path().filename().string());
-    return out;
-  }
-
- private:
-  fs::path m_path;
-};
+using testing::TempDir;
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;

@@ -1,6 +1,8 @@
 #include "eldr/npy.hpp"
 
 #include <gtest/gtest.h>
+
+#include "core/temp_dir.hpp"
 #include <unistd.h>
 
 #include <cmath>
@@ -16,27 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test, removed afterwards, so parallel ctest runs and
-// reruns never see each other's files.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    m_path =
-        fs::path(::testing::TempDir()) / ("eldr_npy_" + std::string(info->test_suite_name()) + "_" +
-                                          info->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(m_path);
-    fs::create_directories(m_path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(m_path, ec);
-  }
-  std::string file(const std::string& name) const { return (m_path / name).string(); }
-
- private:
-  fs::path m_path;
-};
+using testing::TempDir;
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
