@@ -5,7 +5,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 ELDR := $(BUILD)/tools/eldr
 
-.PHONY: all deps configure build test demo bench clean
+.PHONY: all deps configure build test demo bench sim-table clean
 
 all: build
 
@@ -28,6 +28,10 @@ bench: build
 	$(ELDR) bench route --layers 48 --experts 128 --workers 16 --json
 	$(ELDR) bench fit --requests 1000 --layers 48 --experts 128 --workers 16 --json
 	$(BUILD)/tools/eldr_benchmarks --benchmark_min_time=0.2
+
+# The README's paper-shaped table (simulated; about two minutes here).
+sim-table: build
+	/usr/bin/python3 tools/sim_paper_table.py $(ELDR) 200 20000
 
 clean:
 	rm -rf $(BUILD)

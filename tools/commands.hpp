@@ -12,5 +12,6 @@ void register_fit_commands(CLI::App& app);  // fit, inspect, import, synth
 void register_route_command(CLI::App& app);
 void register_bench_command(CLI::App& app);
 void register_demo_command(CLI::App& app);
+void register_sim_command(CLI::App& app);
 
 }  // namespace eldr::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   eldr::cli::register_route_command(app);
   eldr::cli::register_bench_command(app);
   eldr::cli::register_demo_command(app);
+  eldr::cli::register_sim_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -20,6 +20,7 @@ const char* policy_name(Policy policy) noexcept {
     case Policy::jsq: return "jsq";
     case Policy::p2c: return "p2c";
     case Policy::domain: return "domain";
+    case Policy::eldr_guard: return "eldr_guard";
   }
   return "unknown";
 }
@@ -207,7 +208,8 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
 
   uint32_t pick = 0, band = 0;
   switch (m_options.policy) {
-    case Policy::eldr: {
+    case Policy::eldr:
+    case Policy::eldr_guard: {
       float top = score[0];
       for (uint32_t j = 1; j < m; ++j) top = std::max(top, score[j]);
       const float t = tau();
@@ -223,6 +225,17 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
         if (second >= 0.0f) floor = second;
       }
       pick = least_loaded([&](uint32_t j) { return score[j] >= floor; }, false, band);
+      if (m_options.policy == Policy::eldr_guard) {
+        int64_t lowest = load[0];
+        for (uint32_t j = 1; j < m; ++j) lowest = std::min(lowest, load[j]);
+        if (load[pick] > lowest + static_cast<int64_t>(m_options.guard_slack)) {
+          // Spill: the least-loaded worker, the most similar among ties.
+          uint32_t best = m;
+          for (uint32_t j = 0; j < m; ++j)
+            if (load[j] == lowest && (best == m || score[j] > score[best])) best = j;
+          pick = best;
+        }
+      }
       break;
     }
     case Policy::round_robin:

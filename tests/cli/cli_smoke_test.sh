@@ -30,6 +30,16 @@ done
   > "$WORK/bench.json"
 grep -q '"p50_ns"' "$WORK/bench.json" && grep -q '"p99_ns"' "$WORK/bench.json" || fail "bench json"
 
+"$ELDR" sim --preset gpt-oss-20b --workload task --workers 4 --rate 50 80 --requests 300 \
+  --calibration 200 --json > "$WORK/sim.json"
+for key in round_robin random jsq p2c domain eldr eldr_guard p50_ms p99_ms experts_per_step \
+           p50_reduction_pct p99_reduction_pct; do
+  grep -q "\"$key\"" "$WORK/sim.json" || fail "sim json lacks $key"
+done
+"$ELDR" sim --preset gpt-oss-20b --workload language --workers 4 --rate 50 --requests 200 \
+  --calibration 200 --ablation tau > "$WORK/ablation.txt"
+grep -q "eldr tau=0.3" "$WORK/ablation.txt" || fail "tau ablation"
+
 # Error paths: clear message, non-zero exit, no crash.
 head -c 100 "$WORK/prefill.npy" > "$WORK/truncated.npy"
 if "$ELDR" fit --prefill "$WORK/truncated.npy" --workers 2 --out "$WORK/x.eldr" 2> "$WORK/err.txt"; then
@@ -41,4 +51,6 @@ if "$ELDR" route --table "$WORK/table.eldr" --footprints "$WORK/prefill.npy" --p
 fi
 head -c 64 "$WORK/table.eldr" > "$WORK/short.eldr"
 if "$ELDR" inspect "$WORK/short.eldr" 2> "$WORK/err.txt"; then fail "short table accepted"; fi
+if "$ELDR" sim --preset llama --requests 10 2> "$WORK/err.txt"; then fail "unknown preset accepted"; fi
+grep -q "unknown model preset" "$WORK/err.txt" || fail "preset message: $(cat "$WORK/err.txt")"
 echo "cli smoke: ok"

@@ -336,3 +336,23 @@ TEST(policy, names_round_trip) {
 
 }  // namespace
 }  // namespace eldr
+
+namespace eldr {
+namespace {
+
+TEST(router, eldr_guard_spills_when_the_band_pick_runs_too_far_ahead) {
+  auto sut = make({.policy = Policy::eldr_guard, .tau = 0.0f, .guard_slack = 2});
+  // Worker 100 is the only band member; within the slack it keeps the request.
+  auto d = sut->route(layer0({5}), {.loads = std::vector<uint32_t>{3, 1, 2, 1}});
+  EXPECT_EQ(d->worker_id, 100);
+  // Three above the least-loaded: spill to the least-loaded, the most similar of the tied.
+  d = sut->route(layer0({5, 0, 1, 0}), {.loads = std::vector<uint32_t>{4, 1, 1, 2}});
+  EXPECT_EQ(d->worker_id, 102);
+  // The plain rule keeps piling on.
+  auto plain = make({.policy = Policy::eldr, .tau = 0.0f});
+  EXPECT_EQ(plain->route(layer0({5, 0, 1, 0}), {.loads = std::vector<uint32_t>{4, 1, 1, 2}})->worker_id,
+            100);
+}
+
+}  // namespace
+}  // namespace eldr

@@ -23,9 +23,23 @@
 
 namespace eldr {
 
-enum class Policy : uint8_t { eldr = 0, round_robin = 1, random = 2, jsq = 3, p2c = 4, domain = 5 };
+// eldr_guard (ours, beyond the paper): the locality band, but a pick may not
+// carry more than `guard_slack` requests above the least-loaded active worker;
+// past that the request spills to the least-loaded worker (ties: higher
+// score). It bounds the pile-up that bursts of one domain cause on a narrow
+// band, which is where the paper's rule loses P99.
+enum class Policy : uint8_t {
+  eldr = 0,
+  round_robin = 1,
+  random = 2,
+  jsq = 3,
+  p2c = 4,
+  domain = 5,
+  eldr_guard = 6,
+};
 inline constexpr Policy kAllPolicies[] = {Policy::eldr, Policy::round_robin, Policy::random,
-                                          Policy::jsq,  Policy::p2c,         Policy::domain};
+                                          Policy::jsq,  Policy::p2c,         Policy::domain,
+                                          Policy::eldr_guard};
 const char* policy_name(Policy policy) noexcept;
 std::optional<Policy> parse_policy(std::string_view name) noexcept;
 
@@ -41,6 +55,7 @@ struct RouterOptions {
   bool min2_band = false;   // prototype variant: widen a one-member band to the top two
   uint64_t seed = 0;        // random, jsq tie-break and p2c draws
   uint32_t max_workers = 256;  // slots, fixed at creation (the hot path never allocates)
+  uint32_t guard_slack = 16;   // eldr_guard: most requests a pick may carry above the minimum
 };
 
 struct Decision {
