@@ -25,7 +25,8 @@ struct SimArgs {
   std::string preset = "qwen3-30b-a3b", workload = "task", ablation, plot_dir;
   std::vector<std::string> policies{"round_robin", "random", "jsq", "p2c", "domain", "eldr", "eldr_guard"};
   std::vector<double> rates{40.0};
-  uint32_t workers = 16, max_batch = 0, guard_slack = 16;
+  uint32_t workers = 16, max_batch = 0, guard_slack = 2;
+  float guard_ratio = 0.25f;
   uint64_t requests = 20000, calibration = 1000, seed = 1;
   float tau = 0.1f;
   double t0_ms = -1, tseq_ms = -1, alpha_us = -1;
@@ -180,6 +181,7 @@ int run_sim(const SimArgs& a) {
       so.router.tau = run.tau;
       so.router.seed = a.seed;
       so.router.guard_slack = a.guard_slack;
+      so.router.guard_ratio = a.guard_ratio;
       so.progress = [&](double f) { bar.update("sim " + run.name, f); };
       auto r = simulate(w->evaluation, tables[key], so);
       if (!r) return report(r.status());
@@ -273,7 +275,8 @@ void register_sim_command(CLI::App& app) {
   sim->add_option("--calibration", a->calibration, "calibration requests (disjoint)");
   sim->add_option("--policies", a->policies)->expected(1, -1);
   sim->add_option("--tau", a->tau)->check(CLI::Range(0.0f, 2.0f));
-  sim->add_option("--guard-slack", a->guard_slack, "eldr_guard: requests above the minimum load");
+  sim->add_option("--guard-slack", a->guard_slack, "eldr_guard: least slack above the minimum load");
+  sim->add_option("--guard-ratio", a->guard_ratio, "eldr_guard: slack as a share of the mean load");
   sim->add_option("--ablation", a->ablation, "tau | kmeans | pool");
   sim->add_option("--seed", a->seed);
   sim->add_option("--t0-ms", a->t0_ms);

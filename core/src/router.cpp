@@ -103,6 +103,8 @@ Result<std::unique_ptr<Router>> Router::create(std::shared_ptr<const ClusterTabl
                   "max_workers must be in [1, " + std::to_string(kMaxSlots) + "]"};
   if (options.max_workers < table->num_clusters())
     return Status{Errc::invalid_argument, "max_workers is smaller than the table's worker count"};
+  if (!(options.guard_ratio >= 0.0f && std::isfinite(options.guard_ratio)))
+    return Status{Errc::invalid_argument, "guard_ratio must be finite and >= 0"};
   if (!(options.tau < 0.0f || (std::isfinite(options.tau) && options.tau <= 2.0f)))
     return Status{Errc::invalid_argument, "tau must be in [0, 2] (or negative for the default)"};
   if (options.policy == Policy::domain && table->domains.empty())
@@ -226,9 +228,14 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
       }
       pick = least_loaded([&](uint32_t j) { return score[j] >= floor; }, false, band);
       if (m_options.policy == Policy::eldr_guard) {
-        int64_t lowest = load[0];
-        for (uint32_t j = 1; j < m; ++j) lowest = std::min(lowest, load[j]);
-        if (load[pick] > lowest + static_cast<int64_t>(m_options.guard_slack)) {
+        int64_t lowest = load[0], total = 0;
+        for (uint32_t j = 0; j < m; ++j) {
+          lowest = std::min(lowest, load[j]);
+          total += load[j];
+        }
+        const double slack = std::max<double>(
+            m_options.guard_slack, m_options.guard_ratio * static_cast<double>(total) / m);
+        if (static_cast<double>(load[pick] - lowest) > slack) {
           // Spill: the least-loaded worker, the most similar among ties.
           uint32_t best = m;
           for (uint32_t j = 0; j < m; ++j)

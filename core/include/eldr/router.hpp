@@ -24,9 +24,9 @@
 namespace eldr {
 
 // eldr_guard (ours, beyond the paper): the locality band, but a pick may not
-// carry more than `guard_slack` requests above the least-loaded active worker;
-// past that the request spills to the least-loaded worker (ties: higher
-// score). It bounds the pile-up that bursts of one domain cause on a narrow
+// run further ahead of the least-loaded active worker than a slack that grows
+// with the pool's load (RouterOptions::guard_*); past that the request spills
+// to the least-loaded worker (ties: higher score). It bounds the pile-up that bursts of one domain cause on a narrow
 // band, which is where the paper's rule loses P99.
 enum class Policy : uint8_t {
   eldr = 0,
@@ -55,7 +55,10 @@ struct RouterOptions {
   bool min2_band = false;   // prototype variant: widen a one-member band to the top two
   uint64_t seed = 0;        // random, jsq tie-break and p2c draws
   uint32_t max_workers = 256;  // slots, fixed at creation (the hot path never allocates)
-  uint32_t guard_slack = 16;   // eldr_guard: most requests a pick may carry above the minimum
+  // eldr_guard: a pick may carry at most max(guard_slack, guard_ratio * mean
+  // in-flight) requests more than the least-loaded active worker.
+  uint32_t guard_slack = 2;
+  float guard_ratio = 0.25f;
 };
 
 struct Decision {
