@@ -22,9 +22,10 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Every suite: the normal build, then the same tests under ASan+UBSan and
-# under TSan, then each fuzzer for FUZZ_SECONDS from its seed corpus.
-test: test-unit test-asan test-tsan test-fuzz
+# Every suite: the tests under ASan+UBSan and under TSan, each fuzzer for
+# FUZZ_SECONDS from its seed corpus, then the normal build's tests (last, so
+# that a run ends on ctest's summary line).
+test: test-asan test-tsan test-fuzz test-unit
 
 test-unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
