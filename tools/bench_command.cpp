@@ -76,17 +76,20 @@ int run_bench_route(const BenchArgs& a) {
     const auto t1 = Clock::now();
     if (!d) return report(d.status());
     (void)r.complete(d->worker_id);
-    if (i >= warmup) route_ns.push_back(static_cast<uint64_t>(std::chrono::nanoseconds(t1 - t0).count()));
+    if (i >= warmup)
+      route_ns.push_back(static_cast<uint64_t>(std::chrono::nanoseconds(t1 - t0).count()));
   }
   std::vector<float> sig(space->dim()), ref_scores(shared->num_clusters());
   volatile float sink = 0.0f;
   for (uint64_t i = 0; i < a.decisions + warmup; ++i) {
     const auto t0 = Clock::now();
     (void)space->signature(eval->prefill.row(i % eval->prefill.n), sig);
-    for (uint32_t c = 0; c < shared->num_clusters(); ++c) ref_scores[c] = dot(sig, shared->centroid(c));
+    for (uint32_t c = 0; c < shared->num_clusters(); ++c)
+      ref_scores[c] = dot(sig, shared->centroid(c));
     const auto t1 = Clock::now();
     sink = sink + ref_scores[0];
-    if (i >= warmup) reference_ns.push_back(static_cast<uint64_t>(std::chrono::nanoseconds(t1 - t0).count()));
+    if (i >= warmup)
+      reference_ns.push_back(static_cast<uint64_t>(std::chrono::nanoseconds(t1 - t0).count()));
   }
   const uint64_t p50 = percentile(route_ns, 50), p99 = percentile(route_ns, 99);
   const uint64_t rp50 = percentile(reference_ns, 50), rp99 = percentile(reference_ns, 99);
@@ -107,8 +110,8 @@ int run_bench_route(const BenchArgs& a) {
   } else {
     std::printf("route %s  L=%u E=%u K=%u  decisions %llu\n", policy_name(*policy), a.layers,
                 a.experts, a.workers, static_cast<unsigned long long>(a.decisions));
-    std::printf("  eldr router       p50 %6llu ns  p99 %6llu ns\n", static_cast<unsigned long long>(p50),
-                static_cast<unsigned long long>(p99));
+    std::printf("  eldr router       p50 %6llu ns  p99 %6llu ns\n",
+                static_cast<unsigned long long>(p50), static_cast<unsigned long long>(p99));
     std::printf("  signature + dots  p50 %6llu ns  p99 %6llu ns  (x%.1f)\n",
                 static_cast<unsigned long long>(rp50), static_cast<unsigned long long>(rp99),
                 p50 ? static_cast<double>(rp50) / p50 : 0.0);
@@ -166,7 +169,8 @@ void register_bench_command(CLI::App& app) {
     c->add_option("--threads", a->threads, "fit threads (0 = all cores)");
     c->add_flag("--json", a->json, "one JSON line");
   }
-  route->add_option("--decisions", a->decisions)->check(CLI::Range(uint64_t{1}, uint64_t{100000000}));
+  route->add_option("--decisions", a->decisions)
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}));
   route->add_option("--calibration", a->calibration, "calibration requests for the table");
   route->add_option("--policy", a->policy);
   fit->add_option("--requests,-n", a->requests)->check(CLI::Range(uint64_t{2}, uint64_t{10000000}));

@@ -48,7 +48,8 @@ uint64_t percentile(std::vector<uint64_t> samples, double p) {
   if (samples.empty()) return 0;
   const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * samples.size()));
   const size_t idx = std::min(samples.size() - 1, rank == 0 ? 0 : rank - 1);
-  std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(idx), samples.end());
+  std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(idx),
+                   samples.end());
   return samples[idx];
 }
 

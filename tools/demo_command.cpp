@@ -44,7 +44,8 @@ PolicyReport route_workload(const std::shared_ptr<const ClusterTable>& table, Po
   }
   Router& r = **router;
   const uint32_t K = table->num_clusters();
-  std::vector<std::vector<uint64_t>> domain_hits(K, std::vector<uint64_t>(w.domain_names.size(), 0));
+  std::vector<std::vector<uint64_t>> domain_hits(K,
+                                                 std::vector<uint64_t>(w.domain_names.size(), 0));
   std::vector<uint64_t> routed(K, 0);
   std::deque<int32_t> inflight;
   double sim = 0.0, spread = 0.0;
@@ -77,7 +78,8 @@ PolicyReport route_workload(const std::shared_ptr<const ClusterTable>& table, Po
   for (const auto& h : domain_hits) pure += *std::max_element(h.begin(), h.end());
   rep.mean_similarity = sim / n;
   rep.purity = static_cast<double>(pure) / n;
-  rep.peak_over_mean = static_cast<double>(*std::max_element(routed.begin(), routed.end())) / (n / K);
+  rep.peak_over_mean =
+      static_cast<double>(*std::max_element(routed.begin(), routed.end())) / (n / K);
   rep.inflight_spread = spread / n;
   return rep;
 }
@@ -99,7 +101,8 @@ int run_demo(const DemoArgs& a) {
   if (!eval) return report(eval.status());
   std::filesystem::create_directories(a.out_dir);
   const std::string dir = a.out_dir + "/";
-  for (auto [name, t] : {std::pair{"prefill.npy", &cal->prefill}, {"decode.npy", &cal->decode},
+  for (auto [name, t] : {std::pair{"prefill.npy", &cal->prefill},
+                         {"decode.npy", &cal->decode},
                          {"workload.npy", &eval->prefill}})
     if (Status s = save_counts_npy(dir + name, *t); !s) return report(s);
   {
@@ -131,8 +134,8 @@ int run_demo(const DemoArgs& a) {
   std::printf(" -> %stable.eldr\n", dir.c_str());
 
   // 3. Route the disjoint workload with every policy.
-  std::printf("3. routing %llu requests, %u in flight:\n", static_cast<unsigned long long>(a.requests),
-              a.window);
+  std::printf("3. routing %llu requests, %u in flight:\n",
+              static_cast<unsigned long long>(a.requests), a.window);
   std::printf("   %-12s %10s %8s %10s %12s\n", "policy", "similarity", "purity", "peak/mean",
               "inflight max-min");
   auto shared = std::make_shared<const ClusterTable>(std::move(*table));
@@ -143,14 +146,16 @@ int run_demo(const DemoArgs& a) {
     std::printf("   %-12s %10.3f %8.3f %10.2f %12.2f\n", policy_name(p), rep.mean_similarity,
                 rep.purity, rep.peak_over_mean, rep.inflight_spread);
   }
-  std::printf("similarity: mean signature.centroid of the chosen worker (higher = more expert\n"
-              "sharing); purity: share of requests on a worker whose main domain is theirs;\n"
-              "peak/mean: busiest worker's request count over the mean (1.00 = perfectly even).\n");
-  std::printf("Reproduce with the CLI:\n  eldr fit --prefill %sprefill.npy --decode %sdecode.npy "
-              "--labels %slabels.txt --workers %u --model %s --out %stable.eldr\n"
-              "  eldr route --table %stable.eldr --footprints %sworkload.npy --policy eldr\n",
-              dir.c_str(), dir.c_str(), dir.c_str(), a.workers, a.model.c_str(), dir.c_str(),
-              dir.c_str(), dir.c_str());
+  std::printf(
+      "similarity: mean signature.centroid of the chosen worker (higher = more expert\n"
+      "sharing); purity: share of requests on a worker whose main domain is theirs;\n"
+      "peak/mean: busiest worker's request count over the mean (1.00 = perfectly even).\n");
+  std::printf(
+      "Reproduce with the CLI:\n  eldr fit --prefill %sprefill.npy --decode %sdecode.npy "
+      "--labels %slabels.txt --workers %u --model %s --out %stable.eldr\n"
+      "  eldr route --table %stable.eldr --footprints %sworkload.npy --policy eldr\n",
+      dir.c_str(), dir.c_str(), dir.c_str(), a.workers, a.model.c_str(), dir.c_str(), dir.c_str(),
+      dir.c_str());
   return 0;
 }
 
@@ -158,11 +163,13 @@ int run_demo(const DemoArgs& a) {
 
 void register_demo_command(CLI::App& app) {
   auto a = std::make_shared<DemoArgs>();
-  auto* demo = app.add_subcommand("demo", "synthetic calibration -> fit -> route with every policy");
+  auto* demo =
+      app.add_subcommand("demo", "synthetic calibration -> fit -> route with every policy");
   demo->add_option("--out-dir", a->out_dir);
   demo->add_option("--model", a->model, "model preset");
   demo->add_option("--workload", a->workload, "task | language");
-  demo->add_option("--calibration", a->calibration)->check(CLI::Range(uint64_t{16}, uint64_t{1000000}));
+  demo->add_option("--calibration", a->calibration)
+      ->check(CLI::Range(uint64_t{16}, uint64_t{1000000}));
   demo->add_option("--requests", a->requests)->check(CLI::Range(uint64_t{1}, uint64_t{10000000}));
   demo->add_option("--workers", a->workers)->check(CLI::Range(1u, 1024u));
   demo->add_option("--window", a->window, "requests in flight");

@@ -34,8 +34,8 @@ int run_fit(const FitArgs& a) {
     decode = std::move(*d);
     if (decode.n != prefill->n || decode.layers != prefill->layers ||
         decode.experts != prefill->experts)
-      return report({Errc::shape_mismatch, "decode counts " + a.decode +
-                                               " do not have the prefill counts' shape"});
+      return report({Errc::shape_mismatch,
+                     "decode counts " + a.decode + " do not have the prefill counts' shape"});
   }
   std::vector<std::string> labels;
   if (!a.labels.empty()) {
@@ -45,8 +45,8 @@ int run_fit(const FitArgs& a) {
   }
   Geometry g{prefill->layers, prefill->experts, a.top_k};
   if (a.top_k == 0)
-    if (auto preset = find_preset(a.model); preset && preset->layers == g.layers &&
-                                            preset->experts == g.experts)
+    if (auto preset = find_preset(a.model);
+        preset && preset->layers == g.layers && preset->experts == g.experts)
       g.top_k = preset->top_k;
   ClusterTable old;
   FitOptions o;
@@ -77,7 +77,8 @@ int run_fit(const FitArgs& a) {
   std::printf("fitted %s in %.2f s\n", a.out.c_str(), secs);
   std::printf("  N %llu  K %u  geometry %s  seed %llu  iterations %u\n",
               static_cast<unsigned long long>(table->fit.n_requests), table->num_clusters(),
-              g.to_string().c_str(), static_cast<unsigned long long>(a.seed), table->fit.iterations);
+              g.to_string().c_str(), static_cast<unsigned long long>(a.seed),
+              table->fit.iterations);
   std::printf("  layers (%zu):", table->layer_mask.size());
   for (uint32_t l : table->layer_mask) std::printf(" %u", l);
   if (table->fit.rho_curve.empty())
@@ -90,7 +91,8 @@ int run_fit(const FitArgs& a) {
                                               table->num_clusters()));
   for (uint32_t s : table->fit.cluster_sizes) std::printf(" %u", s);
   std::printf("\n");
-  if (!table->domains.empty()) std::printf("  domain pools: %zu labels\n", table->domains.names.size());
+  if (!table->domains.empty())
+    std::printf("  domain pools: %zu labels\n", table->domains.names.size());
   return 0;
 }
 
@@ -98,18 +100,24 @@ nlohmann::json table_json(const ClusterTable& t) {
   nlohmann::json j;
   j["schema_version"] = t.schema_version;
   j["model"] = t.model;
-  j["geometry"] = {{"layers", t.geometry.layers}, {"experts", t.geometry.experts}, {"top_k", t.geometry.top_k}};
+  j["geometry"] = {
+      {"layers", t.geometry.layers}, {"experts", t.geometry.experts}, {"top_k", t.geometry.top_k}};
   j["layer_mask"] = t.layer_mask;
   j["workers"] = t.num_clusters();
   j["worker_ids"] = t.worker_ids;
   j["default_tau"] = t.default_tau;
-  j["fit"] = {{"n_requests", t.fit.n_requests},   {"seed", t.fit.seed},
-              {"peak_rho", t.fit.peak_rho},       {"rho_curve", t.fit.rho_curve},
-              {"calibration_hash", t.fit.calibration_hash}, {"created_unix", t.fit.created_unix},
-              {"iterations", t.fit.iterations},   {"cluster_sizes", t.fit.cluster_sizes},
+  j["fit"] = {{"n_requests", t.fit.n_requests},
+              {"seed", t.fit.seed},
+              {"peak_rho", t.fit.peak_rho},
+              {"rho_curve", t.fit.rho_curve},
+              {"calibration_hash", t.fit.calibration_hash},
+              {"created_unix", t.fit.created_unix},
+              {"iterations", t.fit.iterations},
+              {"cluster_sizes", t.fit.cluster_sizes},
               {"source", t.fit.source}};
   if (!t.domains.empty())
-    j["domains"] = {{"names", t.domains.names}, {"counts", t.domains.counts},
+    j["domains"] = {{"names", t.domains.names},
+                    {"counts", t.domains.counts},
                     {"worker_domain", t.domains.worker_domain}};
   return j;
 }
@@ -155,19 +163,25 @@ int run_synth(const SynthArgs& a) {
 void register_fit_commands(CLI::App& app) {
   auto fa = std::make_shared<FitArgs>();
   auto* fit = app.add_subcommand("fit", "calibration footprints (.npy) -> cluster table");
-  fit->add_option("--prefill", fa->prefill, "prefill counts [N,L,E] .npy")->required()->check(CLI::ExistingFile);
+  fit->add_option("--prefill", fa->prefill, "prefill counts [N,L,E] .npy")
+      ->required()
+      ->check(CLI::ExistingFile);
   fit->add_option("--decode", fa->decode, "decode counts [N,L,E] .npy (enables layer selection)")
       ->check(CLI::ExistingFile);
   fit->add_option("--labels", fa->labels, "labels: text (one per line) or integer .npy")
       ->check(CLI::ExistingFile);
-  fit->add_option("--workers,-k", fa->workers, "decode workers K")->required()->check(CLI::Range(1u, 1024u));
+  fit->add_option("--workers,-k", fa->workers, "decode workers K")
+      ->required()
+      ->check(CLI::Range(1u, 1024u));
   fit->add_option("--out,-o", fa->out, "cluster table to write")->required();
   fit->add_option("--model", fa->model, "model name (a preset name also fills top-k)");
   fit->add_option("--top-k", fa->top_k, "experts per token (0: from --model)");
   fit->add_option("--seed", fa->seed, "seed (pairs, k-means++)");
-  fit->add_option("--pairs", fa->pairs, "random pairs for Spearman rho")->check(CLI::Range(2u, 10000000u));
+  fit->add_option("--pairs", fa->pairs, "random pairs for Spearman rho")
+      ->check(CLI::Range(2u, 10000000u));
   fit->add_option("--max-iterations", fa->max_iterations)->check(CLI::Range(1u, 10000u));
-  fit->add_option("--tau", fa->tau, "default locality band width stored in the table")->check(CLI::Range(0.0f, 2.0f));
+  fit->add_option("--tau", fa->tau, "default locality band width stored in the table")
+      ->check(CLI::Range(0.0f, 2.0f));
   fit->add_option("--threads", fa->threads, "0 = all cores");
   fit->add_option("--align-to", fa->align, "existing table: keep each worker's locality (refit)")
       ->check(CLI::ExistingFile);
@@ -177,7 +191,8 @@ void register_fit_commands(CLI::App& app) {
 
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  auto* inspect = app.add_subcommand("inspect", "print a cluster table (FlatBuffers or prototype JSON)");
+  auto* inspect =
+      app.add_subcommand("inspect", "print a cluster table (FlatBuffers or prototype JSON)");
   inspect->add_option("table", *path)->required()->check(CLI::ExistingFile);
   inspect->add_flag("--json", *json, "one JSON line");
   inspect->callback([path, json] { g_exit_code = run_inspect(*path, *json); });
@@ -191,26 +206,27 @@ void register_fit_commands(CLI::App& app) {
   import->add_option("--top-k", *topk, "experts per token (0: from the model name)");
   import->callback([in, out, topk] {
     JsonImportOptions o;
-    o.top_k = *topk;
-    auto t = import_prototype_json_file(*in, o);
-    if (!t) {
-      g_exit_code = report(t.status());
-      return;
-    }
-    g_exit_code = report(save_table(*t, *out));
-    if (g_exit_code == 0)
-      std::printf("imported %s: K %u, %zu layers, %s\n", out->c_str(), t->num_clusters(),
-                  t->layer_mask.size(), t->geometry.to_string().c_str());
-  });
+  o.top_k = *topk;
+  auto t = import_prototype_json_file(*in, o);
+  if (!t) {
+    g_exit_code = report(t.status());
+    return;
+  }
+  g_exit_code = report(save_table(*t, *out));
+  if (g_exit_code == 0)
+    std::printf("imported %s: K %u, %zu layers, %s\n", out->c_str(), t->num_clusters(),
+                t->layer_mask.size(), t->geometry.to_string().c_str());
+});
 
-  auto sa = std::make_shared<SynthArgs>();
-  auto* synth = app.add_subcommand("synth", "write a synthetic calibration set (.npy + labels)");
-  synth->add_option("--preset", sa->preset, "task | language");
-  synth->add_option("--model", sa->model, "model preset for the geometry");
-  synth->add_option("--requests,-n", sa->requests)->check(CLI::Range(uint64_t{2}, uint64_t{10000000}));
-  synth->add_option("--seed", sa->seed);
-  synth->add_option("--out-dir", sa->out_dir);
-  synth->callback([sa] { g_exit_code = run_synth(*sa); });
-}
+auto sa = std::make_shared<SynthArgs>();
+auto* synth = app.add_subcommand("synth", "write a synthetic calibration set (.npy + labels)");
+synth->add_option("--preset", sa->preset, "task | language");
+synth->add_option("--model", sa->model, "model preset for the geometry");
+synth->add_option("--requests,-n", sa->requests)
+    ->check(CLI::Range(uint64_t{2}, uint64_t{10000000}));
+synth->add_option("--seed", sa->seed);
+synth->add_option("--out-dir", sa->out_dir);
+synth->callback([sa] { g_exit_code = run_synth(*sa); });
+}  // namespace eldr::cli
 
 }  // namespace eldr::cli

@@ -65,9 +65,11 @@ int run_route(const RouteArgs& a) {
     }
     ++per_worker[d->worker_id];
     if (a.json)
-      std::printf("{\"request\":%llu,\"worker\":%d,\"similarity\":%.6f,\"band_size\":%u,\"policy\":\"%s\"}\n",
-                  static_cast<unsigned long long>(i), d->worker_id, d->similarity, d->band_size,
-                  policy_name(d->policy));
+      std::printf(
+          "{\"request\":%llu,\"worker\":%d,\"similarity\":%.6f,\"band_size\":%u,\"policy\":\"%s\"}"
+          "\n",
+          static_cast<unsigned long long>(i), d->worker_id, d->similarity, d->band_size,
+          policy_name(d->policy));
     else
       std::printf("%llu,%d,%.6f,%u\n", static_cast<unsigned long long>(i), d->worker_id,
                   d->similarity, d->band_size);
@@ -77,9 +79,11 @@ int run_route(const RouteArgs& a) {
       inflight.pop_front();
     }
   }
-  std::fprintf(stderr, "routed %llu requests (%s):", static_cast<unsigned long long>(r.stats().routed),
+  std::fprintf(stderr,
+               "routed %llu requests (%s):", static_cast<unsigned long long>(r.stats().routed),
                policy_name(*policy));
-  for (const auto& [w, c] : per_worker) std::fprintf(stderr, " %d:%llu", w, static_cast<unsigned long long>(c));
+  for (const auto& [w, c] : per_worker)
+    std::fprintf(stderr, " %d:%llu", w, static_cast<unsigned long long>(c));
   std::fprintf(stderr, "\n");
   return r.stats().rejected ? 1 : 0;
 }
@@ -88,15 +92,19 @@ int run_route(const RouteArgs& a) {
 
 void register_route_command(CLI::App& app) {
   auto a = std::make_shared<RouteArgs>();
-  auto* cmd = app.add_subcommand("route", "route footprints from an .npy file, one decision per line");
+  auto* cmd =
+      app.add_subcommand("route", "route footprints from an .npy file, one decision per line");
   cmd->add_option("--table,-t", a->table, "cluster table")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--footprints,-f", a->footprints, "footprints [N,L,E] .npy")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--footprints,-f", a->footprints, "footprints [N,L,E] .npy")
+      ->required()
+      ->check(CLI::ExistingFile);
   cmd->add_option("--policy", a->policy, "eldr | round_robin | random | jsq | p2c | domain");
   cmd->add_option("--tau", a->tau, "band width (default: the table's)");
   cmd->add_flag("--min2", a->min2, "widen a one-member band to the top two");
   cmd->add_option("--seed", a->seed);
   cmd->add_option("--labels", a->labels, "labels for the domain policy")->check(CLI::ExistingFile);
-  cmd->add_option("--window", a->window, "requests in flight before the oldest completes (0: never)");
+  cmd->add_option("--window", a->window,
+                  "requests in flight before the oldest completes (0: never)");
   cmd->add_flag("--json", a->json, "JSON lines instead of CSV");
   cmd->callback([a] { g_exit_code = run_route(*a); });
 }

@@ -23,7 +23,8 @@ namespace {
 
 struct SimArgs {
   std::string preset = "qwen3-30b-a3b", workload = "task", ablation, plot_dir;
-  std::vector<std::string> policies{"round_robin", "random", "jsq", "p2c", "domain", "eldr", "eldr_guard"};
+  std::vector<std::string> policies{"round_robin", "random", "jsq",       "p2c",
+                                    "domain",      "eldr",   "eldr_guard"};
   std::vector<double> rates{40.0};
   uint32_t workers = 16, max_batch = 0, guard_slack = 2;
   float guard_ratio = 0.25f;
@@ -96,15 +97,16 @@ Result<Workloads> make_workloads(const SimArgs& a, const StepModel& model) {
                           std::vector<int16_t>(n_cal * cells)};
   for (uint64_t r = 0; r < n_cal; ++r)
     for (size_t c = 0; c < cells; ++c)
-      w.calibration_decode.data[r * cells + c] = static_cast<int16_t>(
-          std::lround(w.calibration.inclusion[r * cells + c] * w.calibration.requests[r].output_tokens));
+      w.calibration_decode.data[r * cells + c] = static_cast<int16_t>(std::lround(
+          w.calibration.inclusion[r * cells + c] * w.calibration.requests[r].output_tokens));
   return w;
 }
 
-Result<std::shared_ptr<const ClusterTable>> fit_for(const Workloads& w, uint32_t workers, bool plain,
-                                                    uint64_t seed) {
+Result<std::shared_ptr<const ClusterTable>> fit_for(const Workloads& w, uint32_t workers,
+                                                    bool plain, uint64_t seed) {
   std::vector<std::string> labels;
-  for (const auto& r : w.calibration.requests) labels.push_back(w.calibration.domain_names[r.domain]);
+  for (const auto& r : w.calibration.requests)
+    labels.push_back(w.calibration.domain_names[r.domain]);
   FitOptions fo;
   fo.workers = workers;
   fo.seed = seed;
@@ -154,7 +156,8 @@ int run_sim(const SimArgs& a) {
       runs.push_back({"eldr_guard K=" + std::to_string(k), Policy::eldr_guard, a.tau, false, k});
     }
   } else {
-    return report({Errc::invalid_argument, "unknown ablation '" + a.ablation + "' (tau|kmeans|pool)"});
+    return report(
+        {Errc::invalid_argument, "unknown ablation '" + a.ablation + "' (tau|kmeans|pool)"});
   }
 
   const auto t_start = std::chrono::steady_clock::now();
@@ -199,11 +202,11 @@ int run_sim(const SimArgs& a) {
       return best;
     };
     if (!a.json) {
-      std::printf("%s, %s workload, %u workers, %.1f req/s, %zu requests (model: t0 %.2f ms, "
-                  "tseq %.3f ms, alpha %.2f us, batch %u)\n",
-                  model->name.c_str(), a.workload.c_str(), a.workers, rate,
-                  w->evaluation.requests.size(), model->t0_ms, model->tseq_ms, model->alpha_us,
-                  model->max_batch);
+      std::printf(
+          "%s, %s workload, %u workers, %.1f req/s, %zu requests (model: t0 %.2f ms, "
+          "tseq %.3f ms, alpha %.2f us, batch %u)\n",
+          model->name.c_str(), a.workload.c_str(), a.workers, rate, w->evaluation.requests.size(),
+          model->t0_ms, model->tseq_ms, model->alpha_us, model->max_batch);
       std::printf("  %-22s %9s %9s %9s %9s %13s %10s\n", "policy", "p50 ms", "p99 ms", "p50 red%",
                   "p99 red%", "experts/step", "load max/mean");
     }
@@ -234,13 +237,14 @@ int run_sim(const SimArgs& a) {
     if (!a.plot_dir.empty()) {
       // Distribution of distinct experts per step, one file per rate.
       std::filesystem::create_directories(a.plot_dir);
-      std::ofstream hist(a.plot_dir + "/experts_per_step_" + std::to_string(static_cast<int>(rate)) +
-                         ".json");
+      std::ofstream hist(a.plot_dir + "/experts_per_step_" +
+                         std::to_string(static_cast<int>(rate)) + ".json");
       nlohmann::json h;
       for (const Run& run : runs) {
         const auto& s = results[run.name].experts_per_step_samples;
         std::vector<float> sample;
-        for (size_t i = 0; i < s.size(); i += std::max<size_t>(1, s.size() / 20000)) sample.push_back(s[i]);
+        for (size_t i = 0; i < s.size(); i += std::max<size_t>(1, s.size() / 20000))
+          sample.push_back(s[i]);
         h[run.name] = sample;
       }
       hist << h.dump();
@@ -254,8 +258,8 @@ int run_sim(const SimArgs& a) {
     std::printf("(%.1f s; a model of step time, not a measurement: see README)\n", secs);
   if (!a.plot_dir.empty()) {
     std::ofstream(a.plot_dir + "/results.json") << out.dump();
-    const std::string cmd = "/usr/bin/python3 " + std::string(ELDR_SOURCE_DIR) +
-                            "/tools/plot_sim.py " + a.plot_dir;
+    const std::string cmd =
+        "/usr/bin/python3 " + std::string(ELDR_SOURCE_DIR) + "/tools/plot_sim.py " + a.plot_dir;
     if (std::system(cmd.c_str()) != 0)
       return report({Errc::io, "plotting failed (needs Debian's python3-matplotlib): " + cmd});
   }
@@ -275,7 +279,8 @@ void register_sim_command(CLI::App& app) {
   sim->add_option("--calibration", a->calibration, "calibration requests (disjoint)");
   sim->add_option("--policies", a->policies)->expected(1, -1);
   sim->add_option("--tau", a->tau)->check(CLI::Range(0.0f, 2.0f));
-  sim->add_option("--guard-slack", a->guard_slack, "eldr_guard: least slack above the minimum load");
+  sim->add_option("--guard-slack", a->guard_slack,
+                  "eldr_guard: least slack above the minimum load");
   sim->add_option("--guard-ratio", a->guard_ratio, "eldr_guard: slack as a share of the mean load");
   sim->add_option("--ablation", a->ablation, "tau | kmeans | pool");
   sim->add_option("--seed", a->seed);

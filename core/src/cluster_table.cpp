@@ -37,7 +37,6 @@ bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
   return !__builtin_mul_overflow(a, b, out);
 }
 
-
 Status with_path(const std::string& path, const Status& s) {
   if (s.is_ok()) return s;
   return {s.code(), path + ": " + s.message()};

@@ -1,5 +1,7 @@
 #include "eldr/fit.hpp"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,7 +9,6 @@
 #include <limits>
 #include <map>
 #include <numeric>
-#include <xxhash.h>
 
 #include "eldr/assignment.hpp"
 #include "eldr/footprint.hpp"
@@ -189,7 +190,8 @@ std::string calibration_digest(const Geometry& g, std::span<const int16_t> prefi
   const XXH128_hash_t h = XXH3_128bits_digest(st);
   XXH3_freeState(st);
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "xxh3-128:%016llx%016llx", static_cast<unsigned long long>(h.high64),
+  std::snprintf(buf, sizeof(buf), "xxh3-128:%016llx%016llx",
+                static_cast<unsigned long long>(h.high64),
                 static_cast<unsigned long long>(h.low64));
   return buf;
 }
@@ -214,7 +216,8 @@ double spearman(std::span<const float> x, std::span<const float> y) {
   return pearson_centred(rx, yc, syy);
 }
 
-Result<LayerSelection> select_layers(const Geometry& g, uint64_t n, std::span<const int16_t> prefill,
+Result<LayerSelection> select_layers(const Geometry& g, uint64_t n,
+                                     std::span<const int16_t> prefill,
                                      std::span<const int16_t> decode, std::span<const float> idf,
                                      uint32_t pair_count, uint64_t seed, uint32_t threads_req,
                                      const FitProgress& progress) {
@@ -360,8 +363,8 @@ Result<KMeansResult> spherical_kmeans(std::span<const float> points, uint64_t n,
     } else {
       r.assignment.resize(n);
       for (uint64_t i = 0; i < n; ++i)
-        r.assignment[i] = static_cast<uint32_t>(
-            std::min_element(&cost[i * k], &cost[i * k] + k) - &cost[i * k]);
+        r.assignment[i] =
+            static_cast<uint32_t>(std::min_element(&cost[i * k], &cost[i * k] + k) - &cost[i * k]);
     }
     r.iterations = it + 1;
     r.cost = 0.0;
@@ -381,7 +384,8 @@ Result<KMeansResult> spherical_kmeans(std::span<const float> points, uint64_t n,
       for (size_t j = 0; j < d; ++j) norm2 += s[j] * s[j];
       if (norm2 <= 0.0) continue;  // empty (or all-zero) cluster keeps its centroid
       const double inv = 1.0 / std::sqrt(norm2);
-      for (size_t j = 0; j < d; ++j) r.centroids[size_t{c} * d + j] = static_cast<float>(s[j] * inv);
+      for (size_t j = 0; j < d; ++j)
+        r.centroids[size_t{c} * d + j] = static_cast<float>(s[j] * inv);
     }
   }
   if (progress) progress("k-means", 1.0);
@@ -484,8 +488,8 @@ Result<ClusterTable> fit_table(const FitInput& in, const FitOptions& o) {
   ELDR_TRY(check_calibration(g, in.n, in.prefill, in.decode));
   if (o.workers == 0) return Status{Errc::invalid_argument, "workers must be >= 1"};
   if (!in.labels.empty() && in.labels.size() != in.n)
-    return Status{Errc::shape_mismatch, "got " + std::to_string(in.labels.size()) +
-                                            " labels for " + std::to_string(in.n) + " requests"};
+    return Status{Errc::shape_mismatch, "got " + std::to_string(in.labels.size()) + " labels for " +
+                                            std::to_string(in.n) + " requests"};
   if (!o.worker_ids.empty() && o.worker_ids.size() != o.workers)
     return Status{Errc::invalid_argument, "worker_ids must list one id per worker"};
   if (!(o.default_tau >= 0.0f && o.default_tau <= 2.0f))
@@ -539,7 +543,8 @@ Result<ClusterTable> fit_table(const FitInput& in, const FitOptions& o) {
   if (o.align_to) {
     auto perm = align_centroids(*o.align_to, table);
     if (!perm) return perm.status();
-    for (uint32_t c = 0; c < o.workers; ++c) table.worker_ids[c] = o.align_to->worker_ids[(*perm)[c]];
+    for (uint32_t c = 0; c < o.workers; ++c)
+      table.worker_ids[c] = o.align_to->worker_ids[(*perm)[c]];
   }
   ELDR_TRY(table.validate());
   return table;

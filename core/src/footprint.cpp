@@ -36,8 +36,8 @@ Status validate_footprint(const Geometry& geometry, std::span<const int16_t> cou
         sum += static_cast<uint64_t>(counts[size_t{l} * geometry.experts + e]);
       if (sum != expected)
         return {Errc::out_of_range, "layer " + std::to_string(l) + " sums to " +
-                                        std::to_string(sum) + ", expected k*tokens = " +
-                                        std::to_string(expected)};
+                                        std::to_string(sum) +
+                                        ", expected k*tokens = " + std::to_string(expected)};
     }
   }
   return Status::ok();
@@ -53,9 +53,9 @@ Status accumulate_topk(const Geometry& geometry, std::span<const int32_t> expert
                                       " cells, expected " + std::to_string(geometry.cells())};
   const size_t per_token = size_t{geometry.layers} * k;
   if (expert_ids.size() != per_token * tokens)
-    return {Errc::shape_mismatch, "expert_ids has " + std::to_string(expert_ids.size()) +
-                                      " entries, expected tokens*L*k = " +
-                                      std::to_string(per_token * tokens)};
+    return {Errc::shape_mismatch,
+            "expert_ids has " + std::to_string(expert_ids.size()) +
+                " entries, expected tokens*L*k = " + std::to_string(per_token * tokens)};
   // Validate all picks first so that an error leaves counts unchanged.
   for (size_t tl = 0; tl < size_t{tokens} * geometry.layers; ++tl) {
     const int32_t* picks = expert_ids.data() + tl * k;
@@ -83,9 +83,8 @@ Status accumulate_topk(const Geometry& geometry, std::span<const int32_t> expert
 
 Status narrow_footprint(std::span<const int32_t> wide, std::span<int16_t> out) {
   if (wide.size() != out.size())
-    return {Errc::shape_mismatch, "narrow_footprint: sizes differ (" +
-                                      std::to_string(wide.size()) + " vs " +
-                                      std::to_string(out.size()) + ")"};
+    return {Errc::shape_mismatch, "narrow_footprint: sizes differ (" + std::to_string(wide.size()) +
+                                      " vs " + std::to_string(out.size()) + ")"};
   for (size_t i = 0; i < wide.size(); ++i)
     if (wide[i] < 0 || wide[i] > std::numeric_limits<int16_t>::max())
       return {Errc::out_of_range, "footprint cell " + std::to_string(i) + " = " +

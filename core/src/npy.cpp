@@ -1,5 +1,4 @@
 #include "eldr/npy.hpp"
-#include "file_io.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -14,6 +13,8 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+
+#include "file_io.hpp"
 
 namespace eldr {
 
@@ -295,7 +296,6 @@ Result<NpyArray> parse_impl(std::span<const uint8_t> file, std::vector<uint8_t>*
   return out;
 }
 
-
 // Copies one element of the given dtype into T without alignment assumptions.
 template <class T>
 T load_elem(const uint8_t* base, uint64_t i) {
@@ -307,16 +307,26 @@ T load_elem(const uint8_t* base, uint64_t i) {
 template <class F>
 decltype(auto) visit_dtype(NpyDtype dtype, F&& f) {
   switch (dtype) {
-    case NpyDtype::i8: return f(int8_t{});
-    case NpyDtype::u8: return f(uint8_t{});
-    case NpyDtype::i16: return f(int16_t{});
-    case NpyDtype::u16: return f(uint16_t{});
-    case NpyDtype::i32: return f(int32_t{});
-    case NpyDtype::u32: return f(uint32_t{});
-    case NpyDtype::i64: return f(int64_t{});
-    case NpyDtype::u64: return f(uint64_t{});
-    case NpyDtype::f32: return f(float{});
-    case NpyDtype::f64: return f(double{});
+    case NpyDtype::i8:
+      return f(int8_t{});
+    case NpyDtype::u8:
+      return f(uint8_t{});
+    case NpyDtype::i16:
+      return f(int16_t{});
+    case NpyDtype::u16:
+      return f(uint16_t{});
+    case NpyDtype::i32:
+      return f(int32_t{});
+    case NpyDtype::u32:
+      return f(uint32_t{});
+    case NpyDtype::i64:
+      return f(int64_t{});
+    case NpyDtype::u64:
+      return f(uint64_t{});
+    case NpyDtype::f32:
+      return f(float{});
+    case NpyDtype::f64:
+      return f(double{});
   }
   return f(uint8_t{});
 }
@@ -434,31 +444,45 @@ uint64_t NpyArray::count() const noexcept {
 size_t npy_dtype_size(NpyDtype dtype) noexcept {
   switch (dtype) {
     case NpyDtype::i8:
-    case NpyDtype::u8: return 1;
+    case NpyDtype::u8:
+      return 1;
     case NpyDtype::i16:
-    case NpyDtype::u16: return 2;
+    case NpyDtype::u16:
+      return 2;
     case NpyDtype::i32:
     case NpyDtype::u32:
-    case NpyDtype::f32: return 4;
+    case NpyDtype::f32:
+      return 4;
     case NpyDtype::i64:
     case NpyDtype::u64:
-    case NpyDtype::f64: return 8;
+    case NpyDtype::f64:
+      return 8;
   }
   return 1;
 }
 
 const char* npy_dtype_descr(NpyDtype dtype) noexcept {
   switch (dtype) {
-    case NpyDtype::i8: return "|i1";
-    case NpyDtype::u8: return "|u1";
-    case NpyDtype::i16: return "<i2";
-    case NpyDtype::u16: return "<u2";
-    case NpyDtype::i32: return "<i4";
-    case NpyDtype::u32: return "<u4";
-    case NpyDtype::i64: return "<i8";
-    case NpyDtype::u64: return "<u8";
-    case NpyDtype::f32: return "<f4";
-    case NpyDtype::f64: return "<f8";
+    case NpyDtype::i8:
+      return "|i1";
+    case NpyDtype::u8:
+      return "|u1";
+    case NpyDtype::i16:
+      return "<i2";
+    case NpyDtype::u16:
+      return "<u2";
+    case NpyDtype::i32:
+      return "<i4";
+    case NpyDtype::u32:
+      return "<u4";
+    case NpyDtype::i64:
+      return "<i8";
+    case NpyDtype::u64:
+      return "<u8";
+    case NpyDtype::f32:
+      return "<f4";
+    case NpyDtype::f64:
+      return "<f8";
   }
   return "|u1";
 }

@@ -14,13 +14,20 @@ constexpr uint32_t kMaxSlots = 4096;  // bounds the hot path's stack arrays
 
 const char* policy_name(Policy policy) noexcept {
   switch (policy) {
-    case Policy::eldr: return "eldr";
-    case Policy::round_robin: return "round_robin";
-    case Policy::random: return "random";
-    case Policy::jsq: return "jsq";
-    case Policy::p2c: return "p2c";
-    case Policy::domain: return "domain";
-    case Policy::eldr_guard: return "eldr_guard";
+    case Policy::eldr:
+      return "eldr";
+    case Policy::round_robin:
+      return "round_robin";
+    case Policy::random:
+      return "random";
+    case Policy::jsq:
+      return "jsq";
+    case Policy::p2c:
+      return "p2c";
+    case Policy::domain:
+      return "domain";
+    case Policy::eldr_guard:
+      return "eldr_guard";
   }
   return "unknown";
 }
@@ -34,9 +41,12 @@ std::optional<Policy> parse_policy(std::string_view name) noexcept {
 
 const char* worker_state_name(WorkerState state) noexcept {
   switch (state) {
-    case WorkerState::active: return "active";
-    case WorkerState::draining: return "draining";
-    case WorkerState::removed: return "removed";
+    case WorkerState::active:
+      return "active";
+    case WorkerState::draining:
+      return "draining";
+    case WorkerState::removed:
+      return "removed";
   }
   return "unknown";
 }
@@ -47,11 +57,12 @@ const char* worker_state_name(WorkerState state) noexcept {
 struct Router::Scoring {
   std::shared_ptr<const ClusterTable> table;
   uint32_t clusters = 0;
-  size_t stride = 0;  // clusters rounded up to a multiple of 8
+  size_t stride = 0;           // clusters rounded up to a multiple of 8
   std::vector<float> weights;  // [dim][stride]
   uint64_t epoch = 0;
 
-  static std::shared_ptr<const Scoring> build(std::shared_ptr<const ClusterTable> t, uint64_t epoch) {
+  static std::shared_ptr<const Scoring> build(std::shared_ptr<const ClusterTable> t,
+                                              uint64_t epoch) {
     auto s = std::make_shared<Scoring>();
     s->clusters = t->num_clusters();
     s->stride = (size_t{s->clusters} + 7) / 8 * 8;
@@ -69,9 +80,9 @@ struct Router::Scoring {
   // Cluster scores for one footprint into out[0..clusters). Allocation-free.
   void score(std::span<const int16_t> counts, float* out) const {
     const ClusterTable& t = *table;
-    const double norm2 = kernels::project_counts(counts.data(), t.layer_mask.data(),
-                                                 t.layer_mask.size(), t.geometry.experts,
-                                                 t.idf.data(), weights.data(), stride, out);
+    const double norm2 =
+        kernels::project_counts(counts.data(), t.layer_mask.data(), t.layer_mask.size(),
+                                t.geometry.experts, t.idf.data(), weights.data(), stride, out);
     const float inv = norm2 > 0.0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
     for (uint32_t c = 0; c < clusters; ++c) out[c] *= inv;
   }
@@ -383,7 +394,8 @@ Status Router::add_worker(int32_t worker_id, std::optional<uint32_t> cluster) {
   std::lock_guard lock(m_admin);
   const auto scoring = m_scoring.load();
   if (cluster && *cluster >= scoring->clusters)
-    return {Errc::out_of_range, "cluster " + std::to_string(*cluster) + " does not exist (table has " +
+    return {Errc::out_of_range, "cluster " + std::to_string(*cluster) +
+                                    " does not exist (table has " +
                                     std::to_string(scoring->clusters) + ")"};
   if (auto existing = find_slot(worker_id)) {
     Slot& s = m_slots[*existing];
@@ -433,7 +445,8 @@ Status Router::drain_worker(int32_t worker_id) {
   std::lock_guard lock(m_admin);
   auto slot = find_slot(worker_id);
   if (!slot) return slot.status();
-  m_slots[*slot].state.store(static_cast<uint8_t>(WorkerState::draining), std::memory_order_release);
+  m_slots[*slot].state.store(static_cast<uint8_t>(WorkerState::draining),
+                             std::memory_order_release);
   return Status::ok();
 }
 
@@ -453,8 +466,8 @@ Status Router::swap_table(std::shared_ptr<const ClusterTable> table) {
   const Geometry& a = current->table->geometry;
   const Geometry& b = table->geometry;
   if (a.layers != b.layers || a.experts != b.experts)
-    return {Errc::shape_mismatch, "new table's geometry " + b.to_string() + " differs from " +
-                                      a.to_string()};
+    return {Errc::shape_mismatch,
+            "new table's geometry " + b.to_string() + " differs from " + a.to_string()};
   if (table->num_clusters() > kMaxClusters)
     return {Errc::unsupported, "at most " + std::to_string(kMaxClusters) + " clusters"};
   if (m_options.policy == Policy::domain && table->domains.empty())
@@ -488,7 +501,9 @@ Status Router::swap_table(std::shared_ptr<const ClusterTable> table) {
   return Status::ok();
 }
 
-uint32_t Router::worker_slots() const noexcept { return m_slot_count.load(std::memory_order_acquire); }
+uint32_t Router::worker_slots() const noexcept {
+  return m_slot_count.load(std::memory_order_acquire);
+}
 
 std::vector<WorkerInfo> Router::workers() const {
   const uint32_t n = worker_slots();

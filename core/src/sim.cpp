@@ -127,9 +127,10 @@ Result<SimWorkload> synthetic_sim_workload(const Geometry& g, const SyntheticSim
     req.domain = std::min<uint32_t>(
         D - 1, static_cast<uint32_t>(std::upper_bound(cum.begin(), cum.end(), u) - cum.begin()));
     req.profile = req.domain * S + static_cast<uint32_t>(rng.below(S));
-    req.output_tokens = lognormal_tokens(rng, o.output_tokens_median, o.output_tokens_sigma,
-                                         o.output_tokens_max);
-    const uint32_t prompt = lognormal_tokens(rng, o.prompt_tokens_median, o.prompt_tokens_sigma, 8192);
+    req.output_tokens =
+        lognormal_tokens(rng, o.output_tokens_median, o.output_tokens_sigma, o.output_tokens_max);
+    const uint32_t prompt =
+        lognormal_tokens(rng, o.prompt_tokens_median, o.prompt_tokens_sigma, 8192);
     const float* inc = &w.inclusion[size_t{req.profile} * cells];
     int16_t* pre = &w.prefill.data[r * cells];
     for (size_t c = 0; c < cells; ++c) pre[c] = static_cast<int16_t>(binomial(rng, prompt, inc[c]));
@@ -142,7 +143,8 @@ Result<SimWorkload> synthetic_sim_workload(const Geometry& g, const SyntheticSim
 }
 
 Result<SimWorkload> load_trace_workload(const std::string& token_experts_npy,
-                                        const std::string& index_npy, const std::string& labels_path,
+                                        const std::string& index_npy,
+                                        const std::string& labels_path,
                                         uint32_t prefill_proxy_tokens) {
   auto tokens_arr = read_npy(token_experts_npy);
   if (!tokens_arr) return tokens_arr.status();
@@ -157,7 +159,8 @@ Result<SimWorkload> load_trace_workload(const std::string& token_experts_npy,
   auto index = npy_to_int64(*index_arr);
   if (!index) return index.status();
   const uint64_t T = tokens_arr->shape[0];
-  if (tokens_arr->shape[1] > kMaxLayers || tokens_arr->shape[2] > kMaxTopK || tokens_arr->shape[2] == 0)
+  if (tokens_arr->shape[1] > kMaxLayers || tokens_arr->shape[2] > kMaxTopK ||
+      tokens_arr->shape[2] == 0)
     return Status{Errc::out_of_range, token_experts_npy + ": L or k out of range"};
   const uint32_t L = static_cast<uint32_t>(tokens_arr->shape[1]);
   const uint32_t k = static_cast<uint32_t>(tokens_arr->shape[2]);
@@ -196,8 +199,10 @@ Result<SimWorkload> load_trace_workload(const std::string& token_experts_npy,
   };
   std::vector<int32_t> acc(cells);
   for (uint64_t r = 0; r < n; ++r) {
-    const int64_t start = (*index)[r * 3], prompt = (*index)[r * 3 + 1], output = (*index)[r * 3 + 2];
-    if (start < 0 || prompt < 0 || output <= 0 || static_cast<uint64_t>(start + prompt + output) > T)
+    const int64_t start = (*index)[r * 3], prompt = (*index)[r * 3 + 1],
+                  output = (*index)[r * 3 + 2];
+    if (start < 0 || prompt < 0 || output <= 0 ||
+        static_cast<uint64_t>(start + prompt + output) > T)
       return Status{Errc::out_of_range, index_npy + ": request " + std::to_string(r) +
                                             " points outside the token array"};
     SimRequest& req = w.requests[r];
@@ -217,7 +222,8 @@ Result<SimWorkload> load_trace_workload(const std::string& token_experts_npy,
     ELDR_TRY(narrow_footprint(acc, std::span<int16_t>(&w.prefill.data[r * cells], cells)));
     // Decode profile: share of the request's decode tokens that use each expert.
     std::fill(acc.begin(), acc.end(), 0);
-    ELDR_TRY(count_tokens(static_cast<uint64_t>(start + prompt), static_cast<uint64_t>(output), acc));
+    ELDR_TRY(
+        count_tokens(static_cast<uint64_t>(start + prompt), static_cast<uint64_t>(output), acc));
     for (size_t c = 0; c < cells; ++c)
       w.inclusion[r * cells + c] =
           std::min(0.999f, static_cast<float>(acc[c]) / static_cast<float>(output));
@@ -245,7 +251,8 @@ void update_union(Worker& w, const float* inclusion, size_t cells, bool join) {
   if (join)
     for (size_t c = 0; c < cells; ++c) sum += prod[c] *= 1.0f - inclusion[c];
   else
-    for (size_t c = 0; c < cells; ++c) sum += prod[c] = std::min(1.0f, prod[c] / (1.0f - inclusion[c]));
+    for (size_t c = 0; c < cells; ++c)
+      sum += prod[c] = std::min(1.0f, prod[c] / (1.0f - inclusion[c]));
   w.distinct = static_cast<double>(cells) - sum;
 }
 
@@ -373,7 +380,8 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
   std::sort(sorted.begin(), sorted.end());
   res.tpot_p50_ms = percentile_sorted(sorted, 50);
   res.tpot_p99_ms = percentile_sorted(sorted, 99);
-  res.tpot_mean_ms = sorted.empty() ? 0.0 : std::accumulate(sorted.begin(), sorted.end(), 0.0) / sorted.size();
+  res.tpot_mean_ms =
+      sorted.empty() ? 0.0 : std::accumulate(sorted.begin(), sorted.end(), 0.0) / sorted.size();
   double eps = 0.0;
   for (float v : res.experts_per_step_samples) eps += v;
   res.experts_per_step = res.steps ? eps / static_cast<double>(res.steps) : 0.0;

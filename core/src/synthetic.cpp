@@ -23,15 +23,15 @@ Result<SyntheticOptions> synthetic_preset(const std::string& name, const Geometr
   if (name == "task") return o;  // the defaults are the task workload
   if (name == "language") {
     // WildChat first turns: English + Chinese ~75%, then a long tail.
-    o.domain_names = {"english", "chinese", "russian", "french", "spanish", "german",
-                      "japanese", "korean"};
+    o.domain_names = {"english", "chinese", "russian",  "french",
+                      "spanish", "german",  "japanese", "korean"};
     o.domain_weights = {0.45, 0.30, 0.06, 0.05, 0.045, 0.04, 0.03, 0.025};
     o.domain_affinity = 0.5;
     o.prompt_tokens_median = 96;
     return o;
   }
-  return Status{Errc::invalid_argument, "unknown synthetic preset '" + name +
-                                            "' (expected task or language)"};
+  return Status{Errc::invalid_argument,
+                "unknown synthetic preset '" + name + "' (expected task or language)"};
 }
 
 namespace {
@@ -82,8 +82,8 @@ class AliasTable {
 
 // Draws `k` distinct experts (rejection on repeats; the weights are never
 // concentrated enough for that to loop long, and a fallback bounds it).
-void draw_distinct(Rng& rng, const AliasTable& table, uint32_t k,
-                   std::vector<uint32_t>& stamp, uint32_t& epoch, uint32_t* picks) {
+void draw_distinct(Rng& rng, const AliasTable& table, uint32_t k, std::vector<uint32_t>& stamp,
+                   uint32_t& epoch, uint32_t* picks) {
   if (++epoch == 0) {  // wrapped: old stamps could alias the new epoch
     std::fill(stamp.begin(), stamp.end(), 0u);
     epoch = 1;
@@ -111,12 +111,14 @@ Result<SyntheticWorkload> generate_synthetic(const SyntheticOptions& o, uint64_t
   const Geometry& g = o.geometry;
   if (g.top_k == 0) return Status{Errc::invalid_argument, "synthetic workloads need top_k > 0"};
   if (o.domain_names.empty() || o.domain_names.size() != o.domain_weights.size())
-    return Status{Errc::invalid_argument, "domain_names and domain_weights must be non-empty and "
-                                          "of equal length"};
+    return Status{Errc::invalid_argument,
+                  "domain_names and domain_weights must be non-empty and "
+                  "of equal length"};
   for (double w : o.domain_weights)
     if (!(w >= 0.0) || !std::isfinite(w))
       return Status{Errc::invalid_argument, "domain weights must be finite and >= 0"};
-  const double total_weight = std::accumulate(o.domain_weights.begin(), o.domain_weights.end(), 0.0);
+  const double total_weight =
+      std::accumulate(o.domain_weights.begin(), o.domain_weights.end(), 0.0);
   if (total_weight <= 0.0) return Status{Errc::invalid_argument, "domain weights sum to zero"};
   if (!(o.domain_affinity >= 0.0 && o.domain_affinity < 1.0))
     return Status{Errc::invalid_argument, "domain_affinity must be in [0, 1)"};
@@ -125,8 +127,8 @@ Result<SyntheticWorkload> generate_synthetic(const SyntheticOptions& o, uint64_t
   if (o.decode_tokens > 32767) return Status{Errc::invalid_argument, "decode_tokens > 32767"};
 
   const uint32_t L = g.layers, E = g.experts, D = static_cast<uint32_t>(o.domain_names.size());
-  const uint32_t preferred = std::clamp<uint32_t>(o.preferred_experts ? o.preferred_experts : E / 8,
-                                                  1, E);
+  const uint32_t preferred =
+      std::clamp<uint32_t>(o.preferred_experts ? o.preferred_experts : E / 8, 1, E);
   // The model's structure comes from model_seed, so that calibration and
   // evaluation sets drawn with different seeds share the same domains.
   Rng rng(o.model_seed);
@@ -176,8 +178,8 @@ Result<SyntheticWorkload> generate_synthetic(const SyntheticOptions& o, uint64_t
                                        cum_weights.begin());
     d = std::min(d, D - 1);
     const double len = o.prompt_tokens_median * std::exp(o.prompt_tokens_sigma * rng.normal());
-    const uint32_t tokens = std::clamp<uint32_t>(static_cast<uint32_t>(std::lround(len)), 1,
-                                                 o.prompt_tokens_max);
+    const uint32_t tokens =
+        std::clamp<uint32_t>(static_cast<uint32_t>(std::lround(len)), 1, o.prompt_tokens_max);
     w.domain[r] = d;
     w.prompt_tokens[r] = tokens;
     int16_t* pre = w.prefill.data.data() + r * g.cells();

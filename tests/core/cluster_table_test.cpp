@@ -1,8 +1,6 @@
 #include "eldr/cluster_table.hpp"
 
 #include <gtest/gtest.h>
-
-#include "core/temp_dir.hpp"
 #include <unistd.h>
 
 #include <cmath>
@@ -14,6 +12,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/temp_dir.hpp"
 
 namespace eldr {
 namespace {

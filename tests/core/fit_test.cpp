@@ -24,8 +24,8 @@ TEST(spearman, perfect_reversed_and_tied_by_hand) {
 }
 
 // n unit points in d dimensions scattered around `groups` well separated axes.
-std::vector<float> grouped_points(uint64_t n, size_t d, uint32_t groups, std::vector<uint32_t>& truth,
-                                  uint64_t seed) {
+std::vector<float> grouped_points(uint64_t n, size_t d, uint32_t groups,
+                                  std::vector<uint32_t>& truth, uint64_t seed) {
   Rng rng(seed);
   std::vector<float> pts(n * d);
   truth.resize(n);
@@ -38,7 +38,8 @@ std::vector<float> grouped_points(uint64_t n, size_t d, uint32_t groups, std::ve
       pts[i * d + j] = v;
       norm += double{v} * v;
     }
-    for (size_t j = 0; j < d; ++j) pts[i * d + j] = static_cast<float>(pts[i * d + j] / std::sqrt(norm));
+    for (size_t j = 0; j < d; ++j)
+      pts[i * d + j] = static_cast<float>(pts[i * d + j] / std::sqrt(norm));
   }
   return pts;
 }
@@ -55,7 +56,8 @@ TEST(kmeans, balanced_recovers_separated_groups) {
   EXPECT_LE(sut->iterations, 50u);
   for (uint32_t c = 0; c < 4; ++c) {
     double norm = 0.0;
-    for (size_t j = 0; j < 8; ++j) norm += double{sut->centroids[c * 8 + j]} * sut->centroids[c * 8 + j];
+    for (size_t j = 0; j < 8; ++j)
+      norm += double{sut->centroids[c * 8 + j]} * sut->centroids[c * 8 + j];
     EXPECT_NEAR(norm, 1.0, 1e-5);
   }
 }
@@ -174,7 +176,8 @@ TEST(fit, end_to_end_table_is_valid_balanced_and_selects_a_sorted_mask) {
                   *std::max_element(sut->fit.rho_curve.begin(), sut->fit.rho_curve.end()));
   EXPECT_GT(sut->fit.peak_rho, 0.2f);  // domain structure makes prefill predict decode
   const uint64_t cap = (150 + 5) / 6;
-  EXPECT_EQ(std::accumulate(sut->fit.cluster_sizes.begin(), sut->fit.cluster_sizes.end(), 0u), 150u);
+  EXPECT_EQ(std::accumulate(sut->fit.cluster_sizes.begin(), sut->fit.cluster_sizes.end(), 0u),
+            150u);
   for (uint32_t s : sut->fit.cluster_sizes) EXPECT_LE(s, cap);
   EXPECT_EQ(sut->domains.names.size(), 3u);
   EXPECT_FALSE(progress.empty());
@@ -195,11 +198,14 @@ double direct_rho(const Geometry& g, uint64_t n, const std::vector<int16_t>& pre
   const size_t d = space->dim(), cells = g.cells();
   std::vector<float> sig(n * d), decn(n * cells);
   for (uint64_t i = 0; i < n; ++i) {
-    EXPECT_TRUE(space->signature(std::span(pre).subspan(i * cells, cells),
-                                 std::span(sig).subspan(i * d, d)).is_ok());
+    EXPECT_TRUE(
+        space->signature(std::span(pre).subspan(i * cells, cells), std::span(sig).subspan(i * d, d))
+            .is_ok());
     double s = 0.0;
-    for (size_t c = 0; c < cells; ++c) s += static_cast<double>(dec[i * cells + c]) * dec[i * cells + c];
-    for (size_t c = 0; c < cells; ++c) decn[i * cells + c] = static_cast<float>(dec[i * cells + c] / std::sqrt(s));
+    for (size_t c = 0; c < cells; ++c)
+      s += static_cast<double>(dec[i * cells + c]) * dec[i * cells + c];
+    for (size_t c = 0; c < cells; ++c)
+      decn[i * cells + c] = static_cast<float>(dec[i * cells + c] / std::sqrt(s));
   }
   Rng rng(seed);
   std::vector<float> x, y;
@@ -248,8 +254,8 @@ TEST(fit, greedy_layer_selection_matches_a_direct_evaluation) {
         << "step " << step;
   }
   // The mask is the sorted prefix up to the peak.
-  const size_t peak = std::max_element(sut->rho_curve.begin(), sut->rho_curve.end()) -
-                      sut->rho_curve.begin();
+  const size_t peak =
+      std::max_element(sut->rho_curve.begin(), sut->rho_curve.end()) - sut->rho_curve.begin();
   std::vector<uint32_t> expected(sut->order.begin(), sut->order.begin() + peak + 1);
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(sut->mask, expected);
@@ -273,15 +279,15 @@ TEST(fit, rejects_bad_calibration_input) {
   const Geometry g{8, 16, 2};
   EXPECT_EQ(fit_table({g, 10, std::span(w.prefill.data).first(100), {}, {}}, o).status().code(),
             Errc::shape_mismatch);
-  EXPECT_EQ(fit_table({g, 10, w.prefill.data, std::span(w.decode.data).first(5), {}}, o)
-                .status()
-                .code(),
-            Errc::shape_mismatch);
+  EXPECT_EQ(
+      fit_table({g, 10, w.prefill.data, std::span(w.decode.data).first(5), {}}, o).status().code(),
+      Errc::shape_mismatch);
   o.workers = 11;
   EXPECT_EQ(fit_table({g, 10, w.prefill.data, {}, {}}, o).status().code(), Errc::invalid_argument);
   o.workers = 2;
   std::vector<std::string> labels{"x"};
-  EXPECT_EQ(fit_table({g, 10, w.prefill.data, {}, labels}, o).status().code(), Errc::shape_mismatch);
+  EXPECT_EQ(fit_table({g, 10, w.prefill.data, {}, labels}, o).status().code(),
+            Errc::shape_mismatch);
   auto negative = w.prefill.data;
   negative[17] = -2;
   EXPECT_EQ(fit_table({g, 10, negative, {}, {}}, o).status().code(), Errc::out_of_range);

@@ -62,8 +62,10 @@ TEST(footprint, accumulate_topk_rejects_bad_ids_and_leaves_counts_unchanged) {
   const Geometry g{2, 4, 2};
   std::vector<int32_t> sut(8, 7);
   const auto before = sut;
-  EXPECT_EQ(accumulate_topk(g, std::vector<int32_t>{0, 4, 0, 1}, 1, sut).code(), Errc::out_of_range);
-  EXPECT_EQ(accumulate_topk(g, std::vector<int32_t>{0, -1, 0, 1}, 1, sut).code(), Errc::out_of_range);
+  EXPECT_EQ(accumulate_topk(g, std::vector<int32_t>{0, 4, 0, 1}, 1, sut).code(),
+            Errc::out_of_range);
+  EXPECT_EQ(accumulate_topk(g, std::vector<int32_t>{0, -1, 0, 1}, 1, sut).code(),
+            Errc::out_of_range);
   EXPECT_EQ(accumulate_topk(g, std::vector<int32_t>{0, 1, 2, 2}, 1, sut).code(),
             Errc::invalid_argument);
   EXPECT_EQ(accumulate_topk(g, std::vector<int32_t>{0, 1, 2}, 1, sut).code(), Errc::shape_mismatch);

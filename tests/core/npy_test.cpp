@@ -1,8 +1,6 @@
 #include "eldr/npy.hpp"
 
 #include <gtest/gtest.h>
-
-#include "core/temp_dir.hpp"
 #include <unistd.h>
 
 #include <cmath>
@@ -12,6 +10,8 @@
 #include <limits>
 #include <string>
 #include <vector>
+
+#include "core/temp_dir.hpp"
 
 namespace eldr {
 namespace {

@@ -81,7 +81,8 @@ RC_GTEST_PROP(properties, routing_only_ever_picks_active_workers, ()) {
   RouterOptions o;
   o.policy = policy;
   o.tau = static_cast<float>(*rc::gen::inRange(0, 31)) / 100.0f;
-  auto router = Router::create(std::make_shared<const ClusterTable>(testing::axis_table(workers)), o);
+  auto router =
+      Router::create(std::make_shared<const ClusterTable>(testing::axis_table(workers)), o);
   RC_ASSERT(router.is_ok());
   Router& sut = **router;
   // Take some workers out, but leave at least one active.
@@ -96,7 +97,8 @@ RC_GTEST_PROP(properties, routing_only_ever_picks_active_workers, ()) {
                   .is_ok());
   }
   for (int r = 0; r < 20; ++r) {
-    const auto counts = *rc::gen::container<std::vector<int16_t>>(8, rc::gen::inRange<int16_t>(0, 50));
+    const auto counts =
+        *rc::gen::container<std::vector<int16_t>>(8, rc::gen::inRange<int16_t>(0, 50));
     auto d = sut.route(counts);
     RC_ASSERT(d.is_ok());
     RC_ASSERT(active[d->worker_index]);
@@ -112,7 +114,8 @@ RC_GTEST_PROP(properties, routing_only_ever_picks_active_workers, ()) {
 
 RC_GTEST_PROP(properties, footprints_conserve_k_picks_per_token_and_layer, ()) {
   const uint32_t L = *rc::gen::inRange<uint32_t>(1, 5), E = *rc::gen::inRange<uint32_t>(2, 17);
-  const uint32_t k = *rc::gen::inRange<uint32_t>(1, E + 1), tokens = *rc::gen::inRange<uint32_t>(0, 30);
+  const uint32_t k = *rc::gen::inRange<uint32_t>(1, E + 1),
+                 tokens = *rc::gen::inRange<uint32_t>(0, 30);
   const Geometry g{L, E, k};
   std::vector<int32_t> ids;
   std::vector<int32_t> perm(E);
@@ -144,7 +147,8 @@ RC_GTEST_PROP(properties, block_rows_sum_to_the_cold_footprint_for_any_split, ()
     std::vector<int64_t> slots;
     for (uint32_t s = 0; s < num_blocks * block; ++s) {
       slots.push_back(s);
-      for (uint32_t l = 0; l < 2; ++l) ids.insert(ids.end(), {int32_t(s % 8), int32_t((s + 1) % 8)});
+      for (uint32_t l = 0; l < 2; ++l)
+        ids.insert(ids.end(), {int32_t(s % 8), int32_t((s + 1) % 8)});
     }
     RC_ASSERT(rows->update_step(ids, slots).is_ok());
   }

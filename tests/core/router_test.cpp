@@ -63,7 +63,8 @@ TEST(router, tau_one_is_join_shortest_queue) {
   auto jsq = make({.policy = Policy::jsq});
   for (uint32_t i = 0; i < 20; ++i) {
     // Distinct loads (JSQ breaks ties at random, the band by index).
-    const std::vector<uint32_t> loads{(i * 7) % 4, (i * 7 + 1) % 4, (i * 7 + 2) % 4, (i * 7 + 3) % 4};
+    const std::vector<uint32_t> loads{(i * 7) % 4, (i * 7 + 1) % 4, (i * 7 + 2) % 4,
+                                      (i * 7 + 3) % 4};
     const auto f = layer0({int16_t(i % 5), 1, int16_t(i % 3), 2});
     auto a = sut->route(f, {.loads = loads});
     auto b = jsq->route(f, {.loads = loads});
@@ -136,7 +137,8 @@ TEST(router, explicit_loads_drive_one_decision_without_touching_counters) {
   EXPECT_EQ(d->worker_id, 102);
   for (const auto& w : sut->workers()) EXPECT_EQ(w.inflight, 0);
   const std::vector<uint32_t> short_loads{1, 2};
-  EXPECT_EQ(sut->route(layer0({1}), {.loads = short_loads}).status().code(), Errc::invalid_argument);
+  EXPECT_EQ(sut->route(layer0({1}), {.loads = short_loads}).status().code(),
+            Errc::invalid_argument);
 }
 
 TEST(router, drained_and_removed_workers_never_get_requests) {
@@ -244,11 +246,11 @@ TEST(router, domain_policy_keeps_labels_in_their_pools) {
     EXPECT_EQ(sut->route(layer0({1}), {.label = "rare"})->worker_id, 103);     // small domain
     EXPECT_EQ(sut->route(layer0({1}), {.label = "unknown"})->worker_id, 103);  // misc pool
   }
-  EXPECT_EQ(Router::create(std::make_shared<const ClusterTable>(axis_table()),
-                           {.policy = Policy::domain})
-                .status()
-                .code(),
-            Errc::invalid_argument);
+  EXPECT_EQ(
+      Router::create(std::make_shared<const ClusterTable>(axis_table()), {.policy = Policy::domain})
+          .status()
+          .code(),
+      Errc::invalid_argument);
 }
 
 TEST(router, malformed_footprints_are_rejected_counted_and_harmless) {
@@ -360,8 +362,9 @@ TEST(router, eldr_guard_spills_when_the_band_pick_runs_too_far_ahead) {
   EXPECT_EQ(d->worker_id, 102);
   // The plain rule keeps piling on.
   auto plain = make({.policy = Policy::eldr, .tau = 0.0f});
-  EXPECT_EQ(plain->route(layer0({5, 0, 1, 0}), {.loads = std::vector<uint32_t>{4, 1, 1, 2}})->worker_id,
-            100);
+  EXPECT_EQ(
+      plain->route(layer0({5, 0, 1, 0}), {.loads = std::vector<uint32_t>{4, 1, 1, 2}})->worker_id,
+      100);
 }
 
 }  // namespace

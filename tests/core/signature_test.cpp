@@ -47,8 +47,10 @@ TEST(signature, create_rejects_bad_masks_and_idf) {
   const Geometry g{3, 2, 1};
   EXPECT_EQ(SignatureSpace::create(g, {}, {}).status().code(), Errc::invalid_argument);
   EXPECT_EQ(SignatureSpace::create(g, {3}, {1, 1}).status().code(), Errc::out_of_range);
-  EXPECT_EQ(SignatureSpace::create(g, {1, 0}, {1, 1, 1, 1}).status().code(), Errc::invalid_argument);
-  EXPECT_EQ(SignatureSpace::create(g, {1, 1}, {1, 1, 1, 1}).status().code(), Errc::invalid_argument);
+  EXPECT_EQ(SignatureSpace::create(g, {1, 0}, {1, 1, 1, 1}).status().code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(SignatureSpace::create(g, {1, 1}, {1, 1, 1, 1}).status().code(),
+            Errc::invalid_argument);
   EXPECT_EQ(SignatureSpace::create(g, {0}, {1}).status().code(), Errc::shape_mismatch);
   EXPECT_EQ(SignatureSpace::create(g, {0}, {1, -1}).status().code(), Errc::out_of_range);
   EXPECT_EQ(SignatureSpace::create(g, {0}, {1, NAN}).status().code(), Errc::out_of_range);

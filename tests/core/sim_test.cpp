@@ -31,7 +31,8 @@ SimSetup make_setup(uint64_t requests, uint32_t workers = 4) {
   s.calibration = std::move(*cal);
   s.evaluation = std::move(*ev);
   std::vector<std::string> labels;
-  for (const auto& r : s.calibration.requests) labels.push_back(s.calibration.domain_names[r.domain]);
+  for (const auto& r : s.calibration.requests)
+    labels.push_back(s.calibration.domain_names[r.domain]);
   FitOptions fo;
   fo.workers = workers;
   fo.rho_pairs = 2000;

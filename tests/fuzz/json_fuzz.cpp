@@ -7,8 +7,8 @@
 #include "eldr/cluster_table.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto table = eldr::import_prototype_json(
-      std::string_view(reinterpret_cast<const char*>(data), size));
+  auto table =
+      eldr::import_prototype_json(std::string_view(reinterpret_cast<const char*>(data), size));
   if (table && !table->validate().is_ok()) std::abort();
   return 0;
 }

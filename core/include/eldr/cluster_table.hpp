@@ -18,36 +18,36 @@ inline constexpr uint32_t kTableSchemaVersion = 1;
 inline constexpr float kDefaultTau = 0.1f;
 
 struct FitInfo {
-  uint64_t n_requests = 0;               // N calibration requests
+  uint64_t n_requests = 0;  // N calibration requests
   uint64_t seed = 0;
-  float peak_rho = 0.0f;                 // signature quality at the chosen mask
-  std::vector<float> rho_curve;          // rho after each greedy step (may be empty)
-  std::string calibration_hash;          // hex digest of the calibration arrays
-  int64_t created_unix = 0;              // seconds since the epoch
-  uint32_t iterations = 0;               // k-means iterations run
-  std::vector<uint32_t> cluster_sizes;   // calibration points per centroid
-  std::string source;                    // "eldr fit", "prototype-json", ...
+  float peak_rho = 0.0f;                // signature quality at the chosen mask
+  std::vector<float> rho_curve;         // rho after each greedy step (may be empty)
+  std::string calibration_hash;         // hex digest of the calibration arrays
+  int64_t created_unix = 0;             // seconds since the epoch
+  uint32_t iterations = 0;              // k-means iterations run
+  std::vector<uint32_t> cluster_sizes;  // calibration points per centroid
+  std::string source;                   // "eldr fit", "prototype-json", ...
 };
 
 // Oracle "domain" baseline (spec §5): workers split among labelled domains.
 struct DomainPools {
-  std::vector<std::string> names;        // domain labels seen in calibration
-  std::vector<uint64_t> counts;          // calibration requests per domain
-  std::vector<int32_t> worker_domain;    // per centroid: index into names, -1 = misc pool
+  std::vector<std::string> names;      // domain labels seen in calibration
+  std::vector<uint64_t> counts;        // calibration requests per domain
+  std::vector<int32_t> worker_domain;  // per centroid: index into names, -1 = misc pool
   bool empty() const noexcept { return names.empty(); }
 };
 
 struct ClusterTable {
   uint32_t schema_version = kTableSchemaVersion;
-  std::string model;                     // free text, e.g. "Qwen/Qwen3-30B-A3B"
+  std::string model;  // free text, e.g. "Qwen/Qwen3-30B-A3B"
   Geometry geometry;
-  std::vector<uint32_t> layer_mask;      // sorted, unique, each < L
-  std::vector<float> idf;                // |mask| * E, finite, >= 0
-  std::vector<float> centroids;          // K rows of dim(), each unit length
-  std::vector<int32_t> worker_ids;       // K, unique, >= 0: centroid c belongs to worker_ids[c]
+  std::vector<uint32_t> layer_mask;  // sorted, unique, each < L
+  std::vector<float> idf;            // |mask| * E, finite, >= 0
+  std::vector<float> centroids;      // K rows of dim(), each unit length
+  std::vector<int32_t> worker_ids;   // K, unique, >= 0: centroid c belongs to worker_ids[c]
   float default_tau = kDefaultTau;
   FitInfo fit;
-  DomainPools domains;                   // empty when fitted without labels
+  DomainPools domains;  // empty when fitted without labels
 
   size_t dim() const noexcept { return layer_mask.size() * geometry.experts; }
   uint32_t num_clusters() const noexcept { return static_cast<uint32_t>(worker_ids.size()); }

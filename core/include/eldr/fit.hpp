@@ -30,17 +30,17 @@ struct FitInput {
 using FitProgress = std::function<void(std::string_view stage, double fraction)>;
 
 struct FitOptions {
-  uint32_t workers = 0;              // K
+  uint32_t workers = 0;  // K
   uint64_t seed = 1;
-  uint32_t rho_pairs = 30000;        // random pairs for Spearman rho (paper: 30,000, seed 1)
-  bool select_layers = true;         // ignored (all layers) without decode footprints
-  bool balanced = true;              // false: plain spherical k-means (ablation)
+  uint32_t rho_pairs = 30000;  // random pairs for Spearman rho (paper: 30,000, seed 1)
+  bool select_layers = true;   // ignored (all layers) without decode footprints
+  bool balanced = true;        // false: plain spherical k-means (ablation)
   uint32_t max_iterations = 50;
   float default_tau = kDefaultTau;
   std::string model;
-  std::vector<int32_t> worker_ids;   // K ids; empty = 0..K-1
+  std::vector<int32_t> worker_ids;         // K ids; empty = 0..K-1
   const ClusterTable* align_to = nullptr;  // refit: keep each worker's locality
-  uint32_t threads = 0;              // 0 = hardware concurrency
+  uint32_t threads = 0;                    // 0 = hardware concurrency
   FitProgress progress;
 };
 
@@ -53,9 +53,9 @@ Result<ClusterTable> fit_table(const FitInput& input, const FitOptions& options)
 double spearman(std::span<const float> x, std::span<const float> y);
 
 struct LayerSelection {
-  std::vector<uint32_t> order;       // layers in the order the greedy added them (all L)
-  std::vector<float> rho_curve;      // rho after each step
-  std::vector<uint32_t> mask;        // sorted prefix of `order` up to the peak rho
+  std::vector<uint32_t> order;   // layers in the order the greedy added them (all L)
+  std::vector<float> rho_curve;  // rho after each step
+  std::vector<uint32_t> mask;    // sorted prefix of `order` up to the peak rho
   float peak_rho = 0.0f;
 };
 // idf: full [L][E] weights (fit_idf).
@@ -69,7 +69,7 @@ struct KMeansResult {
   std::vector<float> centroids;      // k * d, unit rows (an empty cluster keeps its seed)
   std::vector<uint32_t> assignment;  // n
   uint32_t iterations = 0;
-  double cost = 0.0;                 // sum of 1 - x.c at the end
+  double cost = 0.0;  // sum of 1 - x.c at the end
 };
 // points: n unit rows of d floats.
 Result<KMeansResult> spherical_kmeans(std::span<const float> points, uint64_t n, size_t d,

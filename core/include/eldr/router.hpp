@@ -26,8 +26,8 @@ namespace eldr {
 // eldr_guard (ours, beyond the paper): the locality band, but a pick may not
 // run further ahead of the least-loaded active worker than a slack that grows
 // with the pool's load (RouterOptions::guard_*); past that the request spills
-// to the least-loaded worker (ties: higher score). It bounds the pile-up that bursts of one domain cause on a narrow
-// band, which is where the paper's rule loses P99.
+// to the least-loaded worker (ties: higher score). It bounds the pile-up that bursts of one domain
+// cause on a narrow band, which is where the paper's rule loses P99.
 enum class Policy : uint8_t {
   eldr = 0,
   round_robin = 1,
@@ -37,8 +37,8 @@ enum class Policy : uint8_t {
   domain = 5,
   eldr_guard = 6,
 };
-inline constexpr Policy kAllPolicies[] = {Policy::eldr, Policy::round_robin, Policy::random,
-                                          Policy::jsq,  Policy::p2c,         Policy::domain,
+inline constexpr Policy kAllPolicies[] = {Policy::eldr,      Policy::round_robin, Policy::random,
+                                          Policy::jsq,       Policy::p2c,         Policy::domain,
                                           Policy::eldr_guard};
 const char* policy_name(Policy policy) noexcept;
 std::optional<Policy> parse_policy(std::string_view name) noexcept;
@@ -51,9 +51,9 @@ inline constexpr uint32_t kMaxClusters = 1024;
 
 struct RouterOptions {
   Policy policy = Policy::eldr;
-  float tau = -1.0f;        // locality band width; < 0 = the table's default_tau
-  bool min2_band = false;   // prototype variant: widen a one-member band to the top two
-  uint64_t seed = 0;        // random, jsq tie-break and p2c draws
+  float tau = -1.0f;           // locality band width; < 0 = the table's default_tau
+  bool min2_band = false;      // prototype variant: widen a one-member band to the top two
+  uint64_t seed = 0;           // random, jsq tie-break and p2c draws
   uint32_t max_workers = 256;  // slots, fixed at creation (the hot path never allocates)
   // eldr_guard: a pick may carry at most max(guard_slack, guard_ratio * mean
   // in-flight) requests more than the least-loaded active worker.
@@ -87,8 +87,8 @@ struct WorkerInfo {
 
 struct RouterStats {
   uint64_t routed = 0;
-  uint64_t rejected = 0;           // route calls that failed (bad footprint, no worker)
-  uint64_t completes_rejected = 0; // complete on a worker with nothing in flight / unknown
+  uint64_t rejected = 0;            // route calls that failed (bad footprint, no worker)
+  uint64_t completes_rejected = 0;  // complete on a worker with nothing in flight / unknown
 };
 
 class Router {

@@ -26,9 +26,9 @@ namespace eldr {
 struct StepModel {
   std::string name;
   Geometry geometry;
-  double t0_ms = 3.0;        // attention, dense layers, launch overheads
-  double tseq_ms = 0.03;     // per sequence in the batch
-  double alpha_us = 1.78;    // one expert's weights / HBM bandwidth, per layer it is used in
+  double t0_ms = 3.0;      // attention, dense layers, launch overheads
+  double tseq_ms = 0.03;   // per sequence in the batch
+  double alpha_us = 1.78;  // one expert's weights / HBM bandwidth, per layer it is used in
   uint32_t max_batch = 64;
 };
 // Presets for the paper's models (see sim.cpp for the derivation of alpha).
@@ -37,10 +37,10 @@ Result<StepModel> find_step_model(std::string_view name);
 
 // A request as the simulator sees it.
 struct SimRequest {
-  uint32_t domain = 0;        // label index (domain policy, reports)
-  uint32_t profile = 0;       // index into SimWorkload::inclusion
+  uint32_t domain = 0;   // label index (domain policy, reports)
+  uint32_t profile = 0;  // index into SimWorkload::inclusion
   uint32_t output_tokens = 1;
-  double arrival_s = 0.0;     // filled by the simulator from the rate
+  double arrival_s = 0.0;  // filled by the simulator from the rate
 };
 
 // Requests plus their decode expert-usage profiles: inclusion[p][l][e] is the
@@ -50,30 +50,31 @@ struct SimWorkload {
   Geometry geometry;
   std::vector<std::string> domain_names;
   std::vector<SimRequest> requests;
-  CountsTensor prefill;               // [N][L][E]
-  std::vector<float> inclusion;       // [profiles][L][E]
+  CountsTensor prefill;          // [N][L][E]
+  std::vector<float> inclusion;  // [profiles][L][E]
   uint32_t profiles() const noexcept {
     return geometry.cells() ? static_cast<uint32_t>(inclusion.size() / geometry.cells()) : 0;
   }
 };
 
 struct SyntheticSimOptions {
-  std::string preset = "task";        // task | language
-  uint32_t subtopics = 6;             // per domain: requests of one subtopic share a profile
-  double domain_affinity = 0.30;      // share of a token's picks from its domain's experts
-  double subtopic_affinity = 0.15;    // ... from its subtopic's experts
+  std::string preset = "task";      // task | language
+  uint32_t subtopics = 6;           // per domain: requests of one subtopic share a profile
+  double domain_affinity = 0.30;    // share of a token's picks from its domain's experts
+  double subtopic_affinity = 0.15;  // ... from its subtopic's experts
   double prompt_tokens_median = 160;
   double prompt_tokens_sigma = 0.7;
   double output_tokens_median = 220;
   double output_tokens_sigma = 0.6;
-  uint32_t output_tokens_max = 512;   // paper: outputs capped at 512
-  uint64_t model_seed = 1;            // the "model": expert preferences
+  uint32_t output_tokens_max = 512;  // paper: outputs capped at 512
+  uint64_t model_seed = 1;           // the "model": expert preferences
 };
 // Generates `n` requests; calibration and evaluation sets come from the same
 // model_seed with different `seed`s. decode (optional) receives decode counts
 // over 127 tokens, for layer selection.
 Result<SimWorkload> synthetic_sim_workload(const Geometry& geometry, const SyntheticSimOptions& o,
-                                           uint64_t n, uint64_t seed, CountsTensor* decode = nullptr);
+                                           uint64_t n, uint64_t seed,
+                                           CountsTensor* decode = nullptr);
 
 // Captured traces: token_experts [tokens][L][k] (integer .npy) and an index
 // [N][3] (start token, prompt tokens, output tokens); a request's tokens are
@@ -87,9 +88,9 @@ Result<SimWorkload> load_trace_workload(const std::string& token_experts_npy,
 struct SimOptions {
   StepModel model;
   uint32_t workers = 16;
-  double rate = 40.0;                 // Poisson arrivals per second
-  uint64_t seed = 1;                  // arrivals
-  RouterOptions router;               // policy, tau, ...
+  double rate = 40.0;                    // Poisson arrivals per second
+  uint64_t seed = 1;                     // arrivals
+  RouterOptions router;                  // policy, tau, ...
   std::function<void(double)> progress;  // fraction of requests finished
 };
 
@@ -97,11 +98,11 @@ struct SimResult {
   std::string policy;
   uint64_t requests = 0;
   double tpot_p50_ms = 0, tpot_p99_ms = 0, tpot_mean_ms = 0;
-  double experts_per_step = 0;        // distinct experts per layer per step, mean over steps
+  double experts_per_step = 0;           // distinct experts per layer per step, mean over steps
   double worker_load_max_over_mean = 0;  // decode tokens served
   double makespan_s = 0;
   uint64_t steps = 0;
-  std::vector<double> tpot_ms;        // per request
+  std::vector<double> tpot_ms;                  // per request
   std::vector<float> experts_per_step_samples;  // per step (for plots)
 };
 

@@ -48,7 +48,7 @@ class [[nodiscard]] Status {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : m_v(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : m_v(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : m_v(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
   bool is_ok() const noexcept { return m_v.index() == 0; }
@@ -68,9 +68,9 @@ class [[nodiscard]] Result {
 };
 
 // Early-return helpers for code that threads Status through several steps.
-#define ELDR_TRY(expr)                   \
-  do {                                   \
-    ::eldr::Status eldr_try_s_ = (expr); \
+#define ELDR_TRY(expr)                            \
+  do {                                            \
+    ::eldr::Status eldr_try_s_ = (expr);          \
     if (!eldr_try_s_.is_ok()) return eldr_try_s_; \
   } while (0)
 

@@ -18,24 +18,24 @@ struct SyntheticOptions {
   Geometry geometry{48, 128, 8};
   std::vector<std::string> domain_names{"legal", "code", "math", "medical"};
   std::vector<double> domain_weights{3600, 2779, 2744, 2545};  // task workload mix (spec §7)
-  uint32_t preferred_experts = 0;     // per domain and layer; 0 = E / 8
+  uint32_t preferred_experts = 0;                              // per domain and layer; 0 = E / 8
   double domain_affinity = 0.6;       // share of a token's picks drawn from its domain's experts
   double request_noise = 0.35;        // log-normal jitter of a request's own expert weights
   double decode_drift = 0.25;         // extra jitter between a request's prefill and decode
   double prompt_tokens_median = 128;  // log-normal prompt length
   double prompt_tokens_sigma = 0.6;
   uint32_t prompt_tokens_max = 2048;
-  uint32_t decode_tokens = 127;       // tokens summed into the decode footprint (paper: 127)
-  uint64_t model_seed = 1;            // the "model": generalist and domain expert preferences
-  uint64_t seed = 1;                  // the requests drawn from it (calibration vs evaluation)
+  uint32_t decode_tokens = 127;  // tokens summed into the decode footprint (paper: 127)
+  uint64_t model_seed = 1;       // the "model": generalist and domain expert preferences
+  uint64_t seed = 1;             // the requests drawn from it (calibration vs evaluation)
 };
 
 struct SyntheticWorkload {
   std::vector<std::string> domain_names;
-  std::vector<uint32_t> domain;          // per request
-  std::vector<uint32_t> prompt_tokens;   // per request
-  CountsTensor prefill;                  // [N][L][E]
-  CountsTensor decode;                   // [N][L][E], decode_tokens picks per layer
+  std::vector<uint32_t> domain;         // per request
+  std::vector<uint32_t> prompt_tokens;  // per request
+  CountsTensor prefill;                 // [N][L][E]
+  CountsTensor decode;                  // [N][L][E], decode_tokens picks per layer
   std::vector<std::string> labels() const;
 };
 
