@@ -9,7 +9,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 ELDR := $(BUILD)/tools/eldr
 
-.PHONY: all deps configure build test test-unit test-asan test-tsan test-fuzz demo bench sim-table clean
+.PHONY: all deps configure build test test-unit test-asan test-tsan test-fuzz lint demo bench sim-table clean
 
 all: build
 
@@ -56,6 +56,15 @@ test-fuzz: deps
 	    2> $(FUZZ_BUILD)/$$f.log || { tail -40 $(FUZZ_BUILD)/$$f.log; exit 1; }; \
 	  grep -E "stat::number_of_executed_units|Done" $(FUZZ_BUILD)/$$f.log; \
 	done
+
+# clang-format check of the C/C++ files changed since LINT_BASE (default: all
+# tracked files). CI runs it on every change.
+LINT_BASE ?=
+lint:
+	@files=$$(if [ -n "$(LINT_BASE)" ]; then git diff --name-only --diff-filter=ACMR $(LINT_BASE); \
+	  else git ls-files; fi | grep -E '\.(c|cc|cpp|h|hpp|cu|cuh)$$' || true); \
+	if [ -n "$$files" ]; then clang-format --dry-run -Werror $$files && echo "lint: $$(echo $$files | wc -w) files clean"; \
+	else echo "lint: no C/C++ files changed"; fi
 
 demo: build
 	$(ELDR) demo --out-dir $(BUILD)/demo

@@ -3,7 +3,7 @@
 # one `apt-get update`, then one `apt-get install -y`; nothing when all are present.
 set -euo pipefail
 PACKAGES=(
-  build-essential cmake pkg-config clang
+  build-essential cmake pkg-config clang clang-format
   libgtest-dev libgmock-dev libbenchmark-dev
   libflatbuffers-dev flatbuffers-compiler libxxhash-dev nlohmann-json3-dev libcli11-dev
   libboost-dev libmimalloc-dev libtomlplusplus-dev libsystemd-dev libcpp-httplib-dev
