@@ -60,7 +60,7 @@ test-fuzz: deps
 # clang-format check of the C/C++ files changed since LINT_BASE (default: all
 # tracked files). CI runs it on every change.
 LINT_BASE ?=
-lint:
+lint: deps
 	@files=$$(if [ -n "$(LINT_BASE)" ]; then git diff --name-only --diff-filter=ACMR $(LINT_BASE); \
 	  else git ls-files; fi | grep -E '\.(c|cc|cpp|h|hpp|cu|cuh)$$' || true); \
 	if [ -n "$$files" ]; then clang-format --dry-run -Werror $$files && echo "lint: $$(echo $$files | wc -w) files clean"; \
