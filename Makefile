@@ -5,6 +5,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
+FUZZ_SEED ?= 1
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 ELDR := $(BUILD)/tools/eldr
@@ -23,7 +24,8 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 # Every suite: the tests under ASan+UBSan and under TSan, each fuzzer for
-# FUZZ_SECONDS from its seed corpus, then the normal build's tests (last, so
+# FUZZ_SECONDS from its seed corpus (fixed FUZZ_SEED: CI runs repeat; vary it
+# locally to explore), then the normal build's tests (last, so
 # that a run ends on ctest's summary line).
 test: test-asan test-tsan test-fuzz test-unit
 
@@ -51,7 +53,7 @@ test-fuzz: deps
 	@for f in npy table json; do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$f $(FUZZ_BUILD)/artifacts; \
 	  echo "fuzz $$f: $(FUZZ_SECONDS) s"; \
-	  $(FUZZ_BUILD)/tests/fuzz/$${f}_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  $(FUZZ_BUILD)/tests/fuzz/$${f}_fuzz -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -print_final_stats=1 \
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/corpus/$$f tests/fuzz/corpus/$$f \
 	    2> $(FUZZ_BUILD)/$$f.log || { tail -40 $(FUZZ_BUILD)/$$f.log; exit 1; }; \
 	  grep -E "stat::number_of_executed_units|Done" $(FUZZ_BUILD)/$$f.log; \
