@@ -55,76 +55,64 @@ ELDR_INLINE float weighted_norm2(const int16_t* row, const float* idf, uint32_t 
   return sum;
 }
 
+// acc[0..V) += f * w[0..8V): one cell's weights for V*8 clusters.
+template <size_t V>
+ELDR_INLINE void axpy_cell(v8f* acc, float f, const float* w) noexcept {
+  const v8f fv = v8f{} + f;
+  for (size_t v = 0; v < V; ++v) acc[v] += fv * load8(w + 8 * v);
+}
+
+// Cluster columns [col0, col0 + W) of the scores, unnormalised.
 template <size_t W>
-ELDR_INLINE double project_fixed(const int16_t* counts, const uint32_t* mask, size_t mask_len,
-                                 uint32_t experts, const float* idf, const float* m, size_t stride,
-                                 size_t col0, float* acc) noexcept {
+ELDR_INLINE void project_fixed(const int16_t* counts, const uint32_t* mask, size_t mask_len,
+                               uint32_t experts, const float* m, size_t stride, size_t col0,
+                               float* acc) noexcept {
   static_assert(W % 8 == 0);
   constexpr size_t V = W / 8;
   // Independent accumulator chains: one chain would wait on the FMA latency
   // (4 cycles) for every cell; U chains keep the FMA units busy.
   constexpr size_t U = V <= 2 ? 4 : 2;
-  // Non-zero cells of one layer, compacted without branches first: footprints
-  // have zeros in unpredictable places, and skipping them with a branch costs
-  // more in mispredictions than it saves in loads.
   constexpr uint32_t kChunk = 512;
   uint32_t idx[kChunk];
   float val[kChunk];
-  double norm2 = 0.0;
   v8f local[U][V] = {};
   for (size_t s = 0; s < mask_len; ++s) {
     const int16_t* row = counts + size_t{mask[s]} * experts;
-    const size_t cell0 = s * experts;
-    norm2 += weighted_norm2(row, idf + cell0, experts);
+    const float* base = m + s * experts * stride + col0;
     for (uint32_t e0 = 0; e0 < experts; e0 += kChunk) {
       const uint32_t e1 = experts - e0 < kChunk ? experts : e0 + kChunk;
       // Most prompts of a few hundred tokens touch most experts: walk such a
       // layer densely. Sparse layers are compacted first, without branches
-      // (zeros sit in unpredictable places).
-      const float* base = m + cell0 * stride + col0;
+      // (zeros sit in unpredictable places, so a skip branch mispredicts).
       uint32_t zeros = 0;
       for (uint32_t e = e0; e < e1; ++e) zeros += row[e] == 0;
       if (2 * zeros <= e1 - e0) {
-        const float* w0 = base + size_t{e0} * stride;
-        const uint32_t len = e1 - e0;
-        const int16_t* r0 = row + e0;
+        const int16_t* r = row + e0;
+        const float* w = base + size_t{e0} * stride;
+        const uint32_t n = e1 - e0;
         uint32_t j = 0;
-        for (; j + U <= len; j += U)
-          for (size_t u = 0; u < U; ++u) {
-            const float* w = w0 + size_t{j + u} * stride;
-            const v8f f = v8f{} + static_cast<float>(r0[j + u]);
-            for (size_t v = 0; v < V; ++v) local[u][v] += f * load8(w + 8 * v);
-          }
-        for (; j < len; ++j) {
-          const v8f f = v8f{} + static_cast<float>(r0[j]);
-          for (size_t v = 0; v < V; ++v) local[0][v] += f * load8(w0 + size_t{j} * stride + 8 * v);
-        }
+        for (; j + U <= n; j += U)
+          for (size_t u = 0; u < U; ++u)
+            axpy_cell<V>(local[u], static_cast<float>(r[j + u]), w + size_t{j + u} * stride);
+        for (; j < n; ++j) axpy_cell<V>(local[0], static_cast<float>(r[j]), w + size_t{j} * stride);
         continue;
       }
-      uint32_t nz = 0;
+      uint32_t n = 0;
       for (uint32_t e = e0; e < e1; ++e) {
-        idx[nz] = e;
-        val[nz] = static_cast<float>(row[e]);
-        nz += row[e] != 0;
+        idx[n] = e;
+        val[n] = static_cast<float>(row[e]);
+        n += row[e] != 0;
       }
       uint32_t j = 0;
-      for (; j + U <= nz; j += U)
-        for (size_t u = 0; u < U; ++u) {
-          const float* w = base + size_t{idx[j + u]} * stride;
-          const v8f f = v8f{} + val[j + u];
-          for (size_t v = 0; v < V; ++v) local[u][v] += f * load8(w + 8 * v);
-        }
-      for (; j < nz; ++j) {
-        const float* w = base + size_t{idx[j]} * stride;
-        const v8f f = v8f{} + val[j];
-        for (size_t v = 0; v < V; ++v) local[0][v] += f * load8(w + 8 * v);
-      }
+      for (; j + U <= n; j += U)
+        for (size_t u = 0; u < U; ++u)
+          axpy_cell<V>(local[u], val[j + u], base + size_t{idx[j + u]} * stride);
+      for (; j < n; ++j) axpy_cell<V>(local[0], val[j], base + size_t{idx[j]} * stride);
     }
   }
   for (size_t u = 1; u < U; ++u)
     for (size_t v = 0; v < V; ++v) local[0][v] += local[u][v];
   __builtin_memcpy(acc + col0, local[0], sizeof(local[0]));
-  return norm2;
 }
 
 }  // namespace
@@ -133,25 +121,22 @@ ELDR_MULTIVERSION
 double project_counts(const int16_t* counts, const uint32_t* mask, size_t mask_len,
                       uint32_t experts, const float* idf, const float* m, size_t stride,
                       float* acc) noexcept {
-  // Clusters in blocks of up to 32 columns (4 AVX registers of accumulators).
   double norm2 = 0.0;
-  size_t col = 0;
-  bool first = true;
-  while (col < stride) {
+  for (size_t s = 0; s < mask_len; ++s)
+    norm2 += weighted_norm2(counts + size_t{mask[s]} * experts, idf + s * experts, experts);
+  // Clusters in blocks of up to 32 columns (4 AVX registers of accumulators).
+  for (size_t col = 0; col < stride;) {
     const size_t left = stride - col;
-    double n2;
     if (left >= 32) {
-      n2 = project_fixed<32>(counts, mask, mask_len, experts, idf, m, stride, col, acc);
+      project_fixed<32>(counts, mask, mask_len, experts, m, stride, col, acc);
       col += 32;
     } else if (left >= 16) {
-      n2 = project_fixed<16>(counts, mask, mask_len, experts, idf, m, stride, col, acc);
+      project_fixed<16>(counts, mask, mask_len, experts, m, stride, col, acc);
       col += 16;
     } else {
-      n2 = project_fixed<8>(counts, mask, mask_len, experts, idf, m, stride, col, acc);
+      project_fixed<8>(counts, mask, mask_len, experts, m, stride, col, acc);
       col += 8;
     }
-    if (first) norm2 = n2;
-    first = false;
   }
   return norm2;
 }
