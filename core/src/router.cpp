@@ -140,9 +140,26 @@ uint64_t Router::next_random() noexcept {
   return splitmix64(m_options.seed * 0x9e3779b97f4a7c15ULL + n);
 }
 
-float Router::tau() const noexcept {
-  if (m_options.tau >= 0.0f) return m_options.tau;
-  return m_scoring.load()->table->default_tau;
+float Router::tau_for(const Scoring& scoring) const noexcept {
+  return m_options.tau >= 0.0f ? m_options.tau : scoring.table->default_tau;
+}
+
+float Router::tau() const noexcept { return tau_for(*m_scoring.load()); }
+
+uint32_t Router::gather_active(const Scoring& scoring, const float* cluster_score, uint32_t n,
+                               std::span<const uint32_t> loads, uint32_t* active, float* score,
+                               int64_t* load) const noexcept {
+  uint32_t m = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const Slot& s = m_slots[i];
+    if (s.get_state() != WorkerState::active) continue;
+    const uint32_t c = s.cluster.load(std::memory_order_relaxed);
+    active[m] = i;
+    score[m] = c < scoring.clusters ? cluster_score[c] : 0.0f;
+    if (load) load[m] = loads.empty() ? s.inflight.load(std::memory_order_relaxed) : loads[i];
+    ++m;
+  }
+  return m;
 }
 
 namespace {
@@ -156,6 +173,21 @@ Status check_counts(const ClusterTable& t, std::span<const int16_t> counts) {
   for (int16_t v : counts) lowest = std::min(lowest, v);
   if (lowest < 0) return {Errc::out_of_range, "footprint has a negative count"};
   return Status::ok();
+}
+
+// Lowest score inside the locality band over m > 0 candidates: within tau of
+// the best; with min2, a one-member band widens to the second-best score.
+float band_floor(const float* score, uint32_t m, float tau, bool min2) {
+  const float top = *std::max_element(score, score + m);
+  float floor = top - tau;
+  const auto members = std::count_if(score, score + m, [&](float s) { return s >= floor; });
+  if (min2 && tau > 0.0f && members == 1) {
+    float second = -1.0f;
+    for (uint32_t j = 0; j < m; ++j)
+      if (score[j] < top) second = std::max(second, score[j]);
+    if (second >= 0.0f) floor = second;
+  }
+  return floor;
 }
 
 }  // namespace
@@ -182,16 +214,7 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
   uint32_t active[kMaxSlots];
   float score[kMaxSlots];
   int64_t load[kMaxSlots];
-  uint32_t m = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    const Slot& s = m_slots[i];
-    if (s.get_state() != WorkerState::active) continue;
-    const uint32_t c = s.cluster.load(std::memory_order_relaxed);
-    active[m] = i;
-    score[m] = c < scoring->clusters ? cluster_score[c] : 0.0f;
-    load[m] = hints.loads.empty() ? s.inflight.load(std::memory_order_relaxed) : hints.loads[i];
-    ++m;
-  }
+  const uint32_t m = gather_active(*scoring, cluster_score, n, hints.loads, active, score, load);
   if (m == 0) {
     m_rejected.fetch_add(1, std::memory_order_relaxed);
     return Status{Errc::no_worker, "no active worker to route to"};
@@ -223,20 +246,7 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
   switch (m_options.policy) {
     case Policy::eldr:
     case Policy::eldr_guard: {
-      float top = score[0];
-      for (uint32_t j = 1; j < m; ++j) top = std::max(top, score[j]);
-      const float t = tau();
-      const float threshold = top - t;
-      uint32_t members = 0;
-      for (uint32_t j = 0; j < m; ++j) members += score[j] >= threshold;
-      float floor = threshold;
-      if (m_options.min2_band && t > 0.0f && members == 1 && m > 1) {
-        // Widen to the second-best score.
-        float second = -1.0f;
-        for (uint32_t j = 0; j < m; ++j)
-          if (score[j] < top) second = std::max(second, score[j]);
-        if (second >= 0.0f) floor = second;
-      }
+      const float floor = band_floor(score, m, tau_for(*scoring), m_options.min2_band);
       pick = least_loaded([&](uint32_t j) { return score[j] >= floor; }, false, band);
       if (m_options.policy == Policy::eldr_guard) {
         int64_t lowest = load[0], total = 0;
@@ -327,30 +337,18 @@ Result<uint32_t> Router::scores(std::span<const int16_t> counts, std::span<float
                                               std::to_string(n) + " entries"};
   float cluster_score[kMaxClusters];
   scoring->score(counts, cluster_score);
-  float top = -1.0f;
-  for (uint32_t i = 0; i < n; ++i) {
-    const Slot& s = m_slots[i];
-    const uint32_t c = s.cluster.load(std::memory_order_relaxed);
-    const bool active = s.get_state() == WorkerState::active;
-    out_scores[i] = active && c < scoring->clusters ? cluster_score[c] : 0.0f;
-    if (active) top = std::max(top, out_scores[i]);
-  }
-  const float t = m_options.tau >= 0.0f ? m_options.tau : scoring->table->default_tau;
-  float floor = top - t;
-  uint32_t members = 0;
-  for (uint32_t i = 0; i < n; ++i)
-    members += m_slots[i].get_state() == WorkerState::active && out_scores[i] >= floor;
-  if (m_options.min2_band && t > 0.0f && members == 1) {
-    float second = -1.0f;
-    for (uint32_t i = 0; i < n; ++i)
-      if (m_slots[i].get_state() == WorkerState::active && out_scores[i] < top)
-        second = std::max(second, out_scores[i]);
-    if (second >= 0.0f) floor = second;
-  }
+  uint32_t active[kMaxSlots];
+  float score[kMaxSlots];
+  const uint32_t m = gather_active(*scoring, cluster_score, n, {}, active, score, nullptr);
+  std::fill(out_scores.begin(), out_scores.end(), 0.0f);
+  std::fill(in_band.begin(), in_band.end(), uint8_t{0});
+  if (m == 0) return 0u;
+  const float floor = band_floor(score, m, tau_for(*scoring), m_options.min2_band);
   uint32_t band = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    in_band[i] = m_slots[i].get_state() == WorkerState::active && out_scores[i] >= floor;
-    band += in_band[i];
+  for (uint32_t j = 0; j < m; ++j) {
+    out_scores[active[j]] = score[j];
+    in_band[active[j]] = score[j] >= floor;
+    band += in_band[active[j]];
   }
   return band;
 }

@@ -141,6 +141,12 @@ class Router {
   struct Slot;
   explicit Router(const RouterOptions& options);
   Result<uint32_t> find_slot(int32_t worker_id) const;  // not removed
+  float tau_for(const Scoring& scoring) const noexcept;
+  // Active slots (index, score and, when `load` is set, in-flight count) of the
+  // first n slots, gathered once per call; returns how many.
+  uint32_t gather_active(const Scoring& scoring, const float* cluster_score, uint32_t n,
+                         std::span<const uint32_t> loads, uint32_t* active, float* score,
+                         int64_t* load) const noexcept;
   uint64_t next_random() noexcept;
 
   RouterOptions m_options;
