@@ -188,21 +188,23 @@ Result<SimWorkload> load_trace_workload(const std::string& token_experts_npy,
     if (l->size() != n) return Status{Errc::shape_mismatch, "one label per trace request expected"};
     labels = std::move(*l);
   }
-  auto count_tokens = [&](uint64_t first, uint64_t count, std::vector<int32_t>& acc) -> Status {
+  // Ids are known to be in [0, E) here: E was derived from the largest id.
+  auto count_tokens = [&](uint64_t first, uint64_t count, std::vector<int32_t>& into) {
     for (uint64_t t = first; t < first + count; ++t)
       for (uint32_t l = 0; l < L; ++l)
         for (uint32_t j = 0; j < k; ++j) {
           const int32_t e = (*ids)[(t * L + l) * k + j];
-          acc[size_t{l} * E + static_cast<uint32_t>(e)] += 1;
+          into[size_t{l} * E + static_cast<uint32_t>(e)] += 1;
         }
-    return Status::ok();
   };
   std::vector<int32_t> acc(cells);
   for (uint64_t r = 0; r < n; ++r) {
     const int64_t start = (*index)[r * 3], prompt = (*index)[r * 3 + 1],
                   output = (*index)[r * 3 + 2];
-    if (start < 0 || prompt < 0 || output <= 0 ||
-        static_cast<uint64_t>(start + prompt + output) > T)
+    // Each bounded by T first, so the sum cannot overflow on a hostile index.
+    const int64_t limit = static_cast<int64_t>(T);
+    if (start < 0 || prompt < 0 || output <= 0 || start > limit || prompt > limit ||
+        output > limit || start + prompt + output > limit)
       return Status{Errc::out_of_range, index_npy + ": request " + std::to_string(r) +
                                             " points outside the token array"};
     SimRequest& req = w.requests[r];
@@ -218,12 +220,11 @@ Result<SimWorkload> load_trace_workload(const std::string& token_experts_npy,
     const uint64_t pre_first = static_cast<uint64_t>(start);
     const uint64_t pre_count = prompt > 0 ? static_cast<uint64_t>(prompt)
                                           : std::min<uint64_t>(prefill_proxy_tokens, output);
-    ELDR_TRY(count_tokens(pre_first, pre_count, acc));
+    count_tokens(pre_first, pre_count, acc);
     ELDR_TRY(narrow_footprint(acc, std::span<int16_t>(&w.prefill.data[r * cells], cells)));
     // Decode profile: share of the request's decode tokens that use each expert.
     std::fill(acc.begin(), acc.end(), 0);
-    ELDR_TRY(
-        count_tokens(static_cast<uint64_t>(start + prompt), static_cast<uint64_t>(output), acc));
+    count_tokens(static_cast<uint64_t>(start + prompt), static_cast<uint64_t>(output), acc);
     for (size_t c = 0; c < cells; ++c)
       w.inclusion[r * cells + c] =
           std::min(0.999f, static_cast<float>(acc[c]) / static_cast<float>(output));
@@ -294,7 +295,7 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
 
   std::vector<Worker> workers(K);
   for (auto& w : workers) w.keep_product.assign(cells, 1.0f);
-  std::vector<uint32_t> remaining(n), worker_of(n);
+  std::vector<uint32_t> remaining(n);
   std::vector<double> join_time(n, 0.0);
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
   Rng arrivals(o.seed);
@@ -344,7 +345,6 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
       if (!d) return d.status();
       if (d->worker_index >= K)
         return Status{Errc::internal, "router returned a worker outside the table"};
-      worker_of[r] = d->worker_index;
       remaining[r] = wl.requests[r].output_tokens;
       workers[d->worker_index].queue.push_back(r);
       if (!workers[d->worker_index].busy) start_step(d->worker_index, ev.time);

@@ -181,6 +181,11 @@ TEST(trace_workload, rejects_indexes_outside_the_tokens) {
   ASSERT_TRUE(write_npy(dir.file("i.npy"), NpyDtype::i64, index_shape, index.data()).is_ok());
   EXPECT_EQ(load_trace_workload(dir.file("t.npy"), dir.file("i.npy"), "").status().code(),
             Errc::out_of_range);
+  // Values whose sum would overflow int64 are refused, not wrapped.
+  const std::vector<int64_t> hostile{INT64_MAX, INT64_MAX, 1};
+  ASSERT_TRUE(write_npy(dir.file("h.npy"), NpyDtype::i64, index_shape, hostile.data()).is_ok());
+  EXPECT_EQ(load_trace_workload(dir.file("t.npy"), dir.file("h.npy"), "").status().code(),
+            Errc::out_of_range);
   EXPECT_FALSE(load_trace_workload(dir.file("missing.npy"), dir.file("i.npy"), "").is_ok());
 }
 
