@@ -28,6 +28,20 @@ const char* errc_name(Errc code) noexcept {
       return "state";
     case Errc::internal:
       return "internal";
+    case Errc::ring_full:
+      return "ring_full";
+    case Errc::timeout:
+      return "timeout";
+    case Errc::no_daemon:
+      return "no_daemon";
+    case Errc::incompatible:
+      return "incompatible";
+    case Errc::out_of_memory:
+      return "out_of_memory";
+    case Errc::cuda:
+      return "cuda";
+    case Errc::permission:
+      return "permission";
   }
   return "unknown";
 }

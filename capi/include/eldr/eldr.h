@@ -1,0 +1,404 @@
+/* eldr.h: the one public C API of eldr, expert-locality-aware routing for
+ * Mixture-of-Experts serving.
+ *
+ * Two ways to use it:
+ *   - Sidecar client (eldr_client_*): talk to the node's eldrd daemon through
+ *     shared memory. Engines push prefill footprints, gateways wait for the
+ *     decode worker chosen for a request id, decode engines report load.
+ *   - Embedded router (eldr_table_*, eldr_router_*): the same router in this
+ *     process, no daemon.
+ *
+ * Conventions
+ *   - Every fallible call returns eldr_status_t: ELDR_OK (0) or a negative
+ *     ELDR_E_* code. Codes are pinned forever. On failure, out-params are left
+ *     untouched and eldr_last_error_message() holds a detail message for the
+ *     calling thread.
+ *   - Any pointer argument may be NULL and any size may be wrong: the call
+ *     returns ELDR_E_INVALID_ARGUMENT (or ELDR_E_SHAPE_MISMATCH) with a message.
+ *     No C++ exception crosses this API.
+ *   - Ownership: arguments are borrowed for the duration of the call only;
+ *     objects returned through `**out` are owned by the caller and released
+ *     with the matching _free/_close, which accept NULL.
+ *   - Versioned structs: the first field is `uint32_t version`; set it with the
+ *     *_INIT macro or the *_init() function. Unknown (newer) versions are
+ *     rejected with ELDR_E_UNSUPPORTED.
+ *   - Footprint: int16 counts, row-major [layers][experts]: for each MoE layer,
+ *     how many prefill tokens routed to each expert.
+ *
+ * Thread safety
+ *   - eldr_table_t is immutable once created: share a const pointer freely.
+ *   - eldr_router_t: every call is thread-safe.
+ *   - eldr_client_t: calls are serialised internally; one handle may be used
+ *     from several threads. Pushes from one handle go into one ring in call
+ *     order.
+ *   - eldr_last_error_message() is per thread.
+ */
+#ifndef ELDR_ELDR_H
+#define ELDR_ELDR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(ELDR_BUILDING_LIBRARY)
+#define ELDR_API __attribute__((visibility("default")))
+#else
+#define ELDR_API
+#endif
+
+/* ---- version and ABI ------------------------------------------------------ */
+
+#define ELDR_VERSION_MAJOR 0
+#define ELDR_VERSION_MINOR 1
+#define ELDR_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH */
+#define ELDR_VERSION_NUMBER 100
+/* Bumped on any incompatible change of a function signature or struct layout. */
+#define ELDR_ABI_VERSION 1
+
+/* The library's ELDR_VERSION_NUMBER and ELDR_ABI_VERSION. Bindings compare the
+ * ABI version with the header's at load time. */
+ELDR_API uint32_t eldr_version_number(void);
+ELDR_API uint32_t eldr_abi_version(void);
+/* "0.1.0": static storage. */
+ELDR_API const char* eldr_version_string(void);
+
+/* ---- status codes --------------------------------------------------------- */
+
+typedef int32_t eldr_status_t;
+
+#define ELDR_OK 0
+#define ELDR_E_INVALID_ARGUMENT (-1) /* NULL, bad size or bad value from the caller */
+#define ELDR_E_SHAPE_MISMATCH (-2)   /* footprint shape disagrees with the table / geometry */
+#define ELDR_E_OUT_OF_RANGE (-3)     /* a value outside its legal range (count, expert id) */
+#define ELDR_E_IO (-4)               /* a file could not be opened, read or written */
+#define ELDR_E_CORRUPT (-5)          /* malformed or truncated data */
+#define ELDR_E_UNSUPPORTED (-6)      /* version or feature this build does not handle */
+#define ELDR_E_NOT_FOUND (-7)        /* unknown worker or request id */
+#define ELDR_E_NO_WORKER (-8)        /* no routable worker (all draining, removed or stale) */
+#define ELDR_E_CAPACITY (-9)         /* a bounded structure is full or a record too large */
+#define ELDR_E_STATE (-10)           /* call not valid in the object's current state */
+#define ELDR_E_INTERNAL (-11)        /* a bug: an invariant broke */
+#define ELDR_E_RING_FULL (-12)       /* the client's ring has no room now; nothing written */
+#define ELDR_E_TIMEOUT (-13)         /* a bounded wait ended first */
+#define ELDR_E_NO_DAEMON (-14)       /* no ready eldrd for this instance */
+#define ELDR_E_INCOMPATIBLE (-15)    /* segment of another format (magic, ABI, layout) */
+#define ELDR_E_OUT_OF_MEMORY (-16)   /* host, shared or device memory exhausted */
+#define ELDR_E_CUDA (-17)            /* a CUDA runtime call failed */
+#define ELDR_E_PERMISSION (-18)      /* the OS refused access (mode, group, lock file) */
+
+/* "ELDR_E_TIMEOUT" style name, or "ELDR_E_UNKNOWN". Static storage. */
+ELDR_API const char* eldr_status_name(eldr_status_t status);
+/* One-line English description. Static storage. */
+ELDR_API const char* eldr_status_string(eldr_status_t status);
+/* Detail message of the calling thread's last failed call ("" if none). Valid
+ * until the next eldr call on this thread. */
+ELDR_API const char* eldr_last_error_message(void);
+
+/* ---- policies -------------------------------------------------------------- */
+
+#define ELDR_POLICY_ELDR 0        /* locality band (tau), least loaded inside it */
+#define ELDR_POLICY_ROUND_ROBIN 1
+#define ELDR_POLICY_RANDOM 2
+#define ELDR_POLICY_JSQ 3         /* join the shortest queue */
+#define ELDR_POLICY_P2C 4         /* power of two choices */
+#define ELDR_POLICY_DOMAIN 5      /* label pools from the table */
+#define ELDR_POLICY_ELDR_GUARD 6  /* locality band with a load guard */
+
+/* "eldr", "round_robin", ... or NULL for an unknown policy. */
+ELDR_API const char* eldr_policy_name(uint32_t policy);
+
+/* ---- decisions -------------------------------------------------------------- */
+
+#define ELDR_DECISION_VERSION 1
+
+typedef struct eldr_decision {
+  uint32_t version;     /* in: ELDR_DECISION_VERSION */
+  int32_t worker;       /* chosen decode worker id */
+  float similarity;     /* signature . centroid of the chosen worker */
+  uint32_t band_size;   /* workers inside the locality band */
+  uint64_t table_epoch; /* cluster table generation used */
+  uint32_t policy;      /* ELDR_POLICY_* */
+  int32_t status;       /* sidecar: ELDR_OK, or why the daemon rejected this request */
+  uint64_t latency_ns;  /* sidecar: push to publish, measured by the daemon */
+  uint64_t reserved[4];
+} eldr_decision_t;
+
+#define ELDR_DECISION_INIT {ELDR_DECISION_VERSION, -1, 0.0f, 0, 0, 0, 0, 0, {0, 0, 0, 0}}
+ELDR_API void eldr_decision_init(eldr_decision_t* decision);
+
+/* ---- sidecar client ----------------------------------------------------------
+ * A client registers with the daemon of `instance` and gets its own
+ * single-producer ring. If the daemon restarts, the client re-attaches by
+ * itself on its next call. Request ids: 1..128 bytes, any bytes except NUL.
+ */
+
+typedef struct eldr_client eldr_client_t;
+
+#define ELDR_CLIENT_OPTIONS_VERSION 1
+
+typedef struct eldr_client_options {
+  uint32_t version;           /* ELDR_CLIENT_OPTIONS_VERSION */
+  uint32_t open_timeout_ms;   /* how long open waits for a READY segment (default 2000) */
+  uint32_t daemon_stale_ms;   /* daemon heartbeat older than this = daemon gone (default 3000) */
+  uint32_t reattach;          /* nonzero: re-attach to a restarted daemon (default 1) */
+  uint64_t reserved[4];
+} eldr_client_options_t;
+
+#define ELDR_CLIENT_OPTIONS_INIT {ELDR_CLIENT_OPTIONS_VERSION, 2000, 3000, 1, {0, 0, 0, 0}}
+ELDR_API void eldr_client_options_init(eldr_client_options_t* options);
+
+/* Opens and registers. opts may be NULL (defaults).
+ * Errors: INVALID_ARGUMENT, NO_DAEMON, INCOMPATIBLE, CAPACITY (no free client
+ * slot), PERMISSION, TIMEOUT. */
+ELDR_API eldr_status_t eldr_client_open(const char* instance, const eldr_client_options_t* opts,
+                                        eldr_client_t** out);
+/* Unregisters and releases. NULL is fine. */
+ELDR_API void eldr_client_close(eldr_client_t* client);
+
+/* Pushes one footprint for request_id. Returns as soon as the record is in the
+ * ring. Errors: INVALID_ARGUMENT, SHAPE_MISMATCH, OUT_OF_RANGE, RING_FULL
+ * (nothing written: retry), CAPACITY (record larger than the ring allows),
+ * NO_DAEMON. The daemon validates again; a rejected footprint gets a decision
+ * whose status says why. */
+ELDR_API eldr_status_t eldr_footprint_push(eldr_client_t* client, const char* request_id,
+                                           const int16_t* counts, uint32_t layers,
+                                           uint32_t experts);
+
+/* Pushes a footprint as per-KV-block rows keyed by each block's chained
+ * content hash (from the engine's prefix cache). rows holds n_blocks rows of
+ * [layers][experts] uint8 counts; a block whose row_present[i] is 0 has no row
+ * in `rows` (its slot is skipped) and is looked up in the daemon's signature
+ * cache. row_present NULL = every row present. Errors: as eldr_footprint_push,
+ * and NOT_FOUND in the decision when a hash-only block is unknown. */
+ELDR_API eldr_status_t eldr_footprint_push_blocks(eldr_client_t* client, const char* request_id,
+                                                  const uint64_t* block_hashes,
+                                                  const uint8_t* row_present, const uint8_t* rows,
+                                                  uint32_t n_blocks, uint32_t layers,
+                                                  uint32_t experts);
+
+/* Waits up to timeout_ms (0 = just look) for the decision for request_id,
+ * pushed by any client of this daemon. out->version must be set.
+ * Errors: INVALID_ARGUMENT, TIMEOUT, NO_DAEMON, UNSUPPORTED (out->version). */
+ELDR_API eldr_status_t eldr_decision_wait(eldr_client_t* client, const char* request_id,
+                                          uint32_t timeout_ms, eldr_decision_t* out);
+
+/* eldr_footprint_push then eldr_decision_wait. */
+ELDR_API eldr_status_t eldr_route(eldr_client_t* client, const char* request_id,
+                                  const int16_t* counts, uint32_t layers, uint32_t experts,
+                                  uint32_t timeout_ms, eldr_decision_t* out);
+
+/* The request's decode has finished: its worker's in-flight count drops by one.
+ * Errors: INVALID_ARGUMENT, RING_FULL, NO_DAEMON. (An unknown request id is
+ * counted by the daemon in its metrics.) */
+ELDR_API eldr_status_t eldr_request_complete(eldr_client_t* client, const char* request_id);
+
+/* Load report from a decode engine: running requests and KV-cache usage in
+ * [0, 1]. A worker that stops reporting is taken out of routing after the
+ * daemon's report timeout and put back on its next report. */
+ELDR_API eldr_status_t eldr_worker_report(eldr_client_t* client, uint32_t worker, uint32_t running,
+                                          float kv_usage);
+
+#define ELDR_WORKER_ADD 1
+#define ELDR_WORKER_DRAIN 2
+#define ELDR_WORKER_REMOVE 3
+/* Admin: add (routable again), drain (no new requests) or remove a worker. */
+ELDR_API eldr_status_t eldr_worker_control(eldr_client_t* client, uint32_t worker, uint32_t op);
+
+/* ---- embedded: cluster tables ------------------------------------------------ */
+
+typedef struct eldr_table eldr_table_t;
+
+#define ELDR_TABLE_INFO_VERSION 1
+
+typedef struct eldr_table_info {
+  uint32_t version; /* ELDR_TABLE_INFO_VERSION */
+  uint32_t layers;
+  uint32_t experts;
+  uint32_t top_k;
+  uint32_t num_workers;   /* clusters = workers */
+  uint32_t num_selected_layers;
+  float default_tau;
+  uint32_t reserved0;
+  uint64_t reserved[4];
+} eldr_table_info_t;
+
+#define ELDR_TABLE_INFO_INIT {ELDR_TABLE_INFO_VERSION, 0, 0, 0, 0, 0, 0.0f, 0, {0, 0, 0, 0}}
+
+/* Loads and verifies a FlatBuffers cluster table file.
+ * Errors: INVALID_ARGUMENT, IO, CORRUPT, UNSUPPORTED. */
+ELDR_API eldr_status_t eldr_table_load(const char* path, eldr_table_t** out);
+ELDR_API void eldr_table_free(eldr_table_t* table);
+/* Atomic write (temporary file + rename). Errors: INVALID_ARGUMENT, IO. */
+ELDR_API eldr_status_t eldr_table_save(const eldr_table_t* table, const char* path);
+ELDR_API eldr_status_t eldr_table_info(const eldr_table_t* table, eldr_table_info_t* out);
+/* Worker id owning each cluster: ids[n] with n == num_workers. */
+ELDR_API eldr_status_t eldr_table_worker_ids(const eldr_table_t* table, int32_t* ids, uint32_t n);
+
+#define ELDR_FIT_OPTIONS_VERSION 1
+
+typedef struct eldr_fit_options {
+  uint32_t version;        /* ELDR_FIT_OPTIONS_VERSION */
+  uint32_t num_workers;    /* K (required) */
+  uint64_t seed;           /* default 1 */
+  uint32_t select_layers;  /* nonzero: greedy layer selection (needs decode counts); default 1 */
+  uint32_t max_iterations; /* k-means iterations, default 50 */
+  uint32_t threads;        /* 0 = all cores */
+  uint32_t reserved0;
+  uint64_t reserved[4];
+} eldr_fit_options_t;
+
+#define ELDR_FIT_OPTIONS_INIT {ELDR_FIT_OPTIONS_VERSION, 0, 1, 1, 50, 0, 0, {0, 0, 0, 0}}
+ELDR_API void eldr_fit_options_init(eldr_fit_options_t* options);
+
+/* Fits a table from calibration footprints: prefill[n][layers][experts] and
+ * optionally decode[n][layers][experts] (NULL: no layer selection).
+ * Errors: INVALID_ARGUMENT, SHAPE_MISMATCH, OUT_OF_RANGE. */
+ELDR_API eldr_status_t eldr_table_fit(const int16_t* prefill, const int16_t* decode, uint64_t n,
+                                      uint32_t layers, uint32_t experts, uint32_t top_k,
+                                      const eldr_fit_options_t* options, eldr_table_t** out);
+
+/* The request's signature (count * IDF over the selected layers, unit L2):
+ * out[n] with n == num_selected_layers * experts. */
+ELDR_API eldr_status_t eldr_table_signature(const eldr_table_t* table, const int16_t* counts,
+                                            uint32_t layers, uint32_t experts, float* out,
+                                            uint64_t n);
+/* Similarity to each cluster centroid: out[n] with n == num_workers, in
+ * cluster order (see eldr_table_worker_ids). */
+ELDR_API eldr_status_t eldr_table_scores(const eldr_table_t* table, const int16_t* counts,
+                                         uint32_t layers, uint32_t experts, float* out,
+                                         uint32_t n);
+
+/* ---- embedded: router ----------------------------------------------------------- */
+
+typedef struct eldr_router eldr_router_t;
+
+#define ELDR_ROUTER_OPTIONS_VERSION 1
+
+typedef struct eldr_router_options {
+  uint32_t version;     /* ELDR_ROUTER_OPTIONS_VERSION */
+  uint32_t policy;      /* ELDR_POLICY_*, default ELDR_POLICY_ELDR */
+  float tau;            /* band width; < 0 = the table's default (0.1) */
+  uint32_t min2_band;   /* nonzero: the band holds at least two workers */
+  uint64_t seed;        /* random / p2c / tie breaks */
+  uint32_t max_workers; /* worker slots, fixed at creation (default 256) */
+  uint32_t reserved0;
+  uint64_t reserved[4];
+} eldr_router_options_t;
+
+#define ELDR_ROUTER_OPTIONS_INIT \
+  {ELDR_ROUTER_OPTIONS_VERSION, ELDR_POLICY_ELDR, -1.0f, 0, 0, 256, 0, {0, 0, 0, 0}}
+ELDR_API void eldr_router_options_init(eldr_router_options_t* options);
+
+/* The router keeps its own reference to the table: the caller may free it.
+ * opts may be NULL. Errors: INVALID_ARGUMENT, UNSUPPORTED. */
+ELDR_API eldr_status_t eldr_router_new(const eldr_table_t* table, const eldr_router_options_t* opts,
+                                       eldr_router_t** out);
+ELDR_API void eldr_router_free(eldr_router_t* router);
+
+/* Routes one request and counts it in flight on the chosen worker.
+ * Errors: INVALID_ARGUMENT, SHAPE_MISMATCH, OUT_OF_RANGE, NO_WORKER. */
+ELDR_API eldr_status_t eldr_router_route(eldr_router_t* router, const int16_t* counts,
+                                         uint32_t layers, uint32_t experts, int32_t* worker);
+/* As eldr_router_route with the full decision; loads (NULL or n_loads ==
+ * worker slots in eldr_router_workers order) overrides in-flight counts for
+ * this decision only. */
+ELDR_API eldr_status_t eldr_router_route_ex(eldr_router_t* router, const int16_t* counts,
+                                            uint32_t layers, uint32_t experts,
+                                            const uint32_t* loads, uint32_t n_loads,
+                                            eldr_decision_t* out);
+/* Every worker's similarity and band membership, in cluster order; n_workers
+ * must equal the table's num_workers. Nothing is counted in flight. */
+ELDR_API eldr_status_t eldr_router_scores(eldr_router_t* router, const int16_t* counts,
+                                          uint32_t layers, uint32_t experts, float* scores,
+                                          uint8_t* in_band, uint32_t n_workers);
+/* Errors: INVALID_ARGUMENT, NOT_FOUND. complete never takes a count below 0. */
+ELDR_API eldr_status_t eldr_router_complete(eldr_router_t* router, int32_t worker);
+ELDR_API eldr_status_t eldr_router_set_load(eldr_router_t* router, int32_t worker,
+                                            uint32_t inflight);
+ELDR_API eldr_status_t eldr_router_add_worker(eldr_router_t* router, int32_t worker);
+ELDR_API eldr_status_t eldr_router_drain_worker(eldr_router_t* router, int32_t worker);
+ELDR_API eldr_status_t eldr_router_remove_worker(eldr_router_t* router, int32_t worker);
+/* Hot swap: routing continues; later decisions carry the new epoch. */
+ELDR_API eldr_status_t eldr_router_swap_table(eldr_router_t* router, const eldr_table_t* table);
+
+/* ---- experimental: GPU footprint collection ----------------------------------
+ * Needs a library built with CUDA (eldr_cuda_available() returns true); in
+ * other builds each call returns ELDR_E_UNSUPPORTED. Declared only with
+ * ELDR_EXPERIMENTAL_GPU defined before including this header. Streams are
+ * cudaStream_t passed as void*; device pointers are marked [device].
+ */
+ELDR_API bool eldr_cuda_available(void);
+
+#if defined(ELDR_EXPERIMENTAL_GPU)
+
+typedef struct eldr_gpu_footprints eldr_gpu_footprints_t;
+
+#define ELDR_GPU_OPTIONS_VERSION 1
+
+typedef struct eldr_gpu_options {
+  uint32_t version; /* ELDR_GPU_OPTIONS_VERSION */
+  uint32_t layers;
+  uint32_t experts;
+  uint32_t top_k;
+  uint32_t block_size;             /* KV block size in tokens, 1..255 */
+  uint32_t num_blocks;             /* physical KV blocks: rows [num_blocks][layers][experts] */
+  uint32_t max_requests_per_step;  /* bound for eldr_gpu_sum_requests */
+  int32_t device;                  /* CUDA device ordinal */
+  uint64_t reserved[4];
+} eldr_gpu_options_t;
+
+#define ELDR_GPU_OPTIONS_INIT {ELDR_GPU_OPTIONS_VERSION, 0, 0, 0, 16, 0, 256, 0, {0, 0, 0, 0}}
+
+/* Overflow flags, sticky until read with eldr_gpu_take_errors. */
+#define ELDR_GPU_ERR_EXPERT_ID 1u   /* an expert id < 0 or >= experts */
+#define ELDR_GPU_ERR_SLOT 2u        /* a slot outside num_blocks * block_size */
+#define ELDR_GPU_ERR_BLOCK_ROW 4u   /* a block row cell would pass 255 */
+#define ELDR_GPU_ERR_FOOTPRINT 8u   /* a request sum would pass 32767 */
+#define ELDR_GPU_ERR_BLOCK_ID 16u   /* a block table entry outside num_blocks */
+
+ELDR_API eldr_status_t eldr_gpu_footprints_new(const eldr_gpu_options_t* opts,
+                                               eldr_gpu_footprints_t** out);
+ELDR_API void eldr_gpu_footprints_free(eldr_gpu_footprints_t* gpu);
+
+/* One engine step: expert_ids [device] is [tokens][layers][top_k] (layer < 0)
+ * or [tokens][top_k] for one layer (layer >= 0), int32 (id_bytes 4) or int64
+ * (id_bytes 8); slot_mapping [device] is int64 [tokens] (physical KV slot per
+ * token; negative = padding, skipped). The token at block offset 0 resets its
+ * block's row first; partial blocks accumulate across steps. */
+ELDR_API eldr_status_t eldr_gpu_update_blocks(eldr_gpu_footprints_t* gpu, const void* expert_ids,
+                                              uint32_t id_bytes, uint32_t tokens, int32_t layer,
+                                              const int64_t* slot_mapping, void* stream);
+
+/* For requests whose prefill ends this step: block_table [device] int32
+ * [requests][max_blocks], num_blocks [device] int32 [requests]; out int16
+ * [requests][layers][experts] in device or pinned host memory. */
+ELDR_API eldr_status_t eldr_gpu_sum_requests(eldr_gpu_footprints_t* gpu, const int32_t* block_table,
+                                             uint32_t max_blocks, const int32_t* num_blocks,
+                                             uint32_t requests, int16_t* out, void* stream);
+
+/* As eldr_gpu_sum_requests, then the footprints go straight into the client's
+ * ring from the GPU (payload, system fence, commit), one record per request id,
+ * without a host round trip. The ring space is claimed on the host before the
+ * kernel launch: RING_FULL means nothing was enqueued. */
+ELDR_API eldr_status_t eldr_gpu_push_requests(eldr_gpu_footprints_t* gpu, eldr_client_t* client,
+                                              const char* const* request_ids,
+                                              const int32_t* block_table, uint32_t max_blocks,
+                                              const int32_t* num_blocks, uint32_t requests,
+                                              void* stream);
+
+/* Reads and clears the sticky ELDR_GPU_ERR_* flags (synchronises the stream). */
+ELDR_API eldr_status_t eldr_gpu_take_errors(eldr_gpu_footprints_t* gpu, void* stream,
+                                            uint32_t* flags);
+
+#endif /* ELDR_EXPERIMENTAL_GPU */
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ELDR_ELDR_H */

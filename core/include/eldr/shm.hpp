@@ -1,0 +1,246 @@
+// The shared-memory transport between eldrd and its clients (engines,
+// gateways, `eldr status`). The daemon (Host) creates one segment per
+// instance; each client (Client) registers and gets its own single-producer
+// byte ring that only the daemon reads; decisions go back through a table of
+// seqlock cells keyed by request id that only the daemon writes. Nothing on
+// the data path takes a lock; every byte a client wrote is treated as hostile.
+//
+// Layout and protocol details live in core/src/shm_layout.hpp (POD structs,
+// static_asserts, layout hash); this header is what the rest of eldr uses.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "eldr/status.hpp"
+
+namespace eldr::shm {
+
+inline constexpr uint32_t kFormatMajor = 1;  // in the segment name: v1
+inline constexpr uint32_t kFormatMinor = 0;
+inline constexpr size_t kMaxRequestId = 128;      // bytes, NUL excluded
+inline constexpr size_t kMaxInstanceName = 64;    // [A-Za-z0-9_.-]+
+
+// "/eldr-v1-<instance>": the POSIX shm name (file under /dev/shm).
+std::string segment_name(std::string_view instance);
+Status validate_instance_name(std::string_view instance);
+Status validate_request_id(std::string_view request_id);
+
+// ---- what flows through a client's ring ---------------------------------
+
+enum class RecordType : uint16_t {
+  padding = 0,         // fills the ring's tail end at wrap
+  footprint = 1,       // FlatBuffers FootprintMsg (core/schema/footprint_msg.fbs)
+  complete = 2,        // request id: the decode finished
+  worker_report = 3,   // worker, running, kv_usage
+  worker_control = 4,  // worker, op (add / drain / remove)
+};
+
+enum class WorkerOp : uint32_t { add = 1, drain = 2, remove = 3 };
+
+// A footprint as the producer gives it: either dense int16 counts [L][E], or
+// per-block uint8 rows with their chained content hashes.
+struct FootprintOut {
+  std::string_view request_id;
+  uint32_t layers = 0;
+  uint32_t experts = 0;
+  std::span<const int16_t> counts;        // dense, or empty
+  std::span<const uint64_t> block_hashes; // block form: one per block
+  std::span<const uint8_t> row_present;   // block form: empty = all present
+  std::span<const uint8_t> block_rows;    // present rows only, each L*E bytes
+  uint64_t prefill_end_ns = 0;            // CLOCK_REALTIME of the engine, 0 = unknown
+};
+
+// A decision as the daemon publishes it.
+struct DecisionIn {
+  int32_t status = 0;  // Errc: ok, or why the daemon rejected the request
+  int32_t worker = -1;
+  float similarity = 0.0f;
+  uint32_t band_size = 0;
+  uint32_t policy = 0;
+  uint64_t table_epoch = 0;
+  uint64_t latency_ns = 0;  // record seen -> decision published
+};
+
+// ---- client side -----------------------------------------------------------
+
+struct ClientOptions {
+  std::chrono::milliseconds open_timeout{2000};   // wait for READY
+  std::chrono::milliseconds daemon_stale{3000};   // heartbeat age that means "daemon gone"
+  bool reattach = true;                           // follow a restarted daemon
+};
+
+// One registered client. Thread-safe (calls are serialised by an internal
+// mutex: one ring has one producer).
+class Client {
+ public:
+  static Result<std::unique_ptr<Client>> open(std::string_view instance,
+                                              const ClientOptions& options = {});
+  ~Client();  // unregisters (the daemon reclaims the slot)
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // ring_full: nothing was written. capacity: record larger than ring/8.
+  Status push_footprint(const FootprintOut& footprint);
+  Status push_complete(std::string_view request_id);
+  Status push_worker_report(uint32_t worker, uint32_t running, float kv_usage);
+  Status push_worker_control(uint32_t worker, WorkerOp op);
+
+  // Bounded wait for the decision for request_id (from any client). timeout 0
+  // = look once. Errc::timeout when it is not there in time.
+  Result<DecisionIn> wait_decision(std::string_view request_id, uint32_t timeout_ms);
+
+  // Two-phase push for writers that fill the payload themselves (the GPU
+  // hand-off): claim returns the payload bytes of a record of `type` inside
+  // the ring (mapped memory; valid until commit or abort), commit_position the
+  // 64-bit value that publishes it when stored to commit_word(). The CPU path
+  // calls commit(); a GPU writes the payload, fences (system scope) and stores
+  // the commit itself. At most one claim is outstanding per client.
+  struct Claim {
+    std::span<uint8_t> payload;
+    uint64_t* commit_word = nullptr;  // the ring's producer position
+    uint64_t commit_position = 0;
+  };
+  Result<Claim> claim(RecordType type, size_t payload_bytes);
+  Status commit(const Claim& claim);  // store commit_position (release) and ring the doorbell
+
+  uint32_t slot() const noexcept;
+  uint64_t daemon_generation() const noexcept;
+  uint64_t reattachments() const noexcept;
+
+ private:
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> m_impl;
+};
+
+// ---- daemon side -------------------------------------------------------------
+
+struct SegmentConfig {
+  std::string instance = "default";
+  uint32_t max_clients = 32;
+  uint32_t ring_bytes = 1u << 20;       // per client, power of two, >= 64 KiB
+  uint32_t decision_slots = 1u << 16;   // power of two
+  uint32_t max_workers = 256;           // worker table rows (status)
+  uint32_t mode = 0660;
+  std::string group;                    // empty: the daemon's group
+  std::string lock_dir = "/dev/shm";    // daemon and client lock files
+};
+
+// Why a record was rejected (Prometheus label, status output).
+enum class RejectReason : uint8_t {
+  bad_header = 0,     // length, type or sequence out of protocol
+  bad_checksum = 1,
+  bad_payload = 2,    // FlatBuffers verifier or semantic check failed
+  too_large = 3,
+  count_ = 4,
+};
+const char* reject_reason_name(RejectReason reason) noexcept;
+
+// Parsed records handed to the daemon. Spans point into a private copy: valid
+// during the callback only.
+struct FootprintIn {
+  uint32_t client = 0;
+  std::string_view request_id;
+  uint32_t layers = 0;
+  uint32_t experts = 0;
+  std::span<const int16_t> counts;
+  std::span<const uint64_t> block_hashes;
+  std::span<const uint8_t> row_present;
+  std::span<const uint8_t> block_rows;
+  uint64_t prefill_end_ns = 0;
+  uint64_t seen_ns = 0;  // CLOCK_MONOTONIC when the daemon read it
+};
+
+class RecordHandler {
+ public:
+  virtual ~RecordHandler() = default;
+  virtual void on_footprint(const FootprintIn& footprint) = 0;
+  virtual void on_complete(uint32_t client, std::string_view request_id) = 0;
+  virtual void on_worker_report(uint32_t client, uint32_t worker, uint32_t running,
+                                float kv_usage) = 0;
+  virtual void on_worker_control(uint32_t client, uint32_t worker, WorkerOp op) = 0;
+  // A record that failed validation. If it carried a readable request id the
+  // daemon should still publish an error decision for it.
+  virtual void on_rejected(uint32_t client, RejectReason reason, std::string_view request_id,
+                           const Status& why) = 0;
+};
+
+struct ClientInfo {
+  uint32_t slot = 0;
+  uint32_t pid = 0;
+  uint64_t epoch = 0;
+  uint64_t ring_used = 0;      // bytes written, not yet consumed
+  uint64_t ring_capacity = 0;
+  uint64_t records = 0;
+  uint64_t rejected = 0;
+  bool quarantined = false;
+};
+
+// The daemon's end. Single-threaded: one consumer thread calls poll(),
+// publish() and maintain().
+class Host {
+ public:
+  // Takes the instance lock (Errc::state if another daemon holds it), removes
+  // a crashed daemon's leftovers, creates the segment exclusively, allocates it
+  // fully (a full /dev/shm is Errc::out_of_memory here, never SIGBUS later),
+  // initialises it and stores READY last.
+  static Result<std::unique_ptr<Host>> create(const SegmentConfig& config);
+  ~Host();  // state DRAINING, wake waiters, unlink segment and lock
+  Host(const Host&) = delete;
+  Host& operator=(const Host&) = delete;
+
+  // Reads at most max_records committed records across all clients (fairly),
+  // validates each and calls the handler. Returns how many were consumed.
+  size_t poll(RecordHandler& handler, size_t max_records = 256);
+  // Publishes (or overwrites) the decision for request_id and wakes waiters.
+  void publish(std::string_view request_id, const DecisionIn& decision);
+  // Heartbeat; reclaims the rings of dead clients (lock released) and returns
+  // their slots; recreates the segment if it was unlinked under us.
+  std::vector<uint32_t> maintain();
+  // Blocks up to timeout for a client's doorbell (after the caller's own
+  // spin/yield back-off found nothing to do).
+  void wait_for_work(std::chrono::microseconds timeout);
+
+  std::vector<ClientInfo> clients() const;
+  uint64_t generation() const noexcept;
+  const SegmentConfig& config() const noexcept;
+  // Worker rows and counters published for `eldr status` (read-only readers).
+  struct WorkerRow {
+    int32_t worker = -1;
+    uint8_t state = 0;    // eldr::WorkerState
+    uint8_t healthy = 1;  // reports fresh
+    uint32_t inflight = 0;
+    uint32_t running = 0;  // last report
+    float kv_usage = 0.0f;
+    uint64_t routed = 0;
+  };
+  void publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch);
+
+ private:
+  struct Impl;
+  explicit Host(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> m_impl;
+};
+
+// ---- read-only view (eldr status) ----------------------------------------------
+
+struct SegmentSnapshot {
+  uint32_t format_major = 0, format_minor = 0;
+  uint64_t generation = 0;
+  uint32_t daemon_pid = 0;
+  uint64_t heartbeat_age_ms = 0;
+  std::string state;  // creating / ready / draining
+  uint64_t table_epoch = 0;
+  uint64_t decisions_published = 0;
+  std::vector<ClientInfo> clients;
+  std::vector<Host::WorkerRow> workers;
+};
+Result<SegmentSnapshot> read_snapshot(std::string_view instance);
+
+}  // namespace eldr::shm
