@@ -34,7 +34,8 @@ test-unit: build
 
 # Sanitizer and fuzz builds at -O1: a third of the -O3 compile time on CI's 2 cores.
 SAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
-	-DELDR_BUILD_TOOLS=OFF -DELDR_BUILD_BENCH=OFF
+	-DELDR_BUILD_TOOLS=OFF -DELDR_BUILD_BENCH=OFF -DELDR_BUILD_BINDINGS=OFF -DELDR_BUILD_EXAMPLES=OFF \
+	-DELDR_ENABLE_CUDA=OFF
 
 test-asan: deps
 	@test -f $(ASAN_BUILD)/CMakeCache.txt || cmake -S . -B $(ASAN_BUILD) $(SAN_FLAGS) -DELDR_SANITIZE=address,undefined

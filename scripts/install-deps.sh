@@ -9,7 +9,7 @@ PACKAGES=(
   libboost-dev libmimalloc-dev libtomlplusplus-dev libsystemd-dev libcpp-httplib-dev
   librapidcheck-dev
   python3-pybind11 python3-numpy python3-pytest python3-matplotlib
-  golang-go bindgen
+  golang-go bindgen systemd curl
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
