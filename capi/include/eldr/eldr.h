@@ -101,13 +101,13 @@ ELDR_API const char* eldr_last_error_message(void);
 
 /* ---- policies -------------------------------------------------------------- */
 
-#define ELDR_POLICY_ELDR 0        /* locality band (tau), least loaded inside it */
+#define ELDR_POLICY_ELDR 0 /* locality band (tau), least loaded inside it */
 #define ELDR_POLICY_ROUND_ROBIN 1
 #define ELDR_POLICY_RANDOM 2
-#define ELDR_POLICY_JSQ 3         /* join the shortest queue */
-#define ELDR_POLICY_P2C 4         /* power of two choices */
-#define ELDR_POLICY_DOMAIN 5      /* label pools from the table */
-#define ELDR_POLICY_ELDR_GUARD 6  /* locality band with a load guard */
+#define ELDR_POLICY_JSQ 3        /* join the shortest queue */
+#define ELDR_POLICY_P2C 4        /* power of two choices */
+#define ELDR_POLICY_DOMAIN 5     /* label pools from the table */
+#define ELDR_POLICY_ELDR_GUARD 6 /* locality band with a load guard */
 
 /* "eldr", "round_robin", ... or NULL for an unknown policy. */
 ELDR_API const char* eldr_policy_name(uint32_t policy);
@@ -128,7 +128,10 @@ typedef struct eldr_decision {
   uint64_t reserved[4];
 } eldr_decision_t;
 
-#define ELDR_DECISION_INIT {ELDR_DECISION_VERSION, -1, 0.0f, 0, 0, 0, 0, 0, {0, 0, 0, 0}}
+#define ELDR_DECISION_INIT                                         \
+  {                                                                \
+    ELDR_DECISION_VERSION, -1, 0.0f, 0, 0, 0, 0, 0, { 0, 0, 0, 0 } \
+  }
 ELDR_API void eldr_decision_init(eldr_decision_t* decision);
 
 /* ---- sidecar client ----------------------------------------------------------
@@ -142,14 +145,17 @@ typedef struct eldr_client eldr_client_t;
 #define ELDR_CLIENT_OPTIONS_VERSION 1
 
 typedef struct eldr_client_options {
-  uint32_t version;           /* ELDR_CLIENT_OPTIONS_VERSION */
-  uint32_t open_timeout_ms;   /* how long open waits for a READY segment (default 2000) */
-  uint32_t daemon_stale_ms;   /* daemon heartbeat older than this = daemon gone (default 3000) */
-  uint32_t reattach;          /* nonzero: re-attach to a restarted daemon (default 1) */
+  uint32_t version;         /* ELDR_CLIENT_OPTIONS_VERSION */
+  uint32_t open_timeout_ms; /* how long open waits for a READY segment (default 2000) */
+  uint32_t daemon_stale_ms; /* daemon heartbeat older than this = daemon gone (default 3000) */
+  uint32_t reattach;        /* nonzero: re-attach to a restarted daemon (default 1) */
   uint64_t reserved[4];
 } eldr_client_options_t;
 
-#define ELDR_CLIENT_OPTIONS_INIT {ELDR_CLIENT_OPTIONS_VERSION, 2000, 3000, 1, {0, 0, 0, 0}}
+#define ELDR_CLIENT_OPTIONS_INIT                               \
+  {                                                            \
+    ELDR_CLIENT_OPTIONS_VERSION, 2000, 3000, 1, { 0, 0, 0, 0 } \
+  }
 ELDR_API void eldr_client_options_init(eldr_client_options_t* options);
 
 /* Opens and registers. opts may be NULL (defaults).
@@ -220,14 +226,18 @@ typedef struct eldr_table_info {
   uint32_t layers;
   uint32_t experts;
   uint32_t top_k;
-  uint32_t num_workers;   /* clusters = workers */
+  uint32_t num_workers; /* clusters = workers */
   uint32_t num_selected_layers;
   float default_tau;
   uint32_t reserved0;
   uint64_t reserved[4];
 } eldr_table_info_t;
 
-#define ELDR_TABLE_INFO_INIT {ELDR_TABLE_INFO_VERSION, 0, 0, 0, 0, 0, 0.0f, 0, {0, 0, 0, 0}}
+#define ELDR_TABLE_INFO_INIT                                        \
+  {                                                                 \
+    ELDR_TABLE_INFO_VERSION, 0, 0, 0, 0, 0, 0.0f, 0, { 0, 0, 0, 0 } \
+  }
+ELDR_API void eldr_table_info_init(eldr_table_info_t* info);
 
 /* Loads and verifies a FlatBuffers cluster table file.
  * Errors: INVALID_ARGUMENT, IO, CORRUPT, UNSUPPORTED. */
@@ -235,7 +245,17 @@ ELDR_API eldr_status_t eldr_table_load(const char* path, eldr_table_t** out);
 ELDR_API void eldr_table_free(eldr_table_t* table);
 /* Atomic write (temporary file + rename). Errors: INVALID_ARGUMENT, IO. */
 ELDR_API eldr_status_t eldr_table_save(const eldr_table_t* table, const char* path);
+/* out->version must be set. Errors: INVALID_ARGUMENT, UNSUPPORTED.
+ * (In C++ the function hides the struct tag of the same name, which -Wshadow
+ * reports at this line: use eldr_table_info_t.) */
+#if defined(__cplusplus) && defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+#endif
 ELDR_API eldr_status_t eldr_table_info(const eldr_table_t* table, eldr_table_info_t* out);
+#if defined(__cplusplus) && defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 /* Worker id owning each cluster: ids[n] with n == num_workers. */
 ELDR_API eldr_status_t eldr_table_worker_ids(const eldr_table_t* table, int32_t* ids, uint32_t n);
 
@@ -252,7 +272,10 @@ typedef struct eldr_fit_options {
   uint64_t reserved[4];
 } eldr_fit_options_t;
 
-#define ELDR_FIT_OPTIONS_INIT {ELDR_FIT_OPTIONS_VERSION, 0, 1, 1, 50, 0, 0, {0, 0, 0, 0}}
+#define ELDR_FIT_OPTIONS_INIT                                   \
+  {                                                             \
+    ELDR_FIT_OPTIONS_VERSION, 0, 1, 1, 50, 0, 0, { 0, 0, 0, 0 } \
+  }
 ELDR_API void eldr_fit_options_init(eldr_fit_options_t* options);
 
 /* Fits a table from calibration footprints: prefill[n][layers][experts] and
@@ -270,8 +293,7 @@ ELDR_API eldr_status_t eldr_table_signature(const eldr_table_t* table, const int
 /* Similarity to each cluster centroid: out[n] with n == num_workers, in
  * cluster order (see eldr_table_worker_ids). */
 ELDR_API eldr_status_t eldr_table_scores(const eldr_table_t* table, const int16_t* counts,
-                                         uint32_t layers, uint32_t experts, float* out,
-                                         uint32_t n);
+                                         uint32_t layers, uint32_t experts, float* out, uint32_t n);
 
 /* ---- embedded: router ----------------------------------------------------------- */
 
@@ -290,8 +312,10 @@ typedef struct eldr_router_options {
   uint64_t reserved[4];
 } eldr_router_options_t;
 
-#define ELDR_ROUTER_OPTIONS_INIT \
-  {ELDR_ROUTER_OPTIONS_VERSION, ELDR_POLICY_ELDR, -1.0f, 0, 0, 256, 0, {0, 0, 0, 0}}
+#define ELDR_ROUTER_OPTIONS_INIT                                                       \
+  {                                                                                    \
+    ELDR_ROUTER_OPTIONS_VERSION, ELDR_POLICY_ELDR, -1.0f, 0, 0, 256, 0, { 0, 0, 0, 0 } \
+  }
 ELDR_API void eldr_router_options_init(eldr_router_options_t* options);
 
 /* The router keeps its own reference to the table: the caller may free it.
@@ -311,8 +335,12 @@ ELDR_API eldr_status_t eldr_router_route_ex(eldr_router_t* router, const int16_t
                                             uint32_t layers, uint32_t experts,
                                             const uint32_t* loads, uint32_t n_loads,
                                             eldr_decision_t* out);
-/* Every worker's similarity and band membership, in cluster order; n_workers
- * must equal the table's num_workers. Nothing is counted in flight. */
+/* Every worker's similarity and band membership, one entry per worker slot
+ * (eldr_router_workers order: the table's workers first, in cluster order, so
+ * on a router without runtime membership changes this is cluster order and
+ * n_workers is the table's num_workers). n_workers must equal
+ * eldr_router_worker_slots(). Draining and removed slots: 0 and not in band.
+ * Nothing is counted in flight. */
 ELDR_API eldr_status_t eldr_router_scores(eldr_router_t* router, const int16_t* counts,
                                           uint32_t layers, uint32_t experts, float* scores,
                                           uint8_t* in_band, uint32_t n_workers);
@@ -325,6 +353,18 @@ ELDR_API eldr_status_t eldr_router_drain_worker(eldr_router_t* router, int32_t w
 ELDR_API eldr_status_t eldr_router_remove_worker(eldr_router_t* router, int32_t worker);
 /* Hot swap: routing continues; later decisions carry the new epoch. */
 ELDR_API eldr_status_t eldr_router_swap_table(eldr_router_t* router, const eldr_table_t* table);
+
+#define ELDR_WORKER_STATE_ACTIVE 0
+#define ELDR_WORKER_STATE_DRAINING 1
+#define ELDR_WORKER_STATE_REMOVED 2
+/* Worker slots: fixed positions, in order of addition (the table's workers
+ * first); a removed worker keeps its slot, so positions never shift. */
+ELDR_API eldr_status_t eldr_router_worker_slots(const eldr_router_t* router, uint32_t* out);
+/* Per slot: worker id, and optionally (NULL = skip) its ELDR_WORKER_STATE_*
+ * and in-flight count. n must equal eldr_router_worker_slots() (a concurrent
+ * add_worker can change it: query again on INVALID_ARGUMENT). */
+ELDR_API eldr_status_t eldr_router_workers(const eldr_router_t* router, int32_t* ids,
+                                           uint8_t* states, uint32_t* inflight, uint32_t n);
 
 /* ---- experimental: GPU footprint collection ----------------------------------
  * Needs a library built with CUDA (eldr_cuda_available() returns true); in
@@ -345,21 +385,24 @@ typedef struct eldr_gpu_options {
   uint32_t layers;
   uint32_t experts;
   uint32_t top_k;
-  uint32_t block_size;             /* KV block size in tokens, 1..255 */
-  uint32_t num_blocks;             /* physical KV blocks: rows [num_blocks][layers][experts] */
-  uint32_t max_requests_per_step;  /* bound for eldr_gpu_sum_requests */
-  int32_t device;                  /* CUDA device ordinal */
+  uint32_t block_size;            /* KV block size in tokens, 1..255 */
+  uint32_t num_blocks;            /* physical KV blocks: rows [num_blocks][layers][experts] */
+  uint32_t max_requests_per_step; /* bound for eldr_gpu_sum_requests */
+  int32_t device;                 /* CUDA device ordinal */
   uint64_t reserved[4];
 } eldr_gpu_options_t;
 
-#define ELDR_GPU_OPTIONS_INIT {ELDR_GPU_OPTIONS_VERSION, 0, 0, 0, 16, 0, 256, 0, {0, 0, 0, 0}}
+#define ELDR_GPU_OPTIONS_INIT                                        \
+  {                                                                  \
+    ELDR_GPU_OPTIONS_VERSION, 0, 0, 0, 16, 0, 256, 0, { 0, 0, 0, 0 } \
+  }
 
 /* Overflow flags, sticky until read with eldr_gpu_take_errors. */
-#define ELDR_GPU_ERR_EXPERT_ID 1u   /* an expert id < 0 or >= experts */
-#define ELDR_GPU_ERR_SLOT 2u        /* a slot outside num_blocks * block_size */
-#define ELDR_GPU_ERR_BLOCK_ROW 4u   /* a block row cell would pass 255 */
-#define ELDR_GPU_ERR_FOOTPRINT 8u   /* a request sum would pass 32767 */
-#define ELDR_GPU_ERR_BLOCK_ID 16u   /* a block table entry outside num_blocks */
+#define ELDR_GPU_ERR_EXPERT_ID 1u /* an expert id < 0 or >= experts */
+#define ELDR_GPU_ERR_SLOT 2u      /* a slot outside num_blocks * block_size */
+#define ELDR_GPU_ERR_BLOCK_ROW 4u /* a block row cell would pass 255 */
+#define ELDR_GPU_ERR_FOOTPRINT 8u /* a request sum would pass 32767 */
+#define ELDR_GPU_ERR_BLOCK_ID 16u /* a block table entry outside num_blocks */
 
 ELDR_API eldr_status_t eldr_gpu_footprints_new(const eldr_gpu_options_t* opts,
                                                eldr_gpu_footprints_t** out);

@@ -1,0 +1,60 @@
+#include "capi_args.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+#include "eldr/geometry.hpp"
+
+namespace eldr::capi {
+
+eldr_status_t require(const char* fn, const void* p, const char* name) noexcept {
+  if (p != nullptr) return ELDR_OK;
+  char what[96];
+  std::snprintf(what, sizeof what, "%s is NULL", name);
+  return fail(ELDR_E_INVALID_ARGUMENT, fn, what);
+}
+
+eldr_status_t check_version(const char* fn, const char* what, uint32_t version,
+                            uint32_t current) noexcept {
+  char msg[160];
+  if (version == 0) {
+    std::snprintf(msg, sizeof msg, "%s.version is 0: initialise it with its _INIT macro or _init()",
+                  what);
+    return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+  }
+  if (version > current) {
+    std::snprintf(msg, sizeof msg, "%s.version %u is newer than this library's %u", what, version,
+                  current);
+    return fail(ELDR_E_UNSUPPORTED, fn, msg);
+  }
+  return ELDR_OK;
+}
+
+eldr_status_t check_request_id(const char* fn, const char* request_id,
+                               std::string_view* out) noexcept {
+  if (eldr_status_t s = require(fn, request_id, "request_id")) return s;
+  const size_t len = strnlen(request_id, shm::kMaxRequestId + 1);
+  char msg[96];
+  if (len == 0) return fail(ELDR_E_INVALID_ARGUMENT, fn, "request_id is empty");
+  if (len > shm::kMaxRequestId) {
+    std::snprintf(msg, sizeof msg, "request_id is longer than %zu bytes", shm::kMaxRequestId);
+    return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+  }
+  *out = std::string_view(request_id, len);
+  return ELDR_OK;
+}
+
+eldr_status_t check_shape(const char* fn, uint32_t layers, uint32_t experts) noexcept {
+  char msg[128];
+  if (layers == 0 || layers > kMaxLayers) {
+    std::snprintf(msg, sizeof msg, "layers %u outside [1, %u]", layers, kMaxLayers);
+    return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+  }
+  if (experts == 0 || experts > kMaxExperts) {
+    std::snprintf(msg, sizeof msg, "experts %u outside [1, %u]", experts, kMaxExperts);
+    return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+  }
+  return ELDR_OK;
+}
+
+}  // namespace eldr::capi

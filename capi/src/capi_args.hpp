@@ -1,0 +1,35 @@
+// Argument checks shared by the entry points. Each returns ELDR_OK or records
+// a message naming the function and the argument ("eldr_router_route: counts
+// is NULL") and returns the failing code, so callers write
+//   if (eldr_status_t s = require(fn, counts, "counts")) return s;
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "capi_internal.hpp"
+
+namespace eldr::capi {
+
+// ELDR_E_INVALID_ARGUMENT when p is NULL.
+eldr_status_t require(const char* fn, const void* p, const char* name) noexcept;
+
+// Versioned structs: 0 (never initialised) is INVALID_ARGUMENT, a version
+// newer than this library knows is UNSUPPORTED; 1..current are accepted.
+eldr_status_t check_version(const char* fn, const char* what, uint32_t version,
+                            uint32_t current) noexcept;
+
+// Request ids: 1..shm::kMaxRequestId bytes, NUL-terminated (reads at most one
+// byte past the limit). On success *out views the id.
+eldr_status_t check_request_id(const char* fn, const char* request_id,
+                               std::string_view* out) noexcept;
+
+// A footprint's shape by itself: 1..kMaxLayers layers, 1..kMaxExperts experts.
+eldr_status_t check_shape(const char* fn, uint32_t layers, uint32_t experts) noexcept;
+
+// a * b without wrap-around; false on overflow.
+inline bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) noexcept {
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+}  // namespace eldr::capi

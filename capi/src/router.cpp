@@ -1,0 +1,270 @@
+// Embedded router: the core eldr::Router behind a C handle.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "capi_args.hpp"
+#include "capi_internal.hpp"
+
+namespace eldr::capi {
+namespace {
+
+constexpr uint32_t kPolicyCount = sizeof(kAllPolicies) / sizeof(kAllPolicies[0]);
+static_assert(ELDR_POLICY_ELDR == static_cast<uint32_t>(Policy::eldr));
+static_assert(ELDR_POLICY_ROUND_ROBIN == static_cast<uint32_t>(Policy::round_robin));
+static_assert(ELDR_POLICY_RANDOM == static_cast<uint32_t>(Policy::random));
+static_assert(ELDR_POLICY_JSQ == static_cast<uint32_t>(Policy::jsq));
+static_assert(ELDR_POLICY_P2C == static_cast<uint32_t>(Policy::p2c));
+static_assert(ELDR_POLICY_DOMAIN == static_cast<uint32_t>(Policy::domain));
+static_assert(ELDR_POLICY_ELDR_GUARD == static_cast<uint32_t>(Policy::eldr_guard));
+static_assert(ELDR_WORKER_STATE_ACTIVE == static_cast<uint32_t>(WorkerState::active));
+static_assert(ELDR_WORKER_STATE_DRAINING == static_cast<uint32_t>(WorkerState::draining));
+static_assert(ELDR_WORKER_STATE_REMOVED == static_cast<uint32_t>(WorkerState::removed));
+
+// The footprint arguments of a route/scores call against the router's fixed
+// geometry. The core then checks the values (OUT_OF_RANGE for a negative count).
+eldr_status_t check_counts(const char* fn, const eldr_router_t& router, const int16_t* counts,
+                           uint32_t layers, uint32_t experts) noexcept {
+  if (eldr_status_t s = require(fn, counts, "counts")) return s;
+  if (layers != router.geometry.layers || experts != router.geometry.experts) {
+    if (eldr_status_t s = check_shape(fn, layers, experts)) return s;
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "footprint is %ux%u, the table's geometry is %ux%u", layers,
+                  experts, router.geometry.layers, router.geometry.experts);
+    return fail(ELDR_E_SHAPE_MISMATCH, fn, msg);
+  }
+  return ELDR_OK;
+}
+
+eldr_status_t check_worker(const char* fn, int32_t worker) noexcept {
+  if (worker >= 0) return ELDR_OK;
+  char msg[64];
+  std::snprintf(msg, sizeof msg, "worker id %d is negative", worker);
+  return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+}
+
+void fill_decision(const Decision& d, eldr_decision_t* out) noexcept {
+  eldr_decision_t decision = ELDR_DECISION_INIT;
+  decision.version = out->version;
+  decision.worker = d.worker_id;
+  decision.similarity = d.similarity;
+  decision.band_size = d.band_size;
+  decision.table_epoch = d.table_epoch;
+  decision.policy = static_cast<uint32_t>(d.policy);
+  decision.status = ELDR_OK;
+  *out = decision;
+}
+
+// The worker membership calls share one shape.
+template <class Op>
+eldr_status_t worker_call(const char* fn, eldr_router_t* router, int32_t worker, Op op) noexcept {
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, router, "router")) return s;
+    if (eldr_status_t s = check_worker(fn, worker)) return s;
+    if (Status s = op(*router->router); !s) return fail(s);
+    return ELDR_OK;
+  });
+}
+
+}  // namespace
+}  // namespace eldr::capi
+
+using eldr::capi::check_version;
+using eldr::capi::fail;
+using eldr::capi::guarded;
+using eldr::capi::require;
+
+extern "C" {
+
+const char* eldr_policy_name(uint32_t policy) {
+  if (policy >= eldr::capi::kPolicyCount) return nullptr;
+  return eldr::policy_name(static_cast<eldr::Policy>(policy));
+}
+
+void eldr_decision_init(eldr_decision_t* decision) {
+  if (decision == nullptr) return;
+  const eldr_decision_t init = ELDR_DECISION_INIT;
+  *decision = init;
+}
+
+void eldr_router_options_init(eldr_router_options_t* options) {
+  if (options == nullptr) return;
+  const eldr_router_options_t init = ELDR_ROUTER_OPTIONS_INIT;
+  *options = init;
+}
+
+eldr_status_t eldr_router_new(const eldr_table_t* table, const eldr_router_options_t* opts,
+                              eldr_router_t** out) {
+  static constexpr const char* fn = "eldr_router_new";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, table, "table")) return s;
+    if (eldr_status_t s = require(fn, out, "out")) return s;
+    eldr_router_options_t o = ELDR_ROUTER_OPTIONS_INIT;
+    if (opts != nullptr) {
+      if (eldr_status_t s = check_version(fn, "opts", opts->version, ELDR_ROUTER_OPTIONS_VERSION))
+        return s;
+      o = *opts;
+    }
+    if (o.policy >= eldr::capi::kPolicyCount) {
+      char msg[96];
+      std::snprintf(msg, sizeof msg, "unknown policy %u", o.policy);
+      return fail(ELDR_E_UNSUPPORTED, fn, msg);
+    }
+    if (std::isnan(o.tau)) return fail(ELDR_E_INVALID_ARGUMENT, fn, "tau is NaN");
+    eldr::RouterOptions options;
+    options.policy = static_cast<eldr::Policy>(o.policy);
+    options.tau = o.tau;
+    options.min2_band = o.min2_band != 0;
+    options.seed = o.seed;
+    options.max_workers = o.max_workers;
+    auto router = eldr::Router::create(table->table, options);
+    if (!router) return fail(router.status());
+    auto handle = std::make_unique<eldr_router>();
+    handle->router = std::move(*router);
+    handle->geometry = table->table->geometry;
+    *out = handle.release();
+    return ELDR_OK;
+  });
+}
+
+void eldr_router_free(eldr_router_t* router) { delete router; }
+
+eldr_status_t eldr_router_route(eldr_router_t* router, const int16_t* counts, uint32_t layers,
+                                uint32_t experts, int32_t* worker) {
+  static constexpr const char* fn = "eldr_router_route";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, router, "router")) return s;
+    if (eldr_status_t s = require(fn, worker, "worker")) return s;
+    if (eldr_status_t s = eldr::capi::check_counts(fn, *router, counts, layers, experts)) return s;
+    auto d = router->router->route({counts, router->geometry.cells()});
+    if (!d) return fail(d.status());
+    *worker = d->worker_id;
+    return ELDR_OK;
+  });
+}
+
+eldr_status_t eldr_router_route_ex(eldr_router_t* router, const int16_t* counts, uint32_t layers,
+                                   uint32_t experts, const uint32_t* loads, uint32_t n_loads,
+                                   eldr_decision_t* out) {
+  static constexpr const char* fn = "eldr_router_route_ex";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, router, "router")) return s;
+    if (eldr_status_t s = require(fn, out, "out")) return s;
+    if (eldr_status_t s = check_version(fn, "out", out->version, ELDR_DECISION_VERSION)) return s;
+    if (eldr_status_t s = eldr::capi::check_counts(fn, *router, counts, layers, experts)) return s;
+    if (loads == nullptr && n_loads != 0)
+      return fail(ELDR_E_INVALID_ARGUMENT, fn, "loads is NULL but n_loads is not 0");
+    eldr::RouteHints hints;
+    if (loads != nullptr) {
+      const uint32_t slots = router->router->worker_slots();
+      if (n_loads != slots) {
+        char msg[128];
+        std::snprintf(msg, sizeof msg, "loads holds %u entries, the router has %u worker slots",
+                      n_loads, slots);
+        return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+      }
+      hints.loads = {loads, n_loads};
+    }
+    auto d = router->router->route({counts, router->geometry.cells()}, hints);
+    if (!d) return fail(d.status());
+    eldr::capi::fill_decision(*d, out);
+    return ELDR_OK;
+  });
+}
+
+eldr_status_t eldr_router_scores(eldr_router_t* router, const int16_t* counts, uint32_t layers,
+                                 uint32_t experts, float* scores, uint8_t* in_band,
+                                 uint32_t n_workers) {
+  static constexpr const char* fn = "eldr_router_scores";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, router, "router")) return s;
+    if (eldr_status_t s = require(fn, scores, "scores")) return s;
+    if (eldr_status_t s = require(fn, in_band, "in_band")) return s;
+    if (eldr_status_t s = eldr::capi::check_counts(fn, *router, counts, layers, experts)) return s;
+    const uint32_t slots = router->router->worker_slots();
+    if (n_workers != slots) {
+      char msg[128];
+      std::snprintf(msg, sizeof msg, "n_workers is %u, the router has %u worker slots", n_workers,
+                    slots);
+      return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+    }
+    auto band = router->router->scores({counts, router->geometry.cells()}, {scores, n_workers},
+                                       {in_band, n_workers});
+    if (!band) return fail(band.status());
+    return ELDR_OK;
+  });
+}
+
+eldr_status_t eldr_router_complete(eldr_router_t* router, int32_t worker) {
+  return eldr::capi::worker_call("eldr_router_complete", router, worker,
+                                 [&](eldr::Router& r) { return r.complete(worker); });
+}
+
+eldr_status_t eldr_router_set_load(eldr_router_t* router, int32_t worker, uint32_t inflight) {
+  return eldr::capi::worker_call("eldr_router_set_load", router, worker,
+                                 [&](eldr::Router& r) { return r.set_load(worker, inflight); });
+}
+
+eldr_status_t eldr_router_add_worker(eldr_router_t* router, int32_t worker) {
+  return eldr::capi::worker_call("eldr_router_add_worker", router, worker,
+                                 [&](eldr::Router& r) { return r.add_worker(worker); });
+}
+
+eldr_status_t eldr_router_drain_worker(eldr_router_t* router, int32_t worker) {
+  return eldr::capi::worker_call("eldr_router_drain_worker", router, worker,
+                                 [&](eldr::Router& r) { return r.drain_worker(worker); });
+}
+
+eldr_status_t eldr_router_remove_worker(eldr_router_t* router, int32_t worker) {
+  return eldr::capi::worker_call("eldr_router_remove_worker", router, worker,
+                                 [&](eldr::Router& r) { return r.remove_worker(worker); });
+}
+
+eldr_status_t eldr_router_swap_table(eldr_router_t* router, const eldr_table_t* table) {
+  static constexpr const char* fn = "eldr_router_swap_table";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, router, "router")) return s;
+    if (eldr_status_t s = require(fn, table, "table")) return s;
+    if (eldr::Status s = router->router->swap_table(table->table); !s) return fail(s);
+    return ELDR_OK;
+  });
+}
+
+eldr_status_t eldr_router_worker_slots(const eldr_router_t* router, uint32_t* out) {
+  static constexpr const char* fn = "eldr_router_worker_slots";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, router, "router")) return s;
+    if (eldr_status_t s = require(fn, out, "out")) return s;
+    *out = router->router->worker_slots();
+    return ELDR_OK;
+  });
+}
+
+eldr_status_t eldr_router_workers(const eldr_router_t* router, int32_t* ids, uint8_t* states,
+                                  uint32_t* inflight, uint32_t n) {
+  static constexpr const char* fn = "eldr_router_workers";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, router, "router")) return s;
+    if (eldr_status_t s = require(fn, ids, "ids")) return s;
+    const std::vector<eldr::WorkerInfo> workers = router->router->workers();
+    if (n != workers.size()) {
+      char msg[128];
+      std::snprintf(msg, sizeof msg, "n is %u, the router has %zu worker slots", n, workers.size());
+      return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      ids[i] = workers[i].id;
+      if (states != nullptr) states[i] = static_cast<uint8_t>(workers[i].state);
+      if (inflight != nullptr) {
+        const int64_t v = workers[i].inflight;
+        inflight[i] = v <= 0 ? 0u : v >= UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(v);
+      }
+    }
+    return ELDR_OK;
+  });
+}
+
+}  // extern "C"
