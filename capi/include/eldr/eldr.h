@@ -40,6 +40,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Hand-aligned for reading (struct initialiser macros, column comments). */
+/* clang-format off */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -101,13 +104,13 @@ ELDR_API const char* eldr_last_error_message(void);
 
 /* ---- policies -------------------------------------------------------------- */
 
-#define ELDR_POLICY_ELDR 0 /* locality band (tau), least loaded inside it */
+#define ELDR_POLICY_ELDR 0        /* locality band (tau), least loaded inside it */
 #define ELDR_POLICY_ROUND_ROBIN 1
 #define ELDR_POLICY_RANDOM 2
-#define ELDR_POLICY_JSQ 3        /* join the shortest queue */
-#define ELDR_POLICY_P2C 4        /* power of two choices */
-#define ELDR_POLICY_DOMAIN 5     /* label pools from the table */
-#define ELDR_POLICY_ELDR_GUARD 6 /* locality band with a load guard */
+#define ELDR_POLICY_JSQ 3         /* join the shortest queue */
+#define ELDR_POLICY_P2C 4         /* power of two choices */
+#define ELDR_POLICY_DOMAIN 5      /* label pools from the table */
+#define ELDR_POLICY_ELDR_GUARD 6  /* locality band with a load guard */
 
 /* "eldr", "round_robin", ... or NULL for an unknown policy. */
 ELDR_API const char* eldr_policy_name(uint32_t policy);
@@ -128,10 +131,7 @@ typedef struct eldr_decision {
   uint64_t reserved[4];
 } eldr_decision_t;
 
-#define ELDR_DECISION_INIT                                         \
-  {                                                                \
-    ELDR_DECISION_VERSION, -1, 0.0f, 0, 0, 0, 0, 0, { 0, 0, 0, 0 } \
-  }
+#define ELDR_DECISION_INIT {ELDR_DECISION_VERSION, -1, 0.0f, 0, 0, 0, 0, 0, {0, 0, 0, 0}}
 ELDR_API void eldr_decision_init(eldr_decision_t* decision);
 
 /* ---- sidecar client ----------------------------------------------------------
@@ -145,17 +145,14 @@ typedef struct eldr_client eldr_client_t;
 #define ELDR_CLIENT_OPTIONS_VERSION 1
 
 typedef struct eldr_client_options {
-  uint32_t version;         /* ELDR_CLIENT_OPTIONS_VERSION */
-  uint32_t open_timeout_ms; /* how long open waits for a READY segment (default 2000) */
-  uint32_t daemon_stale_ms; /* daemon heartbeat older than this = daemon gone (default 3000) */
-  uint32_t reattach;        /* nonzero: re-attach to a restarted daemon (default 1) */
+  uint32_t version;           /* ELDR_CLIENT_OPTIONS_VERSION */
+  uint32_t open_timeout_ms;   /* how long open waits for a READY segment (default 2000) */
+  uint32_t daemon_stale_ms;   /* daemon heartbeat older than this = daemon gone (default 3000) */
+  uint32_t reattach;          /* nonzero: re-attach to a restarted daemon (default 1) */
   uint64_t reserved[4];
 } eldr_client_options_t;
 
-#define ELDR_CLIENT_OPTIONS_INIT                               \
-  {                                                            \
-    ELDR_CLIENT_OPTIONS_VERSION, 2000, 3000, 1, { 0, 0, 0, 0 } \
-  }
+#define ELDR_CLIENT_OPTIONS_INIT {ELDR_CLIENT_OPTIONS_VERSION, 2000, 3000, 1, {0, 0, 0, 0}}
 ELDR_API void eldr_client_options_init(eldr_client_options_t* options);
 
 /* Opens and registers. opts may be NULL (defaults).
@@ -226,17 +223,14 @@ typedef struct eldr_table_info {
   uint32_t layers;
   uint32_t experts;
   uint32_t top_k;
-  uint32_t num_workers; /* clusters = workers */
+  uint32_t num_workers;   /* clusters = workers */
   uint32_t num_selected_layers;
   float default_tau;
   uint32_t reserved0;
   uint64_t reserved[4];
 } eldr_table_info_t;
 
-#define ELDR_TABLE_INFO_INIT                                        \
-  {                                                                 \
-    ELDR_TABLE_INFO_VERSION, 0, 0, 0, 0, 0, 0.0f, 0, { 0, 0, 0, 0 } \
-  }
+#define ELDR_TABLE_INFO_INIT {ELDR_TABLE_INFO_VERSION, 0, 0, 0, 0, 0, 0.0f, 0, {0, 0, 0, 0}}
 ELDR_API void eldr_table_info_init(eldr_table_info_t* info);
 
 /* Loads and verifies a FlatBuffers cluster table file.
@@ -272,10 +266,7 @@ typedef struct eldr_fit_options {
   uint64_t reserved[4];
 } eldr_fit_options_t;
 
-#define ELDR_FIT_OPTIONS_INIT                                   \
-  {                                                             \
-    ELDR_FIT_OPTIONS_VERSION, 0, 1, 1, 50, 0, 0, { 0, 0, 0, 0 } \
-  }
+#define ELDR_FIT_OPTIONS_INIT {ELDR_FIT_OPTIONS_VERSION, 0, 1, 1, 50, 0, 0, {0, 0, 0, 0}}
 ELDR_API void eldr_fit_options_init(eldr_fit_options_t* options);
 
 /* Fits a table from calibration footprints: prefill[n][layers][experts] and
@@ -293,7 +284,8 @@ ELDR_API eldr_status_t eldr_table_signature(const eldr_table_t* table, const int
 /* Similarity to each cluster centroid: out[n] with n == num_workers, in
  * cluster order (see eldr_table_worker_ids). */
 ELDR_API eldr_status_t eldr_table_scores(const eldr_table_t* table, const int16_t* counts,
-                                         uint32_t layers, uint32_t experts, float* out, uint32_t n);
+                                         uint32_t layers, uint32_t experts, float* out,
+                                         uint32_t n);
 
 /* ---- embedded: router ----------------------------------------------------------- */
 
@@ -312,10 +304,8 @@ typedef struct eldr_router_options {
   uint64_t reserved[4];
 } eldr_router_options_t;
 
-#define ELDR_ROUTER_OPTIONS_INIT                                                       \
-  {                                                                                    \
-    ELDR_ROUTER_OPTIONS_VERSION, ELDR_POLICY_ELDR, -1.0f, 0, 0, 256, 0, { 0, 0, 0, 0 } \
-  }
+#define ELDR_ROUTER_OPTIONS_INIT \
+  {ELDR_ROUTER_OPTIONS_VERSION, ELDR_POLICY_ELDR, -1.0f, 0, 0, 256, 0, {0, 0, 0, 0}}
 ELDR_API void eldr_router_options_init(eldr_router_options_t* options);
 
 /* The router keeps its own reference to the table: the caller may free it.
@@ -385,24 +375,21 @@ typedef struct eldr_gpu_options {
   uint32_t layers;
   uint32_t experts;
   uint32_t top_k;
-  uint32_t block_size;            /* KV block size in tokens, 1..255 */
-  uint32_t num_blocks;            /* physical KV blocks: rows [num_blocks][layers][experts] */
-  uint32_t max_requests_per_step; /* bound for eldr_gpu_sum_requests */
-  int32_t device;                 /* CUDA device ordinal */
+  uint32_t block_size;             /* KV block size in tokens, 1..255 */
+  uint32_t num_blocks;             /* physical KV blocks: rows [num_blocks][layers][experts] */
+  uint32_t max_requests_per_step;  /* bound for eldr_gpu_sum_requests */
+  int32_t device;                  /* CUDA device ordinal */
   uint64_t reserved[4];
 } eldr_gpu_options_t;
 
-#define ELDR_GPU_OPTIONS_INIT                                        \
-  {                                                                  \
-    ELDR_GPU_OPTIONS_VERSION, 0, 0, 0, 16, 0, 256, 0, { 0, 0, 0, 0 } \
-  }
+#define ELDR_GPU_OPTIONS_INIT {ELDR_GPU_OPTIONS_VERSION, 0, 0, 0, 16, 0, 256, 0, {0, 0, 0, 0}}
 
 /* Overflow flags, sticky until read with eldr_gpu_take_errors. */
-#define ELDR_GPU_ERR_EXPERT_ID 1u /* an expert id < 0 or >= experts */
-#define ELDR_GPU_ERR_SLOT 2u      /* a slot outside num_blocks * block_size */
-#define ELDR_GPU_ERR_BLOCK_ROW 4u /* a block row cell would pass 255 */
-#define ELDR_GPU_ERR_FOOTPRINT 8u /* a request sum would pass 32767 */
-#define ELDR_GPU_ERR_BLOCK_ID 16u /* a block table entry outside num_blocks */
+#define ELDR_GPU_ERR_EXPERT_ID 1u   /* an expert id < 0 or >= experts */
+#define ELDR_GPU_ERR_SLOT 2u        /* a slot outside num_blocks * block_size */
+#define ELDR_GPU_ERR_BLOCK_ROW 4u   /* a block row cell would pass 255 */
+#define ELDR_GPU_ERR_FOOTPRINT 8u   /* a request sum would pass 32767 */
+#define ELDR_GPU_ERR_BLOCK_ID 16u   /* a block table entry outside num_blocks */
 
 ELDR_API eldr_status_t eldr_gpu_footprints_new(const eldr_gpu_options_t* opts,
                                                eldr_gpu_footprints_t** out);
@@ -443,5 +430,7 @@ ELDR_API eldr_status_t eldr_gpu_take_errors(eldr_gpu_footprints_t* gpu, void* st
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
+
+/* clang-format on */
 
 #endif /* ELDR_ELDR_H */
