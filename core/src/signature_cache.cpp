@@ -211,6 +211,71 @@ Status apply_picks(const Geometry& geometry, uint32_t num_blocks, uint32_t block
   return Status::ok();
 }
 
+// The flagging step of BlockRows (GPU semantics, see the header). Id is the
+// engine's id width; ids are compared at that width, never truncated.
+template <class Id>
+Result<uint32_t> accumulate_flagged(const Geometry& geometry, uint32_t num_blocks,
+                                    uint32_t block_size, std::vector<uint8_t>& rows, int32_t layer,
+                                    std::span<const Id> expert_ids,
+                                    std::span<const int64_t> slot_mapping) {
+  if (rows.empty()) return Status{Errc::state, "BlockRows was not made by BlockRows::create"};
+  if (layer >= 0 && static_cast<uint32_t>(layer) >= geometry.layers)
+    return Status{Errc::out_of_range, "layer " + std::to_string(layer) + " is outside [0, " +
+                                          std::to_string(geometry.layers) + ")"};
+  const uint32_t layer_begin = layer < 0 ? 0 : static_cast<uint32_t>(layer);
+  const uint32_t layer_count = layer < 0 ? geometry.layers : 1;
+  const uint32_t k = geometry.top_k;
+  const size_t tokens = slot_mapping.size();
+  const size_t per_token = size_t{layer_count} * k;
+  if (expert_ids.size() != tokens * per_token)
+    return Status{Errc::shape_mismatch, "expert_ids has " + std::to_string(expert_ids.size()) +
+                                            " entries, expected tokens*" +
+                                            (layer < 0 ? "L*k" : "k") + " = " +
+                                            std::to_string(tokens * per_token)};
+
+  const uint64_t capacity = uint64_t{num_blocks} * block_size;
+  const size_t cells = geometry.cells();
+  const size_t experts = geometry.experts;
+  uint32_t flags = 0;
+  auto live = [&](int64_t slot) {
+    if (slot < 0) return false;
+    if (static_cast<uint64_t>(slot) >= capacity) {
+      flags |= kRowErrSlot;
+      return false;
+    }
+    return true;
+  };
+  // Pass 1: resets, all before any add of the step.
+  for (size_t t = 0; t < tokens; ++t) {
+    const int64_t slot = slot_mapping[t];
+    if (!live(slot) || static_cast<uint64_t>(slot) % block_size != 0) continue;
+    uint8_t* row = rows.data() + static_cast<size_t>(slot / block_size) * cells;
+    std::fill_n(row + size_t{layer_begin} * experts, size_t{layer_count} * experts, uint8_t{0});
+  }
+  // Pass 2: saturating adds.
+  for (size_t t = 0; t < tokens; ++t) {
+    const int64_t slot = slot_mapping[t];
+    if (!live(slot)) continue;
+    uint8_t* slice = rows.data() + static_cast<size_t>(slot / block_size) * cells +
+                     size_t{layer_begin} * experts;
+    const Id* picks = expert_ids.data() + t * per_token;
+    for (uint32_t l = 0; l < layer_count; ++l)
+      for (uint32_t j = 0; j < k; ++j) {
+        const Id e = picks[size_t{l} * k + j];
+        if (e < 0 || static_cast<uint64_t>(e) >= experts) {
+          flags |= kRowErrExpertId;
+          continue;
+        }
+        uint8_t& cell = slice[size_t{l} * experts + static_cast<size_t>(e)];
+        if (cell >= block_size)
+          flags |= kRowErrBlockRow;
+        else
+          ++cell;
+      }
+  }
+  return flags;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- BlockRows
@@ -274,6 +339,71 @@ Status BlockRows::request_footprint(std::span<const int32_t> block_table,
   if (exceeds_int16(acc, &bad)) return too_large(m_geometry, bad, acc[bad]);
   narrow_into(acc, out);
   return Status::ok();
+}
+
+Result<uint32_t> BlockRows::accumulate(std::span<const int32_t> expert_ids,
+                                       std::span<const int64_t> slot_mapping, int32_t layer) {
+  return accumulate_flagged(m_geometry, m_num_blocks, m_block_size, m_rows, layer, expert_ids,
+                            slot_mapping);
+}
+
+Result<uint32_t> BlockRows::accumulate(std::span<const int64_t> expert_ids,
+                                       std::span<const int64_t> slot_mapping, int32_t layer) {
+  return accumulate_flagged(m_geometry, m_num_blocks, m_block_size, m_rows, layer, expert_ids,
+                            slot_mapping);
+}
+
+Result<uint32_t> BlockRows::sum_requests(std::span<const int32_t> block_table, uint32_t max_blocks,
+                                         std::span<const int32_t> num_blocks,
+                                         std::span<int16_t> out,
+                                         std::span<uint32_t> request_flags) const {
+  if (m_rows.empty()) return Status{Errc::state, "BlockRows was not made by BlockRows::create"};
+  const size_t requests = num_blocks.size();
+  const size_t cells = m_geometry.cells();
+  if (max_blocks > kMaxBlocksPerRequest)
+    return Status{Errc::invalid_argument, "max_blocks " + std::to_string(max_blocks) + " exceeds " +
+                                              std::to_string(kMaxBlocksPerRequest)};
+  if (block_table.size() != requests * max_blocks)
+    return Status{Errc::shape_mismatch, "block_table has " + std::to_string(block_table.size()) +
+                                            " entries, expected requests*max_blocks = " +
+                                            std::to_string(requests * max_blocks)};
+  if (out.size() != requests * cells)
+    return Status{Errc::shape_mismatch,
+                  "out has " + std::to_string(out.size()) +
+                      " cells, expected requests*L*E = " + std::to_string(requests * cells)};
+  if (!request_flags.empty() && request_flags.size() != requests)
+    return Status{Errc::shape_mismatch, "request_flags has " +
+                                            std::to_string(request_flags.size()) +
+                                            " entries, expected " + std::to_string(requests)};
+  uint32_t flags = 0;
+  std::vector<int32_t> acc(cells);
+  for (size_t r = 0; r < requests; ++r) {
+    uint32_t mine = 0;
+    int64_t count = num_blocks[r];
+    if (count < 0 || count > int64_t{max_blocks}) {
+      mine |= kRowErrBlockId;
+      count = std::clamp<int64_t>(count, 0, max_blocks);
+    }
+    std::fill(acc.begin(), acc.end(), 0);
+    const int32_t* table = block_table.data() + r * max_blocks;
+    for (int64_t i = 0; i < count; ++i) {
+      const int32_t block = table[i];
+      if (block < 0 || static_cast<uint32_t>(block) >= m_num_blocks) {
+        mine |= kRowErrBlockId;
+        continue;
+      }
+      const uint8_t* row = m_rows.data() + static_cast<size_t>(block) * cells;
+      for (size_t c = 0; c < cells; ++c) acc[c] += row[c];
+    }
+    int16_t* dst = out.data() + r * cells;
+    for (size_t c = 0; c < cells; ++c) {
+      if (acc[c] > kFootprintMax) mine |= kRowErrFootprint;
+      dst[c] = static_cast<int16_t>(std::min(acc[c], kFootprintMax));
+    }
+    if (!request_flags.empty()) request_flags[r] = mine;
+    flags |= mine;
+  }
+  return flags;
 }
 
 std::span<const uint8_t> BlockRows::row(uint32_t block) const noexcept {
