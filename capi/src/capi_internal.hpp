@@ -81,6 +81,8 @@ eldr_status_t fail(eldr_status_t code, std::string_view message) noexcept;
 // The same for a core Status (its code and message). An ok status is a bug in
 // the caller and maps to ELDR_E_INTERNAL.
 eldr_status_t fail(const Status& status) noexcept;
+// "fn: <status message>" with the status's code.
+eldr_status_t fail(const char* fn, const Status& status) noexcept;
 // `fn`: `what` (used where building a std::string could itself fail).
 eldr_status_t fail(eldr_status_t code, const char* fn, const char* what) noexcept;
 // Empties the calling thread's last error message.

@@ -40,21 +40,21 @@ eldr_status_t push_dense(const char* fn, eldr_client_t* client, const char* requ
   const Geometry geometry{layers, experts, 0};
   const std::span<const int16_t> cells{counts, geometry.cells()};
   // Negative counts never leave the process: the daemon would reject them anyway.
-  if (Status s = validate_footprint(geometry, cells); !s) return fail(s);
+  if (Status s = validate_footprint(geometry, cells); !s) return fail(fn, s);
   shm::FootprintOut footprint;
   footprint.request_id = id;
   footprint.layers = layers;
   footprint.experts = experts;
   footprint.counts = cells;
   footprint.prefill_end_ns = realtime_ns();
-  if (Status s = client->client->push_footprint(footprint); !s) return fail(s);
+  if (Status s = client->client->push_footprint(footprint); !s) return fail(fn, s);
   return ELDR_OK;
 }
 
 eldr_status_t wait_decision(const char* fn, eldr_client_t* client, std::string_view id,
                             uint32_t timeout_ms, eldr_decision_t* out) {
   auto d = client->client->wait_decision(id, timeout_ms);
-  if (!d) return fail(d.status());
+  if (!d) return fail(fn, d.status());
   eldr_decision_t decision = ELDR_DECISION_INIT;
   decision.version = out->version;
   decision.worker = d->worker;
@@ -65,7 +65,6 @@ eldr_status_t wait_decision(const char* fn, eldr_client_t* client, std::string_v
   decision.status = d->status;
   decision.latency_ns = d->latency_ns;
   *out = decision;
-  (void)fn;
   return ELDR_OK;
 }
 
@@ -110,13 +109,13 @@ eldr_status_t eldr_client_open(const char* instance, const eldr_client_options_t
       o = *opts;
     }
     const std::string_view name(instance, strnlen(instance, eldr::shm::kMaxInstanceName + 1));
-    if (eldr::Status s = eldr::shm::validate_instance_name(name); !s) return fail(s);
+    if (eldr::Status s = eldr::shm::validate_instance_name(name); !s) return fail(fn, s);
     eldr::shm::ClientOptions options;
     options.open_timeout = std::chrono::milliseconds(o.open_timeout_ms);
     options.daemon_stale = std::chrono::milliseconds(o.daemon_stale_ms);
     options.reattach = o.reattach != 0;
     auto client = eldr::shm::Client::open(name, options);
-    if (!client) return fail(client.status());
+    if (!client) return fail(fn, client.status());
     auto handle = std::make_unique<eldr_client>();
     handle->client = std::move(*client);
     *out = handle.release();
@@ -177,7 +176,7 @@ eldr_status_t eldr_footprint_push_blocks(eldr_client_t* client, const char* requ
     footprint.row_present = present;
     if (n_present > 0) footprint.block_rows = {rows, static_cast<size_t>(row_bytes)};
     footprint.prefill_end_ns = eldr::capi::realtime_ns();
-    if (eldr::Status s = client->client->push_footprint(footprint); !s) return fail(s);
+    if (eldr::Status s = client->client->push_footprint(footprint); !s) return fail(fn, s);
     return ELDR_OK;
   });
 }
@@ -212,7 +211,7 @@ eldr_status_t eldr_request_complete(eldr_client_t* client, const char* request_i
     if (eldr_status_t s = require_client(fn, client)) return s;
     std::string_view id;
     if (eldr_status_t s = check_request_id(fn, request_id, &id)) return s;
-    if (eldr::Status s = client->client->push_complete(id); !s) return fail(s);
+    if (eldr::Status s = client->client->push_complete(id); !s) return fail(fn, s);
     return ELDR_OK;
   });
 }
@@ -226,7 +225,7 @@ eldr_status_t eldr_worker_report(eldr_client_t* client, uint32_t worker, uint32_
     if (!(kv_usage >= 0.0f && kv_usage <= 1.0f))
       return fail(ELDR_E_INVALID_ARGUMENT, fn, "kv_usage must be in [0, 1]");
     if (eldr::Status s = client->client->push_worker_report(worker, running, kv_usage); !s)
-      return fail(s);
+      return fail(fn, s);
     return ELDR_OK;
   });
 }
@@ -245,7 +244,8 @@ eldr_status_t eldr_worker_control(eldr_client_t* client, uint32_t worker, uint32
       return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
     }
     const auto worker_op = static_cast<eldr::shm::WorkerOp>(op);
-    if (eldr::Status s = client->client->push_worker_control(worker, worker_op); !s) return fail(s);
+    if (eldr::Status s = client->client->push_worker_control(worker, worker_op); !s)
+      return fail(fn, s);
     return ELDR_OK;
   });
 }

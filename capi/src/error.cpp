@@ -33,6 +33,11 @@ eldr_status_t fail(const Status& status) noexcept {
   return fail(static_cast<eldr_status_t>(status.code()), status.message());
 }
 
+eldr_status_t fail(const char* fn, const Status& status) noexcept {
+  if (status.is_ok()) return fail(ELDR_E_INTERNAL, fn, "an ok status reported as a failure");
+  return fail(static_cast<eldr_status_t>(status.code()), fn, status.message().c_str());
+}
+
 eldr_status_t fail(eldr_status_t code, const char* fn, const char* what) noexcept {
   char message[kMessageBytes];
   std::snprintf(message, sizeof message, "%s: %s", fn, what);

@@ -64,7 +64,7 @@ eldr_status_t worker_call(const char* fn, eldr_router_t* router, int32_t worker,
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require(fn, router, "router")) return s;
     if (eldr_status_t s = check_worker(fn, worker)) return s;
-    if (Status s = op(*router->router); !s) return fail(s);
+    if (Status s = op(*router->router); !s) return fail(fn, s);
     return ELDR_OK;
   });
 }
@@ -121,7 +121,7 @@ eldr_status_t eldr_router_new(const eldr_table_t* table, const eldr_router_optio
     options.seed = o.seed;
     options.max_workers = o.max_workers;
     auto router = eldr::Router::create(table->table, options);
-    if (!router) return fail(router.status());
+    if (!router) return fail(fn, router.status());
     auto handle = std::make_unique<eldr_router>();
     handle->router = std::move(*router);
     handle->geometry = table->table->geometry;
@@ -140,7 +140,7 @@ eldr_status_t eldr_router_route(eldr_router_t* router, const int16_t* counts, ui
     if (eldr_status_t s = require(fn, worker, "worker")) return s;
     if (eldr_status_t s = eldr::capi::check_counts(fn, *router, counts, layers, experts)) return s;
     auto d = router->router->route({counts, router->geometry.cells()});
-    if (!d) return fail(d.status());
+    if (!d) return fail(fn, d.status());
     *worker = d->worker_id;
     return ELDR_OK;
   });
@@ -169,7 +169,7 @@ eldr_status_t eldr_router_route_ex(eldr_router_t* router, const int16_t* counts,
       hints.loads = {loads, n_loads};
     }
     auto d = router->router->route({counts, router->geometry.cells()}, hints);
-    if (!d) return fail(d.status());
+    if (!d) return fail(fn, d.status());
     eldr::capi::fill_decision(*d, out);
     return ELDR_OK;
   });
@@ -193,7 +193,7 @@ eldr_status_t eldr_router_scores(eldr_router_t* router, const int16_t* counts, u
     }
     auto band = router->router->scores({counts, router->geometry.cells()}, {scores, n_workers},
                                        {in_band, n_workers});
-    if (!band) return fail(band.status());
+    if (!band) return fail(fn, band.status());
     return ELDR_OK;
   });
 }
@@ -228,7 +228,7 @@ eldr_status_t eldr_router_swap_table(eldr_router_t* router, const eldr_table_t* 
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require(fn, router, "router")) return s;
     if (eldr_status_t s = require(fn, table, "table")) return s;
-    if (eldr::Status s = router->router->swap_table(table->table); !s) return fail(s);
+    if (eldr::Status s = router->router->swap_table(table->table); !s) return fail(fn, s);
     return ELDR_OK;
   });
 }

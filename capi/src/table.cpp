@@ -15,9 +15,9 @@ namespace eldr::capi {
 namespace {
 
 // Wraps a validated table in a handle (the signature space is derived once).
-eldr_status_t make_table(ClusterTable&& table, eldr_table_t** out) {
+eldr_status_t make_table(const char* fn, ClusterTable&& table, eldr_table_t** out) {
   auto space = SignatureSpace::create(table.geometry, table.layer_mask, table.idf);
-  if (!space) return fail(space.status());
+  if (!space) return fail(fn, space.status());
   auto handle = std::make_unique<eldr_table>();
   handle->table = std::make_shared<const ClusterTable>(std::move(table));
   handle->space = std::move(*space);
@@ -38,7 +38,7 @@ eldr_status_t check_footprint(const char* fn, const ClusterTable& table, const i
                   experts, g.layers, g.experts);
     return fail(ELDR_E_SHAPE_MISMATCH, fn, msg);
   }
-  if (Status s = validate_footprint(g, {counts, g.cells()}); !s) return fail(s);
+  if (Status s = validate_footprint(g, {counts, g.cells()}); !s) return fail(fn, s);
   return ELDR_OK;
 }
 
@@ -62,8 +62,8 @@ eldr_status_t eldr_table_load(const char* path, eldr_table_t** out) {
     if (eldr_status_t s = require(fn, out, "out")) return s;
     if (path[0] == '\0') return fail(ELDR_E_INVALID_ARGUMENT, fn, "path is empty");
     auto table = eldr::load_table(path);
-    if (!table) return fail(table.status());
-    return eldr::capi::make_table(std::move(*table), out);
+    if (!table) return fail(fn, table.status());
+    return eldr::capi::make_table(fn, std::move(*table), out);
   });
 }
 
@@ -75,7 +75,7 @@ eldr_status_t eldr_table_save(const eldr_table_t* table, const char* path) {
     if (eldr_status_t s = require(fn, table, "table")) return s;
     if (eldr_status_t s = require(fn, path, "path")) return s;
     if (path[0] == '\0') return fail(ELDR_E_INVALID_ARGUMENT, fn, "path is empty");
-    if (eldr::Status s = eldr::save_table(*table->table, path); !s) return fail(s);
+    if (eldr::Status s = eldr::save_table(*table->table, path); !s) return fail(fn, s);
     return ELDR_OK;
   });
 }
@@ -161,9 +161,9 @@ eldr_status_t eldr_table_fit(const int16_t* prefill, const int16_t* decode, uint
     fit.max_iterations = options->max_iterations;
     fit.threads = options->threads;
     auto table = eldr::fit_table(input, fit);
-    if (!table) return fail(table.status());
+    if (!table) return fail(fn, table.status());
     table->fit.source = "eldr_table_fit";
-    return eldr::capi::make_table(std::move(*table), out);
+    return eldr::capi::make_table(fn, std::move(*table), out);
   });
 }
 
@@ -182,7 +182,8 @@ eldr_status_t eldr_table_signature(const eldr_table_t* table, const int16_t* cou
       return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
     }
     const size_t cells = table->table->geometry.cells();
-    if (eldr::Status s = table->space.signature({counts, cells}, {out, dim}); !s) return fail(s);
+    if (eldr::Status s = table->space.signature({counts, cells}, {out, dim}); !s)
+      return fail(fn, s);
     return ELDR_OK;
   });
 }
@@ -203,7 +204,7 @@ eldr_status_t eldr_table_scores(const eldr_table_t* table, const int16_t* counts
     }
     std::vector<float> signature(table->space.dim());
     if (eldr::Status s = table->space.signature({counts, t.geometry.cells()}, signature); !s)
-      return fail(s);
+      return fail(fn, s);
     // Computed in full before the first write: out is untouched on failure.
     std::vector<float> scores(n);
     for (uint32_t c = 0; c < n; ++c) scores[c] = eldr::dot(signature, t.centroid(c));

@@ -334,7 +334,8 @@ ELDR_API eldr_status_t eldr_router_route_ex(eldr_router_t* router, const int16_t
 ELDR_API eldr_status_t eldr_router_scores(eldr_router_t* router, const int16_t* counts,
                                           uint32_t layers, uint32_t experts, float* scores,
                                           uint8_t* in_band, uint32_t n_workers);
-/* Errors: INVALID_ARGUMENT, NOT_FOUND. complete never takes a count below 0. */
+/* Errors: INVALID_ARGUMENT, NOT_FOUND; complete: STATE when the worker has
+ * nothing in flight (a count never goes below 0). */
 ELDR_API eldr_status_t eldr_router_complete(eldr_router_t* router, int32_t worker);
 ELDR_API eldr_status_t eldr_router_set_load(eldr_router_t* router, int32_t worker,
                                             uint32_t inflight);

@@ -1,0 +1,92 @@
+/* A plain C11 consumer of libeldr.so: fits a table from synthetic arrays,
+ * routes both domains, checks the decisions and the error paths. Exit 0 on
+ * success; any failure prints what and exits 1. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eldr/eldr.h"
+
+#define LAYERS 3u
+#define EXPERTS 16u
+#define CELLS (LAYERS * EXPERTS)
+#define PER_DOMAIN 16u
+
+static int failures = 0;
+
+#define CHECK(cond)                                                                       \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
+      fprintf(stderr, "c_smoke: %s:%d: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              eldr_last_error_message());                                                 \
+      ++failures;                                                                         \
+    }                                                                                     \
+  } while (0)
+
+/* Domain d uses experts [d * EXPERTS / 2, (d + 1) * EXPERTS / 2) in every layer. */
+static void footprint(unsigned domain, unsigned variant, int16_t* out) {
+  unsigned l, e;
+  memset(out, 0, CELLS * sizeof *out);
+  for (l = 0; l < LAYERS; ++l)
+    for (e = 0; e < EXPERTS / 2; ++e)
+      out[l * EXPERTS + domain * (EXPERTS / 2) + e] = (int16_t)(1 + (e * 7 + variant) % 5);
+}
+
+int main(void) {
+  static int16_t calibration[2 * PER_DOMAIN * CELLS];
+  int16_t a[CELLS], b[CELLS];
+  eldr_fit_options_t fit;
+  eldr_table_t* table = NULL;
+  eldr_router_t* router = NULL;
+  eldr_table_info_t info = ELDR_TABLE_INFO_INIT;
+  eldr_decision_t decision = ELDR_DECISION_INIT;
+  int32_t wa = -1, wb = -1, untouched = -5;
+  float scores[2] = {0.0f, 0.0f};
+  uint8_t in_band[2] = {0, 0};
+  unsigned i;
+
+  CHECK(eldr_abi_version() == ELDR_ABI_VERSION);
+  for (i = 0; i < 2 * PER_DOMAIN; ++i) footprint(i % 2, i / 2, calibration + (size_t)i * CELLS);
+  eldr_fit_options_init(&fit);
+  fit.num_workers = 2;
+  fit.threads = 1;
+  CHECK(eldr_table_fit(calibration, NULL, 2 * PER_DOMAIN, LAYERS, EXPERTS, 2, &fit, &table) ==
+        ELDR_OK);
+  if (table == NULL) return 1;
+  CHECK(eldr_table_info(table, &info) == ELDR_OK);
+  CHECK(info.layers == LAYERS && info.experts == EXPERTS && info.num_workers == 2);
+
+  CHECK(eldr_router_new(table, NULL, &router) == ELDR_OK);
+  eldr_table_free(table); /* the router keeps its own reference */
+  if (router == NULL) return 1;
+
+  footprint(0, 3, a);
+  footprint(1, 3, b);
+  CHECK(eldr_router_route(router, a, LAYERS, EXPERTS, &wa) == ELDR_OK);
+  CHECK(eldr_router_route(router, b, LAYERS, EXPERTS, &wb) == ELDR_OK);
+  CHECK(wa >= 0 && wa < 2 && wb >= 0 && wb < 2 && wa != wb);
+  CHECK(eldr_router_route_ex(router, a, LAYERS, EXPERTS, NULL, 0, &decision) == ELDR_OK);
+  CHECK(decision.worker == wa && decision.table_epoch == 1 && decision.band_size == 1);
+  /* Disjoint experts: near-orthogonal to the other centroid. (Slots follow
+   * the fitted worker ids 0 and 1.) */
+  CHECK(eldr_router_scores(router, a, LAYERS, EXPERTS, scores, in_band, 2) == ELDR_OK);
+  CHECK(scores[wa] == decision.similarity && scores[wa] > 0.5f && scores[1 - wa] < 0.1f);
+  CHECK(in_band[wa] == 1 && in_band[1 - wa] == 0);
+  CHECK(eldr_router_complete(router, wa) == ELDR_OK);
+  CHECK(eldr_router_complete(router, wa) == ELDR_OK);
+  CHECK(eldr_router_complete(router, wb) == ELDR_OK);
+  CHECK(eldr_router_complete(router, wb) == ELDR_E_STATE); /* never below zero */
+
+  /* Errors come back as codes with a message; out-params stay untouched. */
+  CHECK(eldr_router_route(router, NULL, LAYERS, EXPERTS, &untouched) == ELDR_E_INVALID_ARGUMENT);
+  CHECK(strstr(eldr_last_error_message(), "eldr_router_route") != NULL);
+  CHECK(eldr_router_route(router, a, EXPERTS, LAYERS, &untouched) == ELDR_E_SHAPE_MISMATCH);
+  CHECK(untouched == -5);
+  CHECK(strcmp(eldr_status_name(ELDR_E_SHAPE_MISMATCH), "ELDR_E_SHAPE_MISMATCH") == 0);
+
+  eldr_router_free(router);
+  if (failures != 0) return 1;
+  printf("c_smoke: ok (domain 0 -> worker %d, domain 1 -> worker %d)\n", (int)wa, (int)wb);
+  return 0;
+}
