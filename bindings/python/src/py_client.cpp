@@ -1,0 +1,177 @@
+// eldr.Client over eldr_client_*: talks to the node's eldrd. Every call
+// releases the GIL (the C client serialises calls itself and may block), and
+// a reader/writer lock keeps close() from freeing the handle under a call
+// running on another thread.
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+
+#include "py_common.hpp"
+
+namespace eldr_py {
+namespace {
+
+// Long waits run in slices so that Ctrl-C (and other signal handlers) get a
+// chance between them; a decision that arrives mid-slice returns at once.
+constexpr uint32_t kSignalCheckMs = 100;
+
+class Client {
+ public:
+  Client(const std::string& instance, uint32_t open_timeout_ms, uint32_t daemon_stale_ms,
+         bool reattach)
+      : m_instance(instance) {
+    eldr_client_options_t options;
+    eldr_client_options_init(&options);
+    options.open_timeout_ms = open_timeout_ms;
+    options.daemon_stale_ms = daemon_stale_ms;
+    options.reattach = reattach ? 1 : 0;
+    eldr_status_t status;
+    {
+      py::gil_scoped_release unlocked;
+      status = eldr_client_open(instance.c_str(), &options, &m_client);
+      if (status != ELDR_OK) check(status);  // message read on this thread, before anything else
+    }
+  }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client() { eldr_client_close(m_client); }
+
+  void close() {
+    py::gil_scoped_release unlocked;
+    std::unique_lock lock(m_mutex);  // waits for calls in flight on other threads
+    eldr_client_close(m_client);
+    m_client = nullptr;
+  }
+  bool closed() const {
+    std::shared_lock lock(m_mutex);
+    return m_client == nullptr;
+  }
+  const std::string& instance() const noexcept { return m_instance; }
+
+  void push(const py::handle& request_id_obj, const py::handle& counts_obj) {
+    const std::string id = request_id_arg(request_id_obj);
+    const auto counts = as_counts(counts_obj, 2, "counts");
+    const uint32_t layers = extent_u32(counts, 0, "counts");
+    const uint32_t experts = extent_u32(counts, 1, "counts");
+    call([&](eldr_client_t* client) {
+      return eldr_footprint_push(client, id.c_str(), counts.data(), layers, experts);
+    });
+  }
+
+  Decision wait(const py::handle& request_id_obj, uint32_t timeout_ms) {
+    return wait_for(request_id_arg(request_id_obj), timeout_ms);
+  }
+
+  // Push, then the same sliced wait as wait(): one call for the caller.
+  Decision route(const py::handle& request_id_obj, const py::handle& counts_obj,
+                 uint32_t timeout_ms) {
+    push(request_id_obj, counts_obj);
+    return wait_for(request_id_arg(request_id_obj), timeout_ms);
+  }
+
+  void complete(const py::handle& request_id_obj) {
+    const std::string id = request_id_arg(request_id_obj);
+    call([&](eldr_client_t* client) { return eldr_request_complete(client, id.c_str()); });
+  }
+
+  void report(uint32_t worker, uint32_t running, float kv_usage) {
+    call([&](eldr_client_t* client) {
+      return eldr_worker_report(client, worker, running, kv_usage);
+    });
+  }
+
+  void control(uint32_t worker, uint32_t op) {
+    call([&](eldr_client_t* client) { return eldr_worker_control(client, worker, op); });
+  }
+
+ private:
+  // Runs one C call without the GIL; throws StatusError on failure. The detail
+  // message is read inside, on the calling thread, right after the call.
+  template <typename Fn>
+  void call(Fn&& fn) {
+    py::gil_scoped_release unlocked;
+    std::shared_lock lock(m_mutex);
+    if (m_client == nullptr) raise_status(ELDR_E_STATE, "the client is closed");
+    check(fn(m_client));
+  }
+
+  Decision wait_for(const std::string& id, uint32_t timeout_ms) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    eldr_decision_t decision;
+    eldr_decision_init(&decision);
+    for (;;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      const auto slice =
+          static_cast<uint32_t>(std::clamp<int64_t>(left.count(), 0, kSignalCheckMs));
+      eldr_status_t status = ELDR_OK;
+      call([&](eldr_client_t* client) {
+        status = eldr_decision_wait(client, id.c_str(), slice, &decision);
+        return status == ELDR_E_TIMEOUT ? ELDR_OK : status;
+      });
+      if (status == ELDR_OK) break;
+      if (slice == 0 || Clock::now() >= deadline)
+        raise_status(ELDR_E_TIMEOUT, "no decision for request '" + id + "' within " +
+                                         std::to_string(timeout_ms) + " ms");
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+    const Decision result = Decision::from_c(decision);
+    if (result.status != ELDR_OK) raise_rejected(id, result);
+    return result;
+  }
+
+  // The daemon answered with an error decision (the footprint was rejected):
+  // raise its status, with the decision attached as `.decision`.
+  [[noreturn]] static void raise_rejected(const std::string& id, const Decision& decision) {
+    py::object exc =
+        py::module_::import("eldr._errors")
+            .attr("_from_status")(decision.status, "eldrd rejected request '" + id +
+                                                       "': " + eldr_status_string(decision.status));
+    exc.attr("decision") = py::cast(decision);
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+    throw py::error_already_set();
+  }
+
+  std::string m_instance;
+  eldr_client_t* m_client = nullptr;
+  mutable std::shared_mutex m_mutex;
+};
+
+}  // namespace
+
+void bind_client(py::module_& m) {
+  py::class_<Client>(m, "Client",
+                     "A connection to the node's eldrd (instance name). Thread-safe; use as a "
+                     "context manager or call close().")
+      .def(py::init<const std::string&, uint32_t, uint32_t, bool>(), py::arg("instance"),
+           py::arg("open_timeout_ms") = 2000, py::kw_only(), py::arg("daemon_stale_ms") = 3000,
+           py::arg("reattach") = true)
+      .def("push", &Client::push, py::arg("request_id"), py::arg("counts"),
+           "Pushes a footprint int16 [layers][experts]; returns once it is in the ring.")
+      .def("wait", &Client::wait, py::arg("request_id"), py::arg("timeout_ms") = 1000,
+           "Waits for the decision for request_id (pushed by any client of this daemon).")
+      .def("route", &Client::route, py::arg("request_id"), py::arg("counts"),
+           py::arg("timeout_ms") = 1000, "push then wait.")
+      .def("complete", &Client::complete, py::arg("request_id"),
+           "The request's decode finished: its worker's in-flight count drops by one.")
+      .def("report", &Client::report, py::arg("worker"), py::arg("running"), py::arg("kv_usage"),
+           "Load report from a decode worker (kv_usage in [0, 1]).")
+      .def(
+          "add_worker", [](Client& c, uint32_t w) { c.control(w, ELDR_WORKER_ADD); },
+          py::arg("worker"))
+      .def(
+          "drain_worker", [](Client& c, uint32_t w) { c.control(w, ELDR_WORKER_DRAIN); },
+          py::arg("worker"))
+      .def(
+          "remove_worker", [](Client& c, uint32_t w) { c.control(w, ELDR_WORKER_REMOVE); },
+          py::arg("worker"))
+      .def("close", &Client::close, "Unregisters from the daemon. Idempotent.")
+      .def_property_readonly("closed", &Client::closed)
+      .def_property_readonly("instance", &Client::instance)
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](Client& c, const py::args&) { c.close(); });
+}
+
+}  // namespace eldr_py

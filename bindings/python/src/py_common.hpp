@@ -1,0 +1,97 @@
+// Shared pieces of the eldr Python extension: C status -> Python exception,
+// NumPy footprints -> the C API's int16 [layers][experts] view, and the
+// Decision value type. Everything here is a thin layer over eldr.h.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "eldr/eldr.h"
+
+namespace eldr_py {
+
+namespace py = pybind11;
+
+// Carries a failed call's status and detail message out of a binding function
+// (possibly from a region without the GIL); the registered translator turns it
+// into the matching eldr.Error subclass.
+class StatusError : public std::runtime_error {
+ public:
+  StatusError(eldr_status_t status, const std::string& message)
+      : std::runtime_error(message), m_status(status) {}
+  eldr_status_t status() const noexcept { return m_status; }
+
+ private:
+  eldr_status_t m_status;
+};
+
+// A failure detected by the binding itself (wrong ndim, NUL in an id...),
+// reported with the C API's status codes so callers see one error model.
+[[noreturn]] void raise_status(eldr_status_t status, const std::string& message);
+
+// Throws StatusError for a failed C call. The detail message is read here, on
+// the thread that made the call and before any other eldr call can replace it.
+inline void check(eldr_status_t status) {
+  if (status == ELDR_OK) return;
+  const char* detail = eldr_last_error_message();
+  raise_status(status,
+               detail != nullptr && detail[0] != '\0' ? detail : eldr_status_string(status));
+}
+
+// Installs the translator for StatusError; the exception classes live in
+// eldr/_errors.py so that they are ordinary, picklable Python classes.
+void register_error_translator();
+
+template <typename T>
+using IntArray = py::array_t<T, py::array::c_style>;
+
+// Integer arrays as the C API wants them (footprints: int16 [layers][experts]
+// or [requests][layers][experts]; loads: uint32 [workers]). A C-contiguous
+// array of the exact dtype is borrowed as is (no copy). Any other integer
+// array or nested sequence is converted once, after checking that every value
+// fits T (OUT_OF_RANGE otherwise: values are never wrapped or truncated).
+// Non-integer dtypes raise TypeError; a wrong number of dimensions raises
+// ShapeMismatch. `what` names the argument in messages.
+template <typename T>
+IntArray<T> as_int_array(const py::handle& obj, py::ssize_t ndim, const char* what);
+
+inline IntArray<int16_t> as_counts(const py::handle& obj, py::ssize_t ndim, const char* what) {
+  return as_int_array<int16_t>(obj, ndim, what);
+}
+
+// Checked narrowing of an array extent to the C API's uint32_t sizes.
+uint32_t extent_u32(const py::array& array, py::ssize_t axis, const char* what);
+
+// Request ids cross the C API as NUL-terminated strings: reject embedded NULs
+// (they would silently shorten the id) and accept str (UTF-8) or bytes.
+std::string request_id_arg(const py::handle& obj);
+
+// eldr_decision_t as an immutable Python value.
+struct Decision {
+  int32_t worker = -1;
+  float similarity = 0.0f;
+  uint32_t band_size = 0;
+  uint64_t table_epoch = 0;
+  uint32_t policy = 0;
+  int32_t status = ELDR_OK;
+  uint64_t latency_ns = 0;
+
+  static Decision from_c(const eldr_decision_t& d) {
+    return {d.worker, d.similarity, d.band_size, d.table_epoch, d.policy, d.status, d.latency_ns};
+  }
+};
+
+// "eldr", "round_robin"... or the number as text for a policy this library
+// does not name.
+std::string policy_label(uint32_t policy);
+
+void bind_decision(py::module_& m);
+void bind_table(py::module_& m);
+void bind_router(py::module_& m);
+void bind_client(py::module_& m);
+
+}  // namespace eldr_py

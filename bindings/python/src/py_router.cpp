@@ -1,0 +1,237 @@
+// eldr.Router over eldr_router_*: the embedded router, no daemon. Calls do not
+// release the GIL: a route takes microseconds, less than a GIL hand-off.
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "py_table.hpp"
+
+namespace eldr_py {
+namespace {
+
+struct RouterFree {
+  void operator()(eldr_router_t* router) const noexcept { eldr_router_free(router); }
+};
+
+uint32_t policy_arg(const py::handle& policy) {
+  if (PyLong_Check(policy.ptr())) {
+    const auto id = policy.cast<long long>();
+    if (id >= 0 && id <= UINT32_MAX && eldr_policy_name(static_cast<uint32_t>(id)) != nullptr)
+      return static_cast<uint32_t>(id);
+    raise_status(ELDR_E_INVALID_ARGUMENT, "unknown policy id " + std::to_string(id));
+  }
+  if (!PyUnicode_Check(policy.ptr()))
+    throw py::type_error("policy must be a policy name (str) or id (int)");
+  const auto name = policy.cast<std::string>();
+  std::string known;
+  for (uint32_t id = 0; const char* candidate = eldr_policy_name(id); ++id) {
+    if (name == candidate) return id;
+    known += (id == 0 ? "" : ", ") + std::string(candidate);
+  }
+  raise_status(ELDR_E_INVALID_ARGUMENT, "unknown policy '" + name + "' (known: " + known + ")");
+}
+
+const char* worker_state_name(uint8_t state) {
+  switch (state) {
+    case ELDR_WORKER_STATE_ACTIVE:
+      return "active";
+    case ELDR_WORKER_STATE_DRAINING:
+      return "draining";
+    case ELDR_WORKER_STATE_REMOVED:
+      return "removed";
+    default:
+      return "unknown";
+  }
+}
+
+class Router {
+ public:
+  Router(std::shared_ptr<ClusterTable> table, const py::handle& policy, std::optional<float> tau,
+         uint64_t seed, bool min2_band, uint32_t max_workers)
+      : m_table(std::move(table)) {
+    if (!m_table) raise_status(ELDR_E_INVALID_ARGUMENT, "table is None");
+    eldr_router_options_t options;
+    eldr_router_options_init(&options);
+    options.policy = policy_arg(policy);
+    options.tau = tau.value_or(-1.0f);  // < 0: the table's default_tau
+    options.seed = seed;
+    options.min2_band = min2_band ? 1 : 0;
+    options.max_workers = max_workers;
+    eldr_router_t* router = nullptr;
+    check(eldr_router_new(m_table->get(), &options, &router));
+    m_router.reset(router);
+  }
+
+  eldr_router_t* get() const noexcept { return m_router.get(); }
+  const std::shared_ptr<ClusterTable>& table() const noexcept { return m_table; }
+
+  int32_t route(const py::handle& counts_obj, const py::handle& loads_obj) {
+    const auto counts = as_counts(counts_obj, 2, "counts");
+    const uint32_t layers = extent_u32(counts, 0, "counts");
+    const uint32_t experts = extent_u32(counts, 1, "counts");
+    if (loads_obj.is_none()) {
+      int32_t worker = -1;
+      check(eldr_router_route(m_router.get(), counts.data(), layers, experts, &worker));
+      return worker;
+    }
+    return route_ex(counts, layers, experts, loads_obj).worker;
+  }
+
+  Decision route_decision(const py::handle& counts_obj, const py::handle& loads_obj) {
+    const auto counts = as_counts(counts_obj, 2, "counts");
+    return route_ex(counts, extent_u32(counts, 0, "counts"), extent_u32(counts, 1, "counts"),
+                    loads_obj);
+  }
+
+  // Per worker slot (see workers()): similarity and band membership.
+  py::tuple scores(const py::handle& counts_obj) {
+    const auto counts = as_counts(counts_obj, 2, "counts");
+    const uint32_t layers = extent_u32(counts, 0, "counts");
+    const uint32_t experts = extent_u32(counts, 1, "counts");
+    static_assert(sizeof(bool) == sizeof(uint8_t));
+    for (;;) {  // again if a concurrent add_worker changed the slot count
+      const uint32_t n = worker_slots();
+      py::array_t<float> scores(static_cast<py::ssize_t>(n));
+      py::array_t<bool> in_band(static_cast<py::ssize_t>(n));
+      const eldr_status_t status =
+          eldr_router_scores(m_router.get(), counts.data(), layers, experts, scores.mutable_data(),
+                             reinterpret_cast<uint8_t*>(in_band.mutable_data()), n);
+      if (status == ELDR_E_INVALID_ARGUMENT && worker_slots() != n) continue;
+      check(status);
+      return py::make_tuple(std::move(scores), std::move(in_band));
+    }
+  }
+
+  uint32_t worker_slots() const {
+    uint32_t n = 0;
+    check(eldr_router_worker_slots(m_router.get(), &n));
+    return n;
+  }
+
+  // One dict per slot, in slot order (the order of loads and scores).
+  py::list workers() const {
+    for (;;) {
+      const uint32_t n = worker_slots();
+      std::vector<int32_t> ids(n);
+      std::vector<uint8_t> states(n);
+      std::vector<uint32_t> inflight(n);
+      const eldr_status_t status =
+          eldr_router_workers(m_router.get(), ids.data(), states.data(), inflight.data(), n);
+      if (status == ELDR_E_INVALID_ARGUMENT && worker_slots() != n) continue;
+      check(status);
+      py::list out;
+      for (uint32_t i = 0; i < n; ++i) {
+        py::dict worker;
+        worker["id"] = ids[i];
+        worker["state"] = worker_state_name(states[i]);
+        worker["inflight"] = inflight[i];
+        out.append(std::move(worker));
+      }
+      return out;
+    }
+  }
+
+  void swap_table(std::shared_ptr<ClusterTable> table) {
+    if (!table) raise_status(ELDR_E_INVALID_ARGUMENT, "table is None");
+    check(eldr_router_swap_table(m_router.get(), table->get()));
+    m_table = std::move(table);
+  }
+
+ private:
+  Decision route_ex(const IntArray<int16_t>& counts, uint32_t layers, uint32_t experts,
+                    const py::handle& loads_obj) {
+    IntArray<uint32_t> loads;
+    const uint32_t* loads_data = nullptr;
+    uint32_t n_loads = 0;
+    if (!loads_obj.is_none()) {
+      loads = as_int_array<uint32_t>(loads_obj, 1, "loads");
+      loads_data = loads.data();
+      n_loads = extent_u32(loads, 0, "loads");
+    }
+    eldr_decision_t decision;
+    eldr_decision_init(&decision);
+    check(eldr_router_route_ex(m_router.get(), counts.data(), layers, experts, loads_data, n_loads,
+                               &decision));
+    return Decision::from_c(decision);
+  }
+
+  std::shared_ptr<ClusterTable> m_table;
+  std::unique_ptr<eldr_router_t, RouterFree> m_router;
+};
+
+// The C side of the binding-overhead benchmark: median over `rounds` of the
+// mean time of one eldr_router_route call in a tight C++ loop.
+double bench_c_route(Router& router, const py::handle& counts_obj, uint32_t iterations,
+                     uint32_t rounds) {
+  if (iterations == 0 || rounds == 0)
+    raise_status(ELDR_E_INVALID_ARGUMENT, "iterations and rounds must be positive");
+  const auto counts = as_counts(counts_obj, 2, "counts");
+  const uint32_t layers = extent_u32(counts, 0, "counts");
+  const uint32_t experts = extent_u32(counts, 1, "counts");
+  std::vector<double> per_call_ns(rounds);
+  for (auto& sample : per_call_ns) {
+    eldr_status_t status = ELDR_OK;
+    int32_t worker = -1;
+    const auto start = std::chrono::steady_clock::now();
+    for (uint32_t i = 0; i < iterations && status == ELDR_OK; ++i)
+      status = eldr_router_route(router.get(), counts.data(), layers, experts, &worker);
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    check(status);
+    sample = std::chrono::duration<double, std::nano>(elapsed).count() / iterations;
+  }
+  std::nth_element(per_call_ns.begin(), per_call_ns.begin() + rounds / 2, per_call_ns.end());
+  return per_call_ns[rounds / 2];
+}
+
+}  // namespace
+
+void bind_router(py::module_& m) {
+  using WorkerCall = eldr_status_t (*)(eldr_router_t*, int32_t);
+  const auto worker_method = [](WorkerCall call) {
+    return [call](Router& self, int32_t worker) { check(call(self.get(), worker)); };
+  };
+  py::class_<Router>(m, "Router",
+                     "The embedded router (no daemon): footprint -> decode worker. Thread-safe.")
+      .def(py::init<std::shared_ptr<ClusterTable>, const py::handle&, std::optional<float>,
+                    uint64_t, bool, uint32_t>(),
+           py::arg("table"), py::arg("policy") = "eldr", py::arg("tau") = 0.1, py::arg("seed") = 0,
+           py::kw_only(), py::arg("min2_band") = false, py::arg("max_workers") = 256)
+      .def("route", &Router::route, py::arg("counts"), py::arg("loads") = py::none(),
+           "Routes one request and returns the worker id. Without loads the pick is counted in "
+           "flight on its worker; loads (uint32 per worker slot, workers() order) override the "
+           "in-flight counts "
+           "for this decision only and nothing is counted.")
+      .def("route_decision", &Router::route_decision, py::arg("counts"),
+           py::arg("loads") = py::none(), "As route, returning the full Decision.")
+      .def("scores", &Router::scores, py::arg("counts"),
+           "(scores float32 [slots], in_band bool [slots]) per worker slot (workers() order; "
+           "without membership changes: the table's cluster order). Counts nothing in flight.")
+      .def_property_readonly("worker_slots", &Router::worker_slots,
+                             "Worker slots: the length of loads and scores.")
+      .def("workers", &Router::workers,
+           "Per slot: {'id', 'state' ('active' | 'draining' | 'removed'), 'inflight'}.")
+      .def("complete", worker_method(&eldr_router_complete), py::arg("worker"),
+           "The worker finished one request: its in-flight count drops by one.")
+      .def(
+          "set_load",
+          [](Router& self, int32_t worker, uint32_t inflight) {
+            check(eldr_router_set_load(self.get(), worker, inflight));
+          },
+          py::arg("worker"), py::arg("inflight"))
+      .def("add_worker", worker_method(&eldr_router_add_worker), py::arg("worker"))
+      .def("drain_worker", worker_method(&eldr_router_drain_worker), py::arg("worker"))
+      .def("remove_worker", worker_method(&eldr_router_remove_worker), py::arg("worker"))
+      .def("swap_table", &Router::swap_table, py::arg("table"),
+           "Hot swap: routing continues; later decisions carry the new epoch.")
+      .def_property_readonly("table", &Router::table);
+
+  m.def("_bench_c_route", &bench_c_route, py::arg("router"), py::arg("counts"),
+        py::arg("iterations") = 10000, py::arg("rounds") = 21,
+        "Median ns of one eldr_router_route call looped in C++ (benchmark baseline).");
+}
+
+}  // namespace eldr_py

@@ -1,0 +1,139 @@
+// eldr.fit and eldr.ClusterTable over eldr_table_*.
+#include "py_table.hpp"
+
+#include <string>
+
+namespace eldr_py {
+
+ClusterTable::ClusterTable(eldr_table_t* table) : m_table(table) {
+  check(eldr_table_info(m_table.get(), &m_info));
+}
+
+namespace {
+
+// str, bytes or os.PathLike -> the bytes the OS sees (os.fsencode).
+std::string path_arg(const py::handle& obj) {
+  const auto encoded = py::module_::import("os").attr("fsencode")(obj).cast<std::string>();
+  if (encoded.find('\0') != std::string::npos)
+    raise_status(ELDR_E_INVALID_ARGUMENT, "path contains a NUL byte");
+  return encoded;
+}
+
+std::shared_ptr<ClusterTable> fit(const py::handle& prefill_obj, uint32_t num_workers,
+                                  const py::handle& decode_obj, uint64_t seed, uint32_t top_k,
+                                  bool select_layers, uint32_t max_iterations, uint32_t threads) {
+  const auto prefill = as_counts(prefill_obj, 3, "prefill_counts");
+  IntArray<int16_t> decode;
+  const bool has_decode = !decode_obj.is_none();
+  if (has_decode) {
+    decode = as_counts(decode_obj, 3, "decode_counts");
+    for (py::ssize_t axis = 0; axis < 3; ++axis)
+      if (decode.shape(axis) != prefill.shape(axis))
+        raise_status(ELDR_E_SHAPE_MISMATCH, "decode_counts shape " +
+                                                py::str(decode.attr("shape")).cast<std::string>() +
+                                                " differs from prefill_counts shape " +
+                                                py::str(prefill.attr("shape")).cast<std::string>());
+  }
+  const auto n = static_cast<uint64_t>(prefill.shape(0));
+  const uint32_t layers = extent_u32(prefill, 1, "prefill_counts");
+  const uint32_t experts = extent_u32(prefill, 2, "prefill_counts");
+
+  eldr_fit_options_t options;
+  eldr_fit_options_init(&options);
+  options.num_workers = num_workers;
+  options.seed = seed;
+  options.select_layers = select_layers ? 1 : 0;
+  options.max_iterations = max_iterations;
+  options.threads = threads;
+
+  eldr_table_t* table = nullptr;
+  eldr_status_t status;
+  {
+    py::gil_scoped_release unlocked;  // fitting takes seconds on real data
+    status = eldr_table_fit(prefill.data(), has_decode ? decode.data() : nullptr, n, layers,
+                            experts, top_k, &options, &table);
+  }
+  check(status);
+  return std::make_shared<ClusterTable>(table);
+}
+
+std::shared_ptr<ClusterTable> load(const py::handle& path_obj) {
+  const std::string path = path_arg(path_obj);
+  eldr_table_t* table = nullptr;
+  check(eldr_table_load(path.c_str(), &table));
+  return std::make_shared<ClusterTable>(table);
+}
+
+void save(const ClusterTable& self, const py::handle& path_obj) {
+  const std::string path = path_arg(path_obj);
+  check(eldr_table_save(self.get(), path.c_str()));
+}
+
+IntArray<int16_t> footprint_arg(const py::handle& counts_obj) {
+  return as_counts(counts_obj, 2, "counts");
+}
+
+py::array_t<float> signature(const ClusterTable& self, const py::handle& counts_obj) {
+  const auto counts = footprint_arg(counts_obj);
+  const uint64_t n = uint64_t{self.info().num_selected_layers} * self.info().experts;
+  py::array_t<float> out(static_cast<py::ssize_t>(n));
+  check(eldr_table_signature(self.get(), counts.data(), extent_u32(counts, 0, "counts"),
+                             extent_u32(counts, 1, "counts"), out.mutable_data(), n));
+  return out;
+}
+
+py::array_t<float> scores(const ClusterTable& self, const py::handle& counts_obj) {
+  const auto counts = footprint_arg(counts_obj);
+  const uint32_t n = self.info().num_workers;
+  py::array_t<float> out(static_cast<py::ssize_t>(n));
+  check(eldr_table_scores(self.get(), counts.data(), extent_u32(counts, 0, "counts"),
+                          extent_u32(counts, 1, "counts"), out.mutable_data(), n));
+  return out;
+}
+
+py::array_t<int32_t> worker_ids(const ClusterTable& self) {
+  const uint32_t n = self.info().num_workers;
+  py::array_t<int32_t> out(static_cast<py::ssize_t>(n));
+  check(eldr_table_worker_ids(self.get(), out.mutable_data(), n));
+  return out;
+}
+
+}  // namespace
+
+void bind_table(py::module_& m) {
+  py::class_<ClusterTable, std::shared_ptr<ClusterTable>>(
+      m, "ClusterTable",
+      "Fitted cluster table (immutable): per decode worker, a centroid of request signatures.")
+      .def_static("load", &load, py::arg("path"), "Loads and verifies a cluster table file.")
+      .def("save", &save, py::arg("path"), "Writes the table atomically (temporary file + rename).")
+      .def("signature", &signature, py::arg("counts"),
+           "The request's unit-norm signature: float32 [num_selected_layers * experts].")
+      .def("scores", &scores, py::arg("counts"),
+           "Similarity to each cluster centroid: float32 [num_workers], in worker_ids order.")
+      .def_property_readonly("layers", [](const ClusterTable& t) { return t.info().layers; })
+      .def_property_readonly("experts", [](const ClusterTable& t) { return t.info().experts; })
+      .def_property_readonly("top_k", [](const ClusterTable& t) { return t.info().top_k; })
+      .def_property_readonly("num_workers",
+                             [](const ClusterTable& t) { return t.info().num_workers; })
+      .def_property_readonly("num_selected_layers",
+                             [](const ClusterTable& t) { return t.info().num_selected_layers; })
+      .def_property_readonly("default_tau",
+                             [](const ClusterTable& t) { return t.info().default_tau; })
+      .def_property_readonly("worker_ids", &worker_ids,
+                             "Worker id owning each cluster: int32 [num_workers].")
+      .def("__repr__", [](const ClusterTable& t) {
+        const eldr_table_info_t& i = t.info();
+        return "ClusterTable(layers=" + std::to_string(i.layers) +
+               ", experts=" + std::to_string(i.experts) + ", top_k=" + std::to_string(i.top_k) +
+               ", num_workers=" + std::to_string(i.num_workers) +
+               ", num_selected_layers=" + std::to_string(i.num_selected_layers) + ")";
+      });
+
+  m.def("fit", &fit, py::arg("prefill_counts"), py::arg("num_workers"),
+        py::arg("decode_counts") = py::none(), py::arg("seed") = 1, py::kw_only(),
+        py::arg("top_k") = 0, py::arg("select_layers") = true, py::arg("max_iterations") = 50,
+        py::arg("threads") = 0,
+        "Fits a cluster table from calibration footprints int16 [requests][layers][experts].");
+}
+
+}  // namespace eldr_py
