@@ -1,0 +1,133 @@
+package eldr
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestClientRouteGetsADecision(t *testing.T) {
+	instance := startDaemon(t, 4)
+	sut, err := Open(instance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sut.Close()
+	d, err := sut.Route("go-route-1", footprint(newRNG(1), 2, 4), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Worker < 0 || d.Worker > 3 || d.BandSize < 1 || d.Similarity <= 0 {
+		t.Fatalf("decision %+v", d)
+	}
+	if err := sut.Complete("go-route-1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGatewayWaitsForAFootprintPushedByTheEngine(t *testing.T) {
+	instance := startDaemon(t, 4)
+	engine, err := Open(instance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engine.Close()
+	gateway, err := Open(instance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gateway.Close()
+	if err := engine.Push("go-wait-1", footprint(newRNG(2), 1, 4)); err != nil {
+		t.Fatal(err)
+	}
+	d, err := gateway.Wait("go-wait-1", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := gateway.Wait("go-wait-1", 0)
+	if err != nil || again.Worker != d.Worker {
+		t.Fatalf("second look: %+v %v, first %+v", again, err, d)
+	}
+	if _, err := gateway.Wait("never-pushed", 50*time.Millisecond); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("unknown request: %v", err)
+	}
+}
+
+func TestClientRejectsBadArguments(t *testing.T) {
+	instance := startDaemon(t, 4)
+	sut, err := Open(instance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := footprint(newRNG(3), 0, 4)
+	for _, id := range []string{"", "has\x00nul", strings.Repeat("x", MaxRequestIDBytes+1)} {
+		if err := sut.Push(id, fp); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("id %q: %v", id, err)
+		}
+	}
+	if err := sut.Push(strings.Repeat("y", MaxRequestIDBytes), fp); err != nil {
+		t.Fatal(err)
+	}
+	if err := sut.Report(0, 1, 2.5); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("kv usage 2.5: %v", err)
+	}
+	if err := sut.Report(0, 1, 0.25); err != nil {
+		t.Fatal(err)
+	}
+	if err := sut.WorkerControl(1, WorkerDrain); err != nil {
+		t.Fatal(err)
+	}
+	if err := sut.WorkerControl(1, WorkerAdd); err != nil {
+		t.Fatal(err)
+	}
+	sut.Close()
+	if err := sut.Push("after-close", fp); !errors.Is(err, ErrState) {
+		t.Fatalf("push after close: %v", err)
+	}
+}
+
+func TestClientSharedByGoroutines(t *testing.T) {
+	instance := startDaemon(t, 4)
+	sut, err := Open(instance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sut.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for g := 0; g < 3; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			r := newRNG(uint64(50 + g))
+			for i := 0; i < 20; i++ {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				if _, err := sut.Route(id, footprint(r, uint32(g), 4), 5*time.Second); err != nil {
+					errs <- err
+					return
+				}
+				if err := sut.Complete(id); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenWithoutDaemonFails(t *testing.T) {
+	_, err := Open(fmt.Sprintf("go-absent-%d", os.Getpid()), &ClientOptions{OpenTimeout: 50 * time.Millisecond})
+	var e *Error
+	if !errors.As(err, &e) || (e.Status != ErrNoDaemon && e.Status != ErrTimeout) || e.Message == "" {
+		t.Fatalf("%#v", err)
+	}
+}

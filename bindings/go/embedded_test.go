@@ -1,0 +1,333 @@
+package eldr
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+)
+
+func TestABIAndVersion(t *testing.T) {
+	if err := CheckABI(); err != nil {
+		t.Fatal(err)
+	}
+	if Version() != "0.1.0" || VersionNumber() != 100 {
+		t.Fatalf("version %q %d", Version(), VersionNumber())
+	}
+}
+
+func TestFitReportsTheCalibrationShape(t *testing.T) {
+	sut := fittedTable(t, 4)
+	info, err := sut.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Layers != testLayers || info.Experts != testExperts || info.TopK != testTopK ||
+		info.NumWorkers != 4 {
+		t.Fatalf("info %+v", info)
+	}
+	ids, err := sut.WorkerIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	if len(ids) != 4 || ids[0] != 0 || ids[3] != 3 {
+		t.Fatalf("worker ids %v", ids)
+	}
+}
+
+func TestSaveLoadRoundTripKeepsScores(t *testing.T) {
+	original := fittedTable(t, 4)
+	path := filepath.Join(t.TempDir(), "t.eldr")
+	if err := original.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	sut, err := LoadTable(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sut.Close()
+	fp := footprint(newRNG(11), 2, 4)
+	a, err := original.Scores(fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sut.Scores(fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("scores differ: %v vs %v", a, b)
+		}
+	}
+	sig, err := sut.Signature(fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var norm float64
+	for _, x := range sig {
+		norm += float64(x) * float64(x)
+	}
+	if math.Abs(math.Sqrt(norm)-1) > 1e-4 {
+		t.Fatalf("signature norm %v", math.Sqrt(norm))
+	}
+}
+
+func TestRequestsOfOneTaskGoToTheirBestWorker(t *testing.T) {
+	table := fittedTable(t, 4)
+	sut, err := NewRouter(table, RouterOptions{Policy: PolicyEldr, Tau: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sut.Close()
+	ids, _ := table.WorkerIDs()
+	r := newRNG(99)
+	for task := uint32(0); task < 4; task++ {
+		first := int32(-1)
+		for i := 0; i < 5; i++ {
+			fp := footprint(r, task, 4)
+			scores, err := table.Scores(fp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			best := 0
+			for j := range scores {
+				if scores[j] > scores[best] {
+					best = j
+				}
+			}
+			w, err := sut.Route(fp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w != ids[best] {
+				t.Fatalf("task %d: routed to %d, best cluster is worker %d (%v)", task, w, ids[best], scores)
+			}
+			if first >= 0 && w != first {
+				t.Fatalf("task %d split over workers %d and %d", task, first, w)
+			}
+			first = w
+		}
+	}
+}
+
+func TestRouteExScoresAndLoads(t *testing.T) {
+	sut, err := NewRouter(fittedTable(t, 4), DefaultRouterOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sut.Close()
+	fp := footprint(newRNG(1), 3, 4)
+	d, err := sut.RouteEx(fp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Worker < 0 || d.Worker > 3 || d.BandSize < 1 || d.BandSize > 4 || d.Policy != PolicyEldr ||
+		d.Similarity <= 0 || d.Similarity > 1.00001 {
+		t.Fatalf("decision %+v", d)
+	}
+	scores, err := sut.Scores(fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, inBand := -1, uint32(0)
+	for i, s := range scores {
+		if s.Worker == d.Worker {
+			slot = i
+		}
+		if s.InBand {
+			inBand++
+		}
+	}
+	if slot < 0 || !scores[slot].InBand || inBand != d.BandSize {
+		t.Fatalf("scores %+v disagree with decision %+v", scores, d)
+	}
+	loads := make([]uint32, len(scores))
+	loads[slot] = 1000
+	moved, err := sut.RouteEx(fp, loads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.BandSize > 1 && moved.Worker == d.Worker {
+		t.Fatalf("a loaded worker kept the request although the band has %d workers", d.BandSize)
+	}
+	_, err = sut.RouteEx(fp, loads[:2])
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("short loads: %v", err)
+	}
+}
+
+func TestJSQCompleteAndWorkerStates(t *testing.T) {
+	sut, err := NewRouter(fittedTable(t, 4), RouterOptions{Policy: PolicyJSQ, Tau: DefaultTau})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sut.Close()
+	for w := int32(0); w < 4; w++ {
+		if err := sut.SetLoad(w, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = sut.SetLoad(2, 0)
+	fp := footprint(newRNG(2), 0, 4)
+	if w, err := sut.Route(fp); err != nil || w != 2 {
+		t.Fatalf("JSQ routed to %d (%v), want the idle worker 2", w, err)
+	}
+	if err := sut.Complete(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := sut.Complete(2); !errors.Is(err, ErrState) {
+		t.Fatalf("complete below zero: %v", err)
+	}
+	err = sut.Complete(4000)
+	var e *Error
+	if !errors.As(err, &e) || e.Message == "" || (e.Status != ErrNotFound && e.Status != ErrInvalidArgument) {
+		t.Fatalf("unknown worker: %#v", err)
+	}
+	_ = sut.DrainWorker(1)
+	_ = sut.RemoveWorker(3)
+	slots, err := sut.Workers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[int32]WorkerState{}
+	for _, s := range slots {
+		states[s.Worker] = s.State
+	}
+	if states[0] != WorkerActive || states[1] != WorkerDraining || states[3] != WorkerRemoved {
+		t.Fatalf("states %v", states)
+	}
+	for i := 0; i < 10; i++ {
+		if w, _ := sut.Route(fp); w == 1 || w == 3 {
+			t.Fatalf("routed to drained/removed worker %d", w)
+		}
+	}
+}
+
+func TestEveryPolicyHasAName(t *testing.T) {
+	for p := PolicyEldr; p <= PolicyEldrGuard; p++ {
+		back, err := ParsePolicy(p.String())
+		if err != nil || back != p {
+			t.Fatalf("%d: %q -> %d, %v", p, p.String(), back, err)
+		}
+	}
+	if _, err := ParsePolicy("nope"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+}
+
+func TestRouterSharedByGoroutines(t *testing.T) {
+	table := fittedTable(t, 4)
+	sut, err := NewRouter(table, DefaultRouterOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	table.Close() // the router keeps its own reference
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			r := newRNG(uint64(100 + g))
+			for i := 0; i < 50; i++ {
+				w, err := sut.Route(footprint(r, uint32(g), 4))
+				if err == nil {
+					err = sut.Complete(w)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	sut.Close()
+	if _, err := sut.Route(footprint(newRNG(1), 0, 4)); !errors.Is(err, ErrState) {
+		t.Fatalf("route after close: %v", err)
+	}
+	sut.Close() // idempotent
+}
+
+func TestSwapTableBumpsEpoch(t *testing.T) {
+	sut, err := NewRouter(fittedTable(t, 4), DefaultRouterOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sut.Close()
+	fp := footprint(newRNG(6), 0, 4)
+	before, _ := sut.RouteEx(fp, nil)
+	if err := sut.SwapTable(fittedTable(t, 4)); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := sut.RouteEx(fp, nil)
+	if after.TableEpoch <= before.TableEpoch {
+		t.Fatalf("epoch %d -> %d", before.TableEpoch, after.TableEpoch)
+	}
+}
+
+func TestErrorsCarryStatusNameAndMessage(t *testing.T) {
+	table := fittedTable(t, 4)
+	sut, _ := NewRouter(table, DefaultRouterOptions())
+	defer sut.Close()
+
+	// Wrong slice length: refused in Go before any C call.
+	_, err := sut.Route(Footprint{Counts: make([]int16, 10), Layers: testLayers, Experts: testExperts})
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("short footprint: %v", err)
+	}
+	// Shape disagreeing with the table: the library's error and message.
+	_, err = sut.Route(Footprint{Counts: make([]int16, testLayers*16), Layers: testLayers, Experts: 16})
+	var e *Error
+	if !errors.As(err, &e) || e.Status != ErrShapeMismatch || e.Message == "" {
+		t.Fatalf("shape mismatch: %#v", err)
+	}
+	if got := err.Error(); len(got) < 23 || got[:23] != "ELDR_E_SHAPE_MISMATCH: " {
+		t.Fatalf("error text %q", got)
+	}
+	// Negative counts.
+	fp := footprint(newRNG(3), 0, 4)
+	fp.Counts[5] = -7
+	if _, err := table.Scores(fp); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("negative count: %v", err)
+	}
+	// Files.
+	if _, err := LoadTable("/nonexistent/eldr/table.eldr"); !errors.Is(err, ErrIO) {
+		t.Fatalf("missing file: %v", err)
+	}
+	garbage := filepath.Join(t.TempDir(), "garbage.eldr")
+	_ = os.WriteFile(garbage, []byte("this is not a cluster table at all, just bytes"), 0o600)
+	if _, err := LoadTable(garbage); !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("garbage file: %v", err)
+	}
+	if _, err := LoadTable("bad\x00path"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("NUL path: %v", err)
+	}
+	if ErrTimeout.Name() != "ELDR_E_TIMEOUT" || Status(-12345).Name() != "ELDR_E_UNKNOWN" {
+		t.Fatal(ErrTimeout.Name())
+	}
+}
+
+func TestFitRejectsInconsistentCalibration(t *testing.T) {
+	prefill := make([]int16, 8*testLayers*testExperts)
+	_, err := FitTable(Calibration{Prefill: prefill, N: 9, Layers: testLayers, Experts: testExperts,
+		TopK: testTopK}, FitOptions{NumWorkers: 2})
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+	_, err = FitTable(Calibration{Prefill: prefill, N: 8, Layers: testLayers, Experts: testExperts,
+		TopK: testTopK}, FitOptions{NumWorkers: 0})
+	var e *Error
+	if !errors.As(err, &e) || e.Message == "" {
+		t.Fatalf("zero workers: %#v", err)
+	}
+}

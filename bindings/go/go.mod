@@ -1,0 +1,3 @@
+module eldr.dev/eldr
+
+go 1.19

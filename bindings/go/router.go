@@ -1,0 +1,393 @@
+package eldr
+
+/*
+#include "shim.h"
+
+typedef struct { eldrgo_err err; eldr_router_t* router; } eldrgo_router_result;
+
+static eldrgo_router_result eldrgo_router_new(const eldr_table_t* t, uint32_t policy, float tau,
+                                              uint32_t min2_band, uint64_t seed,
+                                              uint32_t max_workers) {
+  eldrgo_router_result r = {{0, NULL}, NULL};
+  eldr_router_options_t opts;
+  eldr_router_options_init(&opts);
+  opts.policy = policy;
+  opts.tau = tau;
+  opts.min2_band = min2_band;
+  opts.seed = seed;
+  if (max_workers != 0) opts.max_workers = max_workers;
+  r.err = eldrgo_check(eldr_router_new(t, &opts, &r.router));
+  return r;
+}
+
+typedef struct { eldrgo_err err; int32_t worker; } eldrgo_route_result;
+
+static eldrgo_route_result eldrgo_router_route(eldr_router_t* r, const int16_t* counts,
+                                               uint32_t layers, uint32_t experts) {
+  eldrgo_route_result out = {{0, NULL}, -1};
+  out.err = eldrgo_check(eldr_router_route(r, counts, layers, experts, &out.worker));
+  return out;
+}
+
+typedef struct { eldrgo_err err; eldr_decision_t decision; } eldrgo_decision_result;
+
+static eldrgo_decision_result eldrgo_router_route_ex(eldr_router_t* r, const int16_t* counts,
+                                                     uint32_t layers, uint32_t experts,
+                                                     const uint32_t* loads, uint32_t n_loads) {
+  eldrgo_decision_result out;
+  out.err.message = NULL;
+  eldr_decision_init(&out.decision);
+  out.err = eldrgo_check(eldr_router_route_ex(r, counts, layers, experts, loads, n_loads,
+                                              &out.decision));
+  return out;
+}
+
+static eldrgo_err eldrgo_router_scores(eldr_router_t* r, const int16_t* counts, uint32_t layers,
+                                       uint32_t experts, float* scores, uint8_t* in_band,
+                                       uint32_t n) {
+  return eldrgo_check(eldr_router_scores(r, counts, layers, experts, scores, in_band, n));
+}
+
+typedef struct { eldrgo_err err; uint32_t n; } eldrgo_slots_result;
+
+static eldrgo_slots_result eldrgo_router_worker_slots(const eldr_router_t* r) {
+  eldrgo_slots_result out = {{0, NULL}, 0};
+  out.err = eldrgo_check(eldr_router_worker_slots(r, &out.n));
+  return out;
+}
+
+static eldrgo_err eldrgo_router_workers(const eldr_router_t* r, int32_t* ids, uint8_t* states,
+                                        uint32_t* inflight, uint32_t n) {
+  return eldrgo_check(eldr_router_workers(r, ids, states, inflight, n));
+}
+
+enum { ELDRGO_COMPLETE, ELDRGO_ADD, ELDRGO_DRAIN, ELDRGO_REMOVE };
+
+static eldrgo_err eldrgo_router_worker_op(eldr_router_t* r, int op, int32_t worker) {
+  switch (op) {
+    case ELDRGO_COMPLETE: return eldrgo_check(eldr_router_complete(r, worker));
+    case ELDRGO_ADD: return eldrgo_check(eldr_router_add_worker(r, worker));
+    case ELDRGO_DRAIN: return eldrgo_check(eldr_router_drain_worker(r, worker));
+    case ELDRGO_REMOVE: return eldrgo_check(eldr_router_remove_worker(r, worker));
+  }
+  return eldrgo_fail(ELDR_E_INTERNAL, "unknown worker operation");
+}
+
+static eldrgo_err eldrgo_router_set_load(eldr_router_t* r, int32_t worker, uint32_t inflight) {
+  return eldrgo_check(eldr_router_set_load(r, worker, inflight));
+}
+
+static eldrgo_err eldrgo_router_swap_table(eldr_router_t* r, const eldr_table_t* t) {
+  return eldrgo_check(eldr_router_swap_table(r, t));
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Policy is a routing policy (ELDR_POLICY_*).
+type Policy uint32
+
+// Routing policies, as in eldr.h.
+const (
+	PolicyEldr       Policy = C.ELDR_POLICY_ELDR // locality band (tau), least loaded inside it
+	PolicyRoundRobin Policy = C.ELDR_POLICY_ROUND_ROBIN
+	PolicyRandom     Policy = C.ELDR_POLICY_RANDOM
+	PolicyJSQ        Policy = C.ELDR_POLICY_JSQ // join the shortest queue
+	PolicyP2C        Policy = C.ELDR_POLICY_P2C // power of two choices
+	PolicyDomain     Policy = C.ELDR_POLICY_DOMAIN
+	PolicyEldrGuard  Policy = C.ELDR_POLICY_ELDR_GUARD // locality band with a load guard
+)
+
+// String is the library's name of the policy ("eldr", "round_robin", ...).
+func (p Policy) String() string {
+	name := C.eldr_policy_name(C.uint32_t(p))
+	if name == nil {
+		return fmt.Sprintf("policy(%d)", uint32(p))
+	}
+	return C.GoString(name)
+}
+
+// ParsePolicy maps a library name ("eldr", "jsq", ...) to its Policy.
+func ParsePolicy(name string) (Policy, error) {
+	for p := PolicyEldr; p <= PolicyEldrGuard; p++ {
+		if p.String() == name {
+			return p, nil
+		}
+	}
+	return 0, invalid("unknown policy %q", name)
+}
+
+// Decision is where a request's decode goes, and why.
+type Decision struct {
+	Worker     int32   // chosen decode worker id
+	Similarity float32 // signature . centroid of the chosen worker
+	BandSize   uint32  // workers inside the locality band
+	TableEpoch uint64  // cluster table generation used
+	Policy     Policy
+	Latency    time.Duration // sidecar: push to publish, measured by the daemon
+}
+
+func decisionFromC(d *C.eldr_decision_t) Decision {
+	return Decision{
+		Worker: int32(d.worker), Similarity: float32(d.similarity), BandSize: uint32(d.band_size),
+		TableEpoch: uint64(d.table_epoch), Policy: Policy(d.policy),
+		Latency: time.Duration(d.latency_ns),
+	}
+}
+
+// RouterOptions configures NewRouter; the zero value is the library default
+// except Tau: use DefaultTau (negative) for the table's own band width.
+type RouterOptions struct {
+	Policy     Policy
+	Tau        float32 // band width; negative = the table's default
+	Min2Band   bool    // the band holds at least two workers
+	Seed       uint64  // random / p2c / tie breaks
+	MaxWorkers uint32  // worker slots fixed at creation; 0 = default (256)
+}
+
+// DefaultTau selects the table's band width in RouterOptions.Tau.
+const DefaultTau float32 = -1
+
+// DefaultRouterOptions are the library's defaults.
+func DefaultRouterOptions() RouterOptions {
+	return RouterOptions{Policy: PolicyEldr, Tau: DefaultTau}
+}
+
+// WorkerState is a worker slot's routing state (ELDR_WORKER_STATE_*).
+type WorkerState uint8
+
+const (
+	WorkerActive   WorkerState = C.ELDR_WORKER_STATE_ACTIVE
+	WorkerDraining WorkerState = C.ELDR_WORKER_STATE_DRAINING
+	WorkerRemoved  WorkerState = C.ELDR_WORKER_STATE_REMOVED
+)
+
+// WorkerSlot is one worker slot of a router. Slots never move: the table's
+// workers first in cluster order, runtime additions after them.
+type WorkerSlot struct {
+	Worker   int32
+	State    WorkerState
+	InFlight uint32
+}
+
+// WorkerScore is one worker slot's similarity and band membership.
+type WorkerScore struct {
+	Worker     int32
+	Similarity float32
+	InBand     bool
+}
+
+// Router is an embedded router. All methods are safe from any goroutine;
+// Close waits for calls in progress.
+type Router struct {
+	mu  sync.RWMutex
+	ptr *C.eldr_router_t
+}
+
+// NewRouter builds a router over table; it keeps its own reference to it.
+func NewRouter(table *Table, opts RouterOptions) (*Router, error) {
+	if abiErr != nil {
+		return nil, abiErr
+	}
+	table.mu.RLock()
+	defer table.mu.RUnlock()
+	if table.ptr == nil {
+		return nil, closedError("table")
+	}
+	min2 := C.uint32_t(0)
+	if opts.Min2Band {
+		min2 = 1
+	}
+	r := C.eldrgo_router_new(table.ptr, C.uint32_t(opts.Policy), C.float(opts.Tau), min2,
+		C.uint64_t(opts.Seed), C.uint32_t(opts.MaxWorkers))
+	if err := toError(r.err); err != nil {
+		return nil, err
+	}
+	return &Router{ptr: r.router}, nil
+}
+
+// Close releases the router (idempotent).
+func (r *Router) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	C.eldr_router_free(r.ptr)
+	r.ptr = nil
+	return nil
+}
+
+// Route routes one request and counts it in flight on the chosen worker.
+func (r *Router) Route(fp Footprint) (int32, error) {
+	if err := fp.validate(); err != nil {
+		return -1, err
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.ptr == nil {
+		return -1, closedError("router")
+	}
+	res := C.eldrgo_router_route(r.ptr, fp.ptr(), C.uint32_t(fp.Layers), C.uint32_t(fp.Experts))
+	if res.err.status != C.ELDR_OK {
+		return -1, toError(res.err)
+	}
+	return int32(res.worker), nil
+}
+
+// RouteEx is Route with the full decision. loads, when non-nil, replaces
+// every worker slot's in-flight count (one entry per slot, Workers order) for
+// this decision only.
+func (r *Router) RouteEx(fp Footprint, loads []uint32) (Decision, error) {
+	if err := fp.validate(); err != nil {
+		return Decision{}, err
+	}
+	var loadsPtr *C.uint32_t
+	if len(loads) > 0 {
+		loadsPtr = (*C.uint32_t)(unsafe.Pointer(&loads[0]))
+	} else if loads != nil {
+		return Decision{}, invalid("loads is empty: pass nil to use the in-flight counts")
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.ptr == nil {
+		return Decision{}, closedError("router")
+	}
+	res := C.eldrgo_router_route_ex(r.ptr, fp.ptr(), C.uint32_t(fp.Layers), C.uint32_t(fp.Experts),
+		loadsPtr, C.uint32_t(len(loads)))
+	if err := toError(res.err); err != nil {
+		return Decision{}, err
+	}
+	return decisionFromC(&res.decision), nil
+}
+
+// Scores is every worker slot's similarity and band membership, in slot
+// order. Nothing is counted in flight.
+func (r *Router) Scores(fp Footprint) ([]WorkerScore, error) {
+	if err := fp.validate(); err != nil {
+		return nil, err
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for attempt := 0; ; attempt++ {
+		slots, err := r.workersLocked()
+		if err != nil {
+			return nil, err
+		}
+		n := len(slots)
+		if n == 0 {
+			return nil, &Error{Status: ErrNoWorker, Message: "router has no worker slots"}
+		}
+		scores := make([]float32, n)
+		inBand := make([]uint8, n)
+		res := C.eldrgo_router_scores(r.ptr, fp.ptr(), C.uint32_t(fp.Layers), C.uint32_t(fp.Experts),
+			(*C.float)(unsafe.Pointer(&scores[0])), (*C.uint8_t)(unsafe.Pointer(&inBand[0])),
+			C.uint32_t(n))
+		if err := toError(res); err != nil {
+			// A worker added in between changes the slot count: ask again.
+			if now, serr := r.slotsLocked(); attempt < 2 && serr == nil && now != n {
+				continue
+			}
+			return nil, err
+		}
+		out := make([]WorkerScore, n)
+		for i := range out {
+			out[i] = WorkerScore{Worker: slots[i].Worker, Similarity: scores[i], InBand: inBand[i] != 0}
+		}
+		return out, nil
+	}
+}
+
+// Workers lists every worker slot: id, state and in-flight count.
+func (r *Router) Workers() ([]WorkerSlot, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.workersLocked()
+}
+
+func (r *Router) slotsLocked() (int, error) {
+	if r.ptr == nil {
+		return 0, closedError("router")
+	}
+	res := C.eldrgo_router_worker_slots(r.ptr)
+	if err := toError(res.err); err != nil {
+		return 0, err
+	}
+	return int(res.n), nil
+}
+
+func (r *Router) workersLocked() ([]WorkerSlot, error) {
+	for attempt := 0; ; attempt++ {
+		n, err := r.slotsLocked()
+		if err != nil || n == 0 {
+			return nil, err
+		}
+		ids := make([]int32, n)
+		states := make([]uint8, n)
+		inflight := make([]uint32, n)
+		res := C.eldrgo_router_workers(r.ptr, (*C.int32_t)(unsafe.Pointer(&ids[0])),
+			(*C.uint8_t)(unsafe.Pointer(&states[0])), (*C.uint32_t)(unsafe.Pointer(&inflight[0])),
+			C.uint32_t(n))
+		if err := toError(res); err != nil {
+			if now, serr := r.slotsLocked(); attempt < 2 && serr == nil && now != n {
+				continue
+			}
+			return nil, err
+		}
+		out := make([]WorkerSlot, n)
+		for i := range out {
+			out[i] = WorkerSlot{Worker: ids[i], State: WorkerState(states[i]), InFlight: inflight[i]}
+		}
+		return out, nil
+	}
+}
+
+func (r *Router) workerOp(op C.int, worker int32) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.ptr == nil {
+		return closedError("router")
+	}
+	return toError(C.eldrgo_router_worker_op(r.ptr, op, C.int32_t(worker)))
+}
+
+// Complete: a request on worker finished; its in-flight count drops by one
+// (ErrState when it has nothing in flight).
+func (r *Router) Complete(worker int32) error { return r.workerOp(C.ELDRGO_COMPLETE, worker) }
+
+// AddWorker makes worker routable (again), in a new slot if it is new.
+func (r *Router) AddWorker(worker int32) error { return r.workerOp(C.ELDRGO_ADD, worker) }
+
+// DrainWorker stops new requests to worker; in-flight ones finish.
+func (r *Router) DrainWorker(worker int32) error { return r.workerOp(C.ELDRGO_DRAIN, worker) }
+
+// RemoveWorker takes worker out of routing (its slot stays).
+func (r *Router) RemoveWorker(worker int32) error { return r.workerOp(C.ELDRGO_REMOVE, worker) }
+
+// SetLoad sets worker's in-flight count.
+func (r *Router) SetLoad(worker int32, inflight uint32) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.ptr == nil {
+		return closedError("router")
+	}
+	return toError(C.eldrgo_router_set_load(r.ptr, C.int32_t(worker), C.uint32_t(inflight)))
+}
+
+// SwapTable hot-swaps the cluster table; later decisions carry the new epoch.
+func (r *Router) SwapTable(table *Table) error {
+	table.mu.RLock()
+	defer table.mu.RUnlock()
+	if table.ptr == nil {
+		return closedError("table")
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.ptr == nil {
+		return closedError("router")
+	}
+	return toError(C.eldrgo_router_swap_table(r.ptr, table.ptr))
+}

@@ -1,0 +1,351 @@
+//! The embedded router: the daemon's routing logic in this process.
+
+use std::ptr::NonNull;
+
+use eldr_sys as sys;
+
+use crate::decision::{raw_decision, Decision};
+use crate::error::{check, status, Error, Result};
+use crate::footprint::Footprint;
+use crate::table::Table;
+
+/// Routing policy (`ELDR_POLICY_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// Locality band of width tau, least loaded inside it.
+    Eldr,
+    RoundRobin,
+    Random,
+    /// Join the shortest queue.
+    Jsq,
+    /// Power of two choices.
+    P2c,
+    /// Label pools from the table.
+    Domain,
+    /// Locality band with a load guard.
+    EldrGuard,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 7] = [
+        Policy::Eldr,
+        Policy::RoundRobin,
+        Policy::Random,
+        Policy::Jsq,
+        Policy::P2c,
+        Policy::Domain,
+        Policy::EldrGuard,
+    ];
+
+    pub fn as_raw(self) -> u32 {
+        (match self {
+            Policy::Eldr => sys::ELDR_POLICY_ELDR,
+            Policy::RoundRobin => sys::ELDR_POLICY_ROUND_ROBIN,
+            Policy::Random => sys::ELDR_POLICY_RANDOM,
+            Policy::Jsq => sys::ELDR_POLICY_JSQ,
+            Policy::P2c => sys::ELDR_POLICY_P2C,
+            Policy::Domain => sys::ELDR_POLICY_DOMAIN,
+            Policy::EldrGuard => sys::ELDR_POLICY_ELDR_GUARD,
+        }) as u32
+    }
+
+    /// `None` for a code this binding does not know (a newer library).
+    pub fn from_raw(raw: u32) -> Option<Policy> {
+        Policy::ALL.iter().copied().find(|p| p.as_raw() == raw)
+    }
+
+    /// The library's name: `"eldr"`, `"round_robin"`, ...
+    pub fn name(self) -> &'static str {
+        // SAFETY: static storage (or NULL, mapped to "").
+        unsafe { crate::error::static_cstr(sys::eldr_policy_name(self.as_raw())) }
+    }
+
+    /// Parses a library name (`"eldr"`, `"jsq"`, ...).
+    pub fn from_name(name: &str) -> Option<Policy> {
+        Policy::ALL.iter().copied().find(|p| p.name() == name)
+    }
+}
+
+/// Options of [`Router::new`]; `Default` gives the library's defaults.
+#[derive(Clone, Copy, Debug)]
+pub struct RouterOptions {
+    pub policy: Policy,
+    /// Band width; `None` = the table's default.
+    pub tau: Option<f32>,
+    /// The band holds at least two workers.
+    pub min2_band: bool,
+    /// Random / p2c / tie breaks.
+    pub seed: u64,
+    /// Worker slots, fixed at creation.
+    pub max_workers: u32,
+}
+
+impl Default for RouterOptions {
+    fn default() -> RouterOptions {
+        let raw = default_raw_options();
+        RouterOptions {
+            policy: Policy::from_raw(raw.policy).unwrap_or(Policy::Eldr),
+            tau: if raw.tau < 0.0 { None } else { Some(raw.tau) },
+            min2_band: raw.min2_band != 0,
+            seed: raw.seed,
+            max_workers: raw.max_workers,
+        }
+    }
+}
+
+fn default_raw_options() -> sys::eldr_router_options_t {
+    let mut raw = std::mem::MaybeUninit::<sys::eldr_router_options_t>::zeroed();
+    // SAFETY: init writes the whole struct.
+    unsafe {
+        sys::eldr_router_options_init(raw.as_mut_ptr());
+        raw.assume_init()
+    }
+}
+
+/// One worker slot's similarity to a request and whether it is inside the
+/// locality band (draining and removed slots: 0 and not in band).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorkerScore {
+    pub worker: i32,
+    pub similarity: f32,
+    pub in_band: bool,
+}
+
+/// Routing state of a worker slot (`ELDR_WORKER_STATE_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerState {
+    Active,
+    Draining,
+    Removed,
+    /// A state this binding does not know (a newer library).
+    Other(u8),
+}
+
+impl WorkerState {
+    fn from_raw(raw: u8) -> WorkerState {
+        match raw as i32 {
+            sys::ELDR_WORKER_STATE_ACTIVE => WorkerState::Active,
+            sys::ELDR_WORKER_STATE_DRAINING => WorkerState::Draining,
+            sys::ELDR_WORKER_STATE_REMOVED => WorkerState::Removed,
+            _ => WorkerState::Other(raw),
+        }
+    }
+}
+
+/// A worker slot of the router. Slots never move: the table's workers come
+/// first in cluster order, workers added at runtime after them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerSlot {
+    pub worker: i32,
+    pub state: WorkerState,
+    pub inflight: u32,
+}
+
+/// An embedded router. Every method takes `&self`: the C router is
+/// thread-safe, so one router may be shared (e.g. in an `Arc`) by all threads.
+pub struct Router {
+    raw: NonNull<sys::eldr_router_t>,
+}
+
+// SAFETY: every eldr_router_t call is thread-safe (eldr.h, thread safety).
+unsafe impl Send for Router {}
+unsafe impl Sync for Router {}
+
+impl Router {
+    pub fn new(table: &Table, options: &RouterOptions) -> Result<Router> {
+        crate::ensure_abi()?;
+        let mut raw_opts = default_raw_options();
+        raw_opts.policy = options.policy.as_raw();
+        raw_opts.tau = options.tau.unwrap_or(-1.0);
+        raw_opts.min2_band = options.min2_band as u32;
+        raw_opts.seed = options.seed;
+        raw_opts.max_workers = options.max_workers;
+        let mut out: *mut sys::eldr_router_t = std::ptr::null_mut();
+        // SAFETY: valid table handle, options and out-param.
+        check(unsafe { sys::eldr_router_new(table.as_ptr(), &raw_opts, &mut out) })?;
+        let raw = NonNull::new(out).ok_or_else(|| {
+            Error::new(status::INTERNAL, "the library reported success but returned no router")
+        })?;
+        Ok(Router { raw })
+    }
+
+    /// Routes one request and counts it in flight on the chosen worker.
+    #[inline]
+    pub fn route(&self, footprint: &Footprint<'_>) -> Result<i32> {
+        let mut worker: i32 = -1;
+        // SAFETY: the footprint's slice matches its shape.
+        check(unsafe {
+            sys::eldr_router_route(
+                self.raw.as_ptr(),
+                footprint.counts().as_ptr(),
+                footprint.layers(),
+                footprint.experts(),
+                &mut worker,
+            )
+        })?;
+        Ok(worker)
+    }
+
+    /// As [`route`](Router::route) with the full decision. `loads`, when given,
+    /// replaces the in-flight count of every worker slot (one entry per slot,
+    /// in [`workers`](Router::workers) order) for this decision only.
+    pub fn route_ex(&self, footprint: &Footprint<'_>, loads: Option<&[u32]>) -> Result<Decision> {
+        let (loads_ptr, n_loads) = match loads {
+            Some(l) => {
+                let n = u32::try_from(l.len()).map_err(|_| {
+                    Error::new(status::INVALID_ARGUMENT, format!("{} loads is too many", l.len()))
+                })?;
+                (l.as_ptr(), n)
+            }
+            None => (std::ptr::null(), 0),
+        };
+        let mut out = raw_decision();
+        // SAFETY: footprint checked; loads_ptr holds n_loads entries.
+        check(unsafe {
+            sys::eldr_router_route_ex(
+                self.raw.as_ptr(),
+                footprint.counts().as_ptr(),
+                footprint.layers(),
+                footprint.experts(),
+                loads_ptr,
+                n_loads,
+                &mut out,
+            )
+        })?;
+        Ok(Decision::from_raw(&out))
+    }
+
+    /// Every worker slot's similarity and band membership, in slot order.
+    /// Nothing is counted in flight.
+    pub fn scores(&self, footprint: &Footprint<'_>) -> Result<Vec<WorkerScore>> {
+        // A concurrent add_worker can change the slot count between the two
+        // calls: the library then refuses the stale size, and we ask again.
+        let mut attempts = 0;
+        loop {
+            let slots = self.workers()?;
+            let n = slots.len() as u32;
+            let mut similarity = vec![0f32; n as usize];
+            let mut in_band = vec![0u8; n as usize];
+            // SAFETY: both buffers hold n entries; the library checks n.
+            let status = unsafe {
+                sys::eldr_router_scores(
+                    self.raw.as_ptr(),
+                    footprint.counts().as_ptr(),
+                    footprint.layers(),
+                    footprint.experts(),
+                    similarity.as_mut_ptr(),
+                    in_band.as_mut_ptr(),
+                    n,
+                )
+            };
+            attempts += 1;
+            if status == sys::ELDR_E_INVALID_ARGUMENT && attempts < 3 && self.worker_slots()? != n {
+                continue;
+            }
+            check(status)?;
+            return Ok(slots
+                .iter()
+                .zip(similarity.into_iter().zip(in_band))
+                .map(|(slot, (similarity, b))| WorkerScore {
+                    worker: slot.worker,
+                    similarity,
+                    in_band: b != 0,
+                })
+                .collect());
+        }
+    }
+
+    /// Number of worker slots (see [`workers`](Router::workers)).
+    pub fn worker_slots(&self) -> Result<u32> {
+        let mut n = 0u32;
+        // SAFETY: valid handle and out-param.
+        check(unsafe { sys::eldr_router_worker_slots(self.raw.as_ptr(), &mut n) })?;
+        Ok(n)
+    }
+
+    /// Every worker slot: id, state and in-flight count, in slot order.
+    pub fn workers(&self) -> Result<Vec<WorkerSlot>> {
+        let mut attempts = 0;
+        loop {
+            let n = self.worker_slots()?;
+            let mut ids = vec![0i32; n as usize];
+            let mut states = vec![0u8; n as usize];
+            let mut inflight = vec![0u32; n as usize];
+            // SAFETY: the three buffers hold n entries; the library checks n.
+            let status = unsafe {
+                sys::eldr_router_workers(
+                    self.raw.as_ptr(),
+                    ids.as_mut_ptr(),
+                    states.as_mut_ptr(),
+                    inflight.as_mut_ptr(),
+                    n,
+                )
+            };
+            attempts += 1;
+            if status == sys::ELDR_E_INVALID_ARGUMENT && attempts < 3 && self.worker_slots()? != n {
+                continue; // a worker was added in between
+            }
+            check(status)?;
+            return Ok((0..n as usize)
+                .map(|i| WorkerSlot {
+                    worker: ids[i],
+                    state: WorkerState::from_raw(states[i]),
+                    inflight: inflight[i],
+                })
+                .collect());
+        }
+    }
+
+    /// A request on `worker` finished: its in-flight count drops by one (never below 0).
+    pub fn complete(&self, worker: i32) -> Result<()> {
+        // SAFETY: valid handle.
+        check(unsafe { sys::eldr_router_complete(self.raw.as_ptr(), worker) })
+    }
+
+    /// Sets the in-flight count of `worker` (e.g. from the engine's own accounting).
+    pub fn set_load(&self, worker: i32, inflight: u32) -> Result<()> {
+        // SAFETY: valid handle.
+        check(unsafe { sys::eldr_router_set_load(self.raw.as_ptr(), worker, inflight) })
+    }
+
+    /// Makes `worker` routable (again).
+    pub fn add_worker(&self, worker: i32) -> Result<()> {
+        // SAFETY: valid handle.
+        check(unsafe { sys::eldr_router_add_worker(self.raw.as_ptr(), worker) })
+    }
+
+    /// No new requests for `worker`; in-flight ones finish.
+    pub fn drain_worker(&self, worker: i32) -> Result<()> {
+        // SAFETY: valid handle.
+        check(unsafe { sys::eldr_router_drain_worker(self.raw.as_ptr(), worker) })
+    }
+
+    pub fn remove_worker(&self, worker: i32) -> Result<()> {
+        // SAFETY: valid handle.
+        check(unsafe { sys::eldr_router_remove_worker(self.raw.as_ptr(), worker) })
+    }
+
+    /// Hot swap: routing continues; later decisions carry the new table epoch.
+    pub fn swap_table(&self, table: &Table) -> Result<()> {
+        // SAFETY: valid handles.
+        check(unsafe { sys::eldr_router_swap_table(self.raw.as_ptr(), table.as_ptr()) })
+    }
+
+    /// The raw handle, for calls this crate does not wrap. Valid while `self` lives.
+    pub fn as_raw(&self) -> *mut sys::eldr_router_t {
+        self.raw.as_ptr()
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        // SAFETY: owned handle, freed once.
+        unsafe { sys::eldr_router_free(self.raw.as_ptr()) }
+    }
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router").field("worker_slots", &self.worker_slots().ok()).finish()
+    }
+}

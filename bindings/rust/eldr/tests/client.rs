@@ -1,0 +1,126 @@
+//! Sidecar client against a live, private eldrd started by the test. Skipped
+//! (with a message) only when the eldrd binary is absent ($ELDRD unset).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{eldrd_binary, footprint, Daemon, Rng, EXPERTS, LAYERS};
+use eldr::{status, Client, ClientOptions, Footprint};
+
+const WORKERS: u32 = 4;
+
+macro_rules! daemon_or_skip {
+    ($tag:expr) => {
+        match eldrd_binary() {
+            Some(bin) => Daemon::start(&bin, $tag, WORKERS),
+            None => {
+                eprintln!("SKIPPED: eldrd not built ($ELDRD unset or missing)");
+                return;
+            }
+        }
+    };
+}
+
+#[test]
+fn route_returns_a_decision_from_the_daemon() {
+    let daemon = daemon_or_skip!("route");
+    let sut = daemon.client();
+    let counts = footprint(&mut Rng::new(1), 2, 4);
+    let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
+    let d = sut.route("req-route-1", &fp, Duration::from_secs(5)).unwrap();
+    assert!((0..WORKERS as i32).contains(&d.worker), "{:?}", d);
+    assert!(d.band_size >= 1 && d.band_size <= WORKERS);
+    assert!(d.similarity > 0.0 && d.similarity <= 1.0 + 1e-5, "{:?}", d);
+    sut.complete("req-route-1").unwrap();
+}
+
+#[test]
+fn a_second_client_waits_for_the_decision_of_a_pushed_footprint() {
+    let daemon = daemon_or_skip!("wait");
+    let engine = daemon.client();
+    let gateway = daemon.client();
+    let counts = footprint(&mut Rng::new(2), 1, 4);
+    let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
+    engine.push("req-wait-1", &fp).unwrap();
+    let d = gateway.wait("req-wait-1", Duration::from_secs(5)).unwrap();
+    assert!((0..WORKERS as i32).contains(&d.worker));
+    // The same request id looked up again gives the same decision.
+    let again = gateway.wait("req-wait-1", Duration::from_millis(0)).unwrap();
+    assert_eq!(again.worker, d.worker);
+    gateway.complete("req-wait-1").unwrap();
+}
+
+#[test]
+fn waiting_for_an_unknown_request_times_out() {
+    let daemon = daemon_or_skip!("timeout");
+    let sut = daemon.client();
+    let err = sut.wait("never-pushed", Duration::from_millis(50)).unwrap_err();
+    assert_eq!(err.status(), status::TIMEOUT, "{}", err);
+    assert_eq!(err.name(), "ELDR_E_TIMEOUT");
+}
+
+#[test]
+fn bad_arguments_fail_before_reaching_the_daemon() {
+    let daemon = daemon_or_skip!("badargs");
+    let sut = daemon.client();
+    let counts = footprint(&mut Rng::new(3), 0, 4);
+    let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
+    for id in ["", "has\0nul"] {
+        let err = sut.push(id, &fp).unwrap_err();
+        assert_eq!(err.status(), status::INVALID_ARGUMENT, "{:?}: {}", id, err);
+    }
+    let long = "x".repeat(eldr::MAX_REQUEST_ID_BYTES + 1);
+    assert_eq!(sut.push(&long, &fp).unwrap_err().status(), status::INVALID_ARGUMENT);
+    assert!(sut.push(&"y".repeat(eldr::MAX_REQUEST_ID_BYTES), &fp).is_ok());
+    let err = sut.report(0, 1, 2.5).unwrap_err();
+    assert_eq!(err.status(), status::INVALID_ARGUMENT, "kv_usage outside [0, 1]: {}", err);
+}
+
+#[test]
+fn reports_and_worker_control_are_accepted() {
+    let daemon = daemon_or_skip!("control");
+    let sut = daemon.client();
+    for w in 0..WORKERS {
+        sut.report(w, 1, 0.25).unwrap();
+    }
+    sut.worker_control(1, eldr::WorkerOp::Drain).unwrap();
+    sut.worker_control(1, eldr::WorkerOp::Add).unwrap();
+}
+
+#[test]
+fn a_client_is_shared_by_threads() {
+    let daemon = daemon_or_skip!("threads");
+    let sut = std::sync::Arc::new(daemon.client());
+    let handles: Vec<_> = (0..3)
+        .map(|t| {
+            let client = sut.clone();
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(50 + t);
+                for i in 0..20 {
+                    let counts = footprint(&mut rng, t as u32, 4);
+                    let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
+                    let id = format!("t{}-{}", t, i);
+                    let d = client.route(&id, &fp, Duration::from_secs(5)).unwrap();
+                    assert!((0..WORKERS as i32).contains(&d.worker));
+                    client.complete(&id).unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn opening_an_instance_without_daemon_fails_with_no_daemon() {
+    let options = ClientOptions { open_timeout: Duration::from_millis(50), ..Default::default() };
+    let err = Client::open(&format!("rs-absent-{}", std::process::id()), &options).unwrap_err();
+    assert!(
+        err.status() == status::NO_DAEMON || err.status() == status::TIMEOUT,
+        "{}",
+        err
+    );
+    assert!(!err.message().is_empty());
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Regenerates the Rust FFI bindings from capi/include/eldr/eldr.h and compares
+# them with the committed bindings/rust/eldr-sys/src/bindings.rs.
+#   scripts/check-bindgen.sh           check: exit 1 on drift (diff printed)
+#   scripts/check-bindgen.sh --write   regenerate the committed file
+# Exit 77 (ctest: skipped) when bindgen or rustfmt is not installed.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+header="$root/capi/include/eldr/eldr.h"
+committed="$root/bindings/rust/eldr-sys/src/bindings.rs"
+BINDGEN="${BINDGEN:-bindgen}"
+RUSTFMT="${RUSTFMT:-$(command -v rustfmt || echo "$HOME/.cargo/bin/rustfmt")}"
+if ! command -v "$BINDGEN" >/dev/null 2>&1; then
+  echo "check-bindgen: bindgen not installed, skipped"; exit 77
+fi
+if ! [ -x "$RUSTFMT" ] && ! command -v "$RUSTFMT" >/dev/null 2>&1; then
+  echo "check-bindgen: rustfmt not installed, skipped"; exit 77
+fi
+
+generate() {
+  # Statuses stay plain i32 constants (--default-macro-constant-type signed);
+  # layout tests are kept; the GPU section (ELDR_EXPERIMENTAL_GPU) stays out.
+  # Formatting is done by an explicit rustfmt call so the output does not
+  # depend on whether bindgen finds rustfmt on PATH.
+  "$BINDGEN" "$header" \
+    --allowlist-function 'eldr_.*' --allowlist-type 'eldr_.*' --allowlist-var 'ELDR_.*' \
+    --default-macro-constant-type signed --no-rustfmt-bindings \
+    -- -std=c11 \
+    | "$RUSTFMT" --edition 2021 --emit stdout
+}
+
+if [ "${1:-}" = "--write" ]; then
+  generate > "$committed.tmp"
+  mv "$committed.tmp" "$committed"
+  echo "check-bindgen: wrote $committed"
+  exit 0
+fi
+tmp="$(mktemp)"
+trap 'rm -f "$tmp"' EXIT
+generate > "$tmp"
+if diff -u "$committed" "$tmp"; then
+  echo "check-bindgen: $committed matches eldr.h"
+else
+  echo "check-bindgen: DRIFT: regenerate with scripts/check-bindgen.sh --write" >&2
+  exit 1
+fi
