@@ -1,0 +1,269 @@
+#include "config.hpp"
+
+#include <toml++/toml.h>
+
+#include <cctype>
+#include <charconv>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace eldr::sidecar {
+
+namespace {
+
+Status bad_value(std::string_view source, std::string_view key, const std::string& why) {
+  return {Errc::invalid_argument, std::string(source) + ": key '" + std::string(key) + "': " + why};
+}
+
+// Each reader checks the node's TOML type and range and names the key on error.
+Status read_string(std::string_view source, std::string_view key, const toml::node& node,
+                   std::string& out) {
+  const auto v = node.value<std::string>();
+  if (!node.is_string() || !v) return bad_value(source, key, "expected a string");
+  out = *v;
+  return Status::ok();
+}
+
+Status read_bool(std::string_view source, std::string_view key, const toml::node& node, bool& out) {
+  if (!node.is_boolean()) return bad_value(source, key, "expected true or false");
+  out = *node.value<bool>();
+  return Status::ok();
+}
+
+template <class T>
+Status read_uint(std::string_view source, std::string_view key, const toml::node& node, T& out,
+                 uint64_t lo = 0, uint64_t hi = std::numeric_limits<T>::max()) {
+  if (!node.is_integer()) return bad_value(source, key, "expected an integer");
+  const int64_t v = *node.value<int64_t>();
+  if (v < 0 || static_cast<uint64_t>(v) < lo || static_cast<uint64_t>(v) > hi)
+    return bad_value(
+        source, key,
+        std::to_string(v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  out = static_cast<T>(v);
+  return Status::ok();
+}
+
+Status read_float(std::string_view source, std::string_view key, const toml::node& node,
+                  float& out) {
+  if (!node.is_floating_point() && !node.is_integer())
+    return bad_value(source, key, "expected a number");
+  out = static_cast<float>(*node.value<double>());
+  return Status::ok();
+}
+
+// mode: an integer (write it as 0o660) or an octal string ("0660").
+Status read_mode(std::string_view source, const toml::node& node, uint32_t& out) {
+  if (node.is_integer()) return read_uint(source, "mode", node, out, 0, 0777);
+  std::string text;
+  ELDR_TRY(read_string(source, "mode", node, text));
+  uint32_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v, 8);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || v > 0777)
+    return bad_value(source, "mode", "expected an octal mode such as \"0660\", got '" + text + "'");
+  out = v;
+  return Status::ok();
+}
+
+Status read_refit(std::string_view source, const toml::table& table, RefitConfig& refit) {
+  for (const auto& [k, node] : table) {
+    const std::string key = "refit." + std::string(k.str());
+    if (k == "enabled") {
+      ELDR_TRY(read_bool(source, key, node, refit.enabled));
+    } else if (k == "window") {
+      ELDR_TRY(read_uint(source, key, node, refit.window, 16, 1u << 20));
+    } else if (k == "period_s") {
+      ELDR_TRY(read_uint(source, key, node, refit.period_s, 1, 86400 * 7));
+    } else if (k == "min_samples") {
+      ELDR_TRY(read_uint(source, key, node, refit.min_samples, 1, 1u << 20));
+    } else {
+      return bad_value(source, key, "unknown key");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+const char* log_level_name(LogLevel level) noexcept {
+  switch (level) {
+    case LogLevel::debug:
+      return "debug";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::warn:
+      return "warn";
+    case LogLevel::error:
+      return "error";
+  }
+  return "?";
+}
+
+Status parse_config_toml(std::string_view text, DaemonConfig& c, std::string_view source) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
+        << e.description();
+    return {Errc::invalid_argument, msg.str()};
+  }
+  for (const auto& [k, node] : root) {
+    const std::string_view key = k.str();
+    if (key == "instance") {
+      ELDR_TRY(read_string(source, key, node, c.instance));
+    } else if (key == "table") {
+      ELDR_TRY(read_string(source, key, node, c.table));
+    } else if (key == "synthetic_table") {
+      ELDR_TRY(read_string(source, key, node, c.synthetic_table));
+    } else if (key == "policy") {
+      std::string name;
+      ELDR_TRY(read_string(source, key, node, name));
+      const auto p = parse_policy(name);
+      if (!p) return bad_value(source, key, "unknown policy '" + name + "'");
+      c.policy = *p;
+    } else if (key == "tau") {
+      ELDR_TRY(read_float(source, key, node, c.tau));
+    } else if (key == "min2_band") {
+      ELDR_TRY(read_bool(source, key, node, c.min2_band));
+    } else if (key == "seed") {
+      ELDR_TRY(read_uint(source, key, node, c.seed, 0, std::numeric_limits<int64_t>::max()));
+    } else if (key == "max_clients") {
+      ELDR_TRY(read_uint(source, key, node, c.max_clients, 1, 4096));
+    } else if (key == "ring_bytes") {
+      ELDR_TRY(read_uint(source, key, node, c.ring_bytes, 1u << 16, 1u << 30));
+    } else if (key == "decision_slots") {
+      ELDR_TRY(read_uint(source, key, node, c.decision_slots, 64, 1u << 24));
+    } else if (key == "max_workers") {
+      ELDR_TRY(read_uint(source, key, node, c.max_workers, 1, 65536));
+    } else if (key == "mode") {
+      ELDR_TRY(read_mode(source, node, c.mode));
+    } else if (key == "group") {
+      ELDR_TRY(read_string(source, key, node, c.group));
+    } else if (key == "lock_dir") {
+      ELDR_TRY(read_string(source, key, node, c.lock_dir));
+    } else if (key == "worker_report_timeout_ms") {
+      ELDR_TRY(read_uint(source, key, node, c.worker_report_timeout_ms, 0, 86400000));
+    } else if (key == "request_map_capacity") {
+      ELDR_TRY(read_uint(source, key, node, c.request_map_capacity, 1, 1u << 26));
+    } else if (key == "block_size") {
+      ELDR_TRY(read_uint(source, key, node, c.block_size, 1, kMaxBlockSize));
+    } else if (key == "signature_cache_mb") {
+      ELDR_TRY(read_uint(source, key, node, c.signature_cache_mb, 1, 1u << 20));
+    } else if (key == "metrics_port") {
+      ELDR_TRY(read_uint(source, key, node, c.metrics_port, 0, 65535));
+    } else if (key == "log_level") {
+      std::string name;
+      ELDR_TRY(read_string(source, key, node, name));
+      bool found = false;
+      for (LogLevel l : {LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error})
+        if (name == log_level_name(l)) {
+          c.log_level = l;
+          found = true;
+        }
+      if (!found) return bad_value(source, key, "expected debug, info, warn or error");
+    } else if (key == "refit") {
+      if (!node.is_table()) return bad_value(source, key, "expected a [refit] table");
+      ELDR_TRY(read_refit(source, *node.as_table(), c.refit));
+    } else {
+      return bad_value(source, key, "unknown key");
+    }
+  }
+  return Status::ok();
+}
+
+Status load_config_file(const std::string& path, DaemonConfig& config) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {Errc::io, "cannot open config file '" + path + "'"};
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return {Errc::io, "cannot read config file '" + path + "'"};
+  return parse_config_toml(text.str(), config, path);
+}
+
+Status DaemonConfig::validate() const {
+  ELDR_TRY(shm::validate_instance_name(instance));
+  if (ring_bytes < (1u << 16) || (ring_bytes & (ring_bytes - 1)) != 0)
+    return {Errc::invalid_argument,
+            "ring_bytes must be a power of two >= 65536, got " + std::to_string(ring_bytes)};
+  if ((decision_slots & (decision_slots - 1)) != 0)
+    return {Errc::invalid_argument,
+            "decision_slots must be a power of two, got " + std::to_string(decision_slots)};
+  if (tau > 2.0f || tau != tau)
+    return {Errc::invalid_argument, "tau must be in [0, 2] (or negative for the table's default)"};
+  if (!table.empty() && !synthetic_table.empty())
+    return {Errc::invalid_argument, "give either table or synthetic_table, not both"};
+  if (!synthetic_table.empty()) {
+    auto spec = parse_synthetic_table_spec(synthetic_table);
+    if (!spec) return spec.status();
+  }
+  if (refit.enabled && refit.min_samples > refit.window)
+    return {Errc::invalid_argument, "refit.min_samples must not exceed refit.window"};
+  return Status::ok();
+}
+
+shm::SegmentConfig DaemonConfig::segment() const {
+  shm::SegmentConfig s;
+  s.instance = instance;
+  s.max_clients = max_clients;
+  s.ring_bytes = ring_bytes;
+  s.decision_slots = decision_slots;
+  s.max_workers = max_workers;
+  s.mode = mode;
+  s.group = group;
+  s.lock_dir = lock_dir;
+  return s;
+}
+
+RouterOptions DaemonConfig::router() const {
+  RouterOptions o;
+  o.policy = policy;
+  o.tau = tau;
+  o.min2_band = min2_band;
+  o.seed = seed;
+  o.max_workers = max_workers;
+  return o;
+}
+
+Result<SyntheticTableSpec> parse_synthetic_table_spec(std::string_view spec) {
+  const auto bad = [&](const std::string& why) {
+    return Status{Errc::invalid_argument,
+                  "synthetic table '" + std::string(spec) + "': " + why +
+                      " (expected MODEL:K, MODEL a preset such as qwen3-30b-a3b or LxExk)"};
+  };
+  const size_t colon = spec.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return bad("missing ':K'");
+  SyntheticTableSpec out;
+  out.model = std::string(spec.substr(0, colon));
+  const std::string_view k = spec.substr(colon + 1);
+  const auto [kend, kec] = std::from_chars(k.data(), k.data() + k.size(), out.workers);
+  if (k.empty() || kec != std::errc{} || kend != k.data() + k.size() || out.workers == 0 ||
+      out.workers > kMaxClusters)
+    return bad("K must be an integer in [1, " + std::to_string(kMaxClusters) + "]");
+  if (auto preset = find_preset(out.model)) {
+    out.geometry = *preset;
+    return out;
+  }
+  // LxExk
+  uint32_t dims[3] = {0, 0, 0};
+  const char* p = out.model.data();
+  const char* end = p + out.model.size();
+  for (int i = 0; i < 3; ++i) {
+    const auto [next, ec] = std::from_chars(p, end, dims[i]);
+    if (ec != std::errc{}) return bad("unknown model '" + out.model + "'");
+    p = next;
+    if (i < 2) {
+      if (p == end || (*p != 'x' && *p != 'X')) return bad("unknown model '" + out.model + "'");
+      ++p;
+    }
+  }
+  if (p != end) return bad("unknown model '" + out.model + "'");
+  out.geometry = {dims[0], dims[1], dims[2]};
+  if (Status s = out.geometry.validate(); !s) return bad(s.message());
+  if (out.geometry.top_k == 0 || out.geometry.top_k > out.geometry.experts)
+    return bad("k must be in [1, E]");
+  return out;
+}
+
+}  // namespace eldr::sidecar

@@ -1,0 +1,69 @@
+// eldrd configuration: a TOML file (sidecar/eldrd.toml documents every key)
+// overridden by command-line flags. Unknown keys and bad values are errors
+// that name the key, never silently ignored.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "eldr/router.hpp"
+#include "eldr/shm.hpp"
+#include "eldr/signature_cache.hpp"
+#include "eldr/status.hpp"
+
+namespace eldr::sidecar {
+
+enum class LogLevel : uint8_t { debug = 0, info = 1, warn = 2, error = 3 };
+const char* log_level_name(LogLevel level) noexcept;
+
+struct RefitConfig {
+  bool enabled = false;
+  uint32_t window = 4096;      // most recent dense footprints kept for the refit
+  uint32_t period_s = 300;     // seconds between refits
+  uint32_t min_samples = 256;  // no refit before this many footprints were seen
+};
+
+struct DaemonConfig {
+  std::string instance = "default";
+  std::string table;            // FlatBuffers table file; empty: synthetic_table
+  std::string synthetic_table;  // "MODEL:K" (preset or LxExk), empty = the embedded default
+  Policy policy = Policy::eldr;
+  float tau = -1.0f;  // < 0: the table's default_tau
+  bool min2_band = false;
+  uint64_t seed = 0;
+  uint32_t max_clients = 32;
+  uint32_t ring_bytes = 1u << 20;
+  uint32_t decision_slots = 1u << 16;
+  uint32_t max_workers = 256;
+  uint32_t mode = 0660;
+  std::string group;
+  std::string lock_dir = "/dev/shm";
+  uint32_t worker_report_timeout_ms = 0;  // 0 = reports never expire
+  uint32_t request_map_capacity = 1u << 16;
+  uint32_t block_size = 16;          // KV block size of the engines' block-form footprints
+  uint32_t signature_cache_mb = 64;  // block rows kept for hash-only blocks
+  uint32_t metrics_port = 0;         // 0 = off; always bound to 127.0.0.1
+  LogLevel log_level = LogLevel::info;
+  RefitConfig refit;
+
+  Status validate() const;
+  shm::SegmentConfig segment() const;
+  RouterOptions router() const;
+};
+
+// Parses a TOML document into `config` (keys present override its values).
+Status parse_config_toml(std::string_view text, DaemonConfig& config,
+                         std::string_view source = "config");
+Status load_config_file(const std::string& path, DaemonConfig& config);
+
+// "qwen3-30b-a3b:16" or "8x16x2:4" -> geometry and worker count.
+struct SyntheticTableSpec {
+  std::string model;
+  Geometry geometry;
+  uint32_t workers = 0;
+};
+Result<SyntheticTableSpec> parse_synthetic_table_spec(std::string_view spec);
+inline constexpr std::string_view kDefaultSyntheticTable = "qwen3-30b-a3b:8";
+
+}  // namespace eldr::sidecar

@@ -1,0 +1,157 @@
+#include "daemon.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "log.hpp"
+
+namespace eldr::sidecar {
+
+namespace {
+
+constexpr uint64_t kMaintainPeriodNs = 100'000'000;  // heartbeat, reaping, gauges
+constexpr uint32_t kSpinRounds = 200;
+constexpr uint32_t kYieldRounds = 200;
+constexpr uint32_t kMaxSleepUs = 1000;
+constexpr auto kDoorbellWait = std::chrono::microseconds(10'000);
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Idle back-off, one step per empty poll; `idle` counts the empty polls.
+void back_off(uint32_t idle, shm::Host& host) {
+  if (idle < kSpinRounds) {
+    for (int i = 0; i < 16; ++i) cpu_relax();
+  } else if (idle < kSpinRounds + kYieldRounds) {
+    sched_yield();
+  } else {
+    const uint32_t step = idle - kSpinRounds - kYieldRounds;  // 1, 2, 4 ... 1024 us
+    if (step <= 10) {
+      const uint32_t us = std::min<uint32_t>(1u << step, kMaxSleepUs);
+      const timespec ts{0, static_cast<long>(us) * 1000};
+      nanosleep(&ts, nullptr);
+    } else {
+      host.wait_for_work(kDoorbellWait);
+    }
+  }
+}
+
+}  // namespace
+
+Daemon::Daemon(const DaemonConfig& config) : m_config(config), m_metrics(config.max_workers) {}
+
+Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& config,
+                                               std::shared_ptr<const ClusterTable> table) {
+  ELDR_TRY(config.validate());
+  std::unique_ptr<Daemon> d(new Daemon(config));
+  auto host = shm::Host::create(config.segment());
+  if (!host) return host.status();
+  d->m_host = std::move(*host);
+  d->m_sink.host = d->m_host.get();
+  auto service =
+      Service::create(std::move(table), ServiceOptions::from(config), d->m_sink, d->m_metrics);
+  if (!service) return service.status();
+  d->m_service = std::move(*service);
+  if (config.metrics_port != 0) {
+    auto server = MetricsServer::start(d->m_metrics, static_cast<uint16_t>(config.metrics_port));
+    if (!server) return server.status();
+    d->m_metrics_server = std::move(*server);
+  }
+  d->maintain();  // workers and epoch visible to `eldr status` from the start
+  if (config.refit.enabled) d->m_refit_thread = std::thread([p = d.get()] { p->refit_loop(); });
+  return d;
+}
+
+Daemon::~Daemon() {
+  {
+    std::lock_guard lock(m_refit_mutex);
+    m_refit_stop = true;
+  }
+  m_refit_cv.notify_all();
+  if (m_refit_thread.joinable()) m_refit_thread.join();
+  m_metrics_server.reset();
+  m_service.reset();
+  m_host.reset();
+}
+
+uint16_t Daemon::metrics_port() const noexcept {
+  return m_metrics_server ? m_metrics_server->port() : 0;
+}
+
+void Daemon::maintain() {
+  for (uint32_t slot : m_host->maintain())
+    ELDR_LOG(info, "client slot %u is gone (process exited): ring reclaimed", slot);
+  const auto rows = m_service->maintain();
+  m_host->publish_workers(rows, m_service->table_epoch());
+  m_metrics.set_clients(m_host->clients());
+}
+
+void Daemon::run(const std::atomic<bool>& stop, const std::function<void()>& tick) {
+  uint32_t idle = 0;
+  uint64_t next_maintain = monotonic_ns() + kMaintainPeriodNs;
+  while (!stop.load(std::memory_order_relaxed)) {
+    if (m_host->poll(*m_service) != 0) {
+      idle = 0;
+    } else {
+      back_off(idle, *m_host);
+      if (idle < UINT32_MAX) ++idle;
+    }
+    const uint64_t now = monotonic_ns();
+    if (now >= next_maintain) {
+      maintain();
+      if (tick) tick();
+      next_maintain = now + kMaintainPeriodNs;
+    }
+  }
+  // Hand out what was already committed before we go.
+  while (m_host->poll(*m_service) != 0) {
+  }
+}
+
+Status Daemon::reload() {
+  if (m_config.table.empty())
+    return {Errc::state,
+            "no table file configured (running on a synthetic table): nothing to reload"};
+  const uint64_t before = m_service->table_epoch();
+  Status s = m_service->reload(m_config.table);
+  if (s)
+    ELDR_LOG(info, "reloaded %s: table epoch %llu -> %llu", m_config.table.c_str(),
+             static_cast<unsigned long long>(before),
+             static_cast<unsigned long long>(m_service->table_epoch()));
+  else
+    ELDR_LOG(error, "reload of %s failed, the old table keeps routing: %s", m_config.table.c_str(),
+             s.to_string().c_str());
+  return s;
+}
+
+void Daemon::refit_loop() {
+  const auto period = std::chrono::seconds(m_config.refit.period_s);
+  std::unique_lock lock(m_refit_mutex);
+  while (!m_refit_cv.wait_for(lock, period, [this] { return m_refit_stop; })) {
+    lock.unlock();
+    const uint64_t before = m_service->table_epoch();
+    Status s = m_service->refit_now();
+    if (s)
+      ELDR_LOG(info, "online refit on %llu footprints: table epoch %llu -> %llu",
+               static_cast<unsigned long long>(
+                   std::min<uint64_t>(m_service->samples_seen(), m_config.refit.window)),
+               static_cast<unsigned long long>(before),
+               static_cast<unsigned long long>(m_service->table_epoch()));
+    else if (s.code() == Errc::state)
+      ELDR_LOG(debug, "online refit skipped: %s", s.to_string().c_str());
+    else
+      ELDR_LOG(warn, "online refit failed, the current table keeps routing: %s",
+               s.to_string().c_str());
+    lock.lock();
+  }
+}
+
+}  // namespace eldr::sidecar

@@ -1,0 +1,277 @@
+#include "metrics.hpp"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+namespace eldr::sidecar {
+
+const char* rejection_name(Rejection r) noexcept {
+  switch (r) {
+    case Rejection::bad_header:
+      return "bad_header";
+    case Rejection::bad_checksum:
+      return "bad_checksum";
+    case Rejection::bad_payload:
+      return "bad_payload";
+    case Rejection::too_large:
+      return "too_large";
+    case Rejection::shape_mismatch:
+      return "shape_mismatch";
+    case Rejection::bad_footprint:
+      return "bad_footprint";
+    case Rejection::unknown_block:
+      return "unknown_block";
+    case Rejection::unsupported:
+      return "unsupported";
+    case Rejection::no_worker:
+      return "no_worker";
+    case Rejection::internal:
+      return "internal";
+    case Rejection::count_:
+      break;
+  }
+  return "unknown";
+}
+
+Rejection rejection_from(shm::RejectReason reason) noexcept {
+  switch (reason) {
+    case shm::RejectReason::bad_header:
+      return Rejection::bad_header;
+    case shm::RejectReason::bad_checksum:
+      return Rejection::bad_checksum;
+    case shm::RejectReason::bad_payload:
+      return Rejection::bad_payload;
+    case shm::RejectReason::too_large:
+      return Rejection::too_large;
+    case shm::RejectReason::count_:
+      break;
+  }
+  return Rejection::internal;
+}
+
+Metrics::Metrics(uint32_t max_workers)
+    : m_max_workers(max_workers),
+      m_routed(new std::atomic<uint64_t>[size_t{max_workers} * kPolicyCount]()) {}
+
+void Metrics::count_routed(uint32_t slot, Policy policy) noexcept {
+  const auto p = static_cast<size_t>(policy);
+  if (slot >= m_max_workers || p >= kPolicyCount) return;
+  m_routed[size_t{slot} * kPolicyCount + p].fetch_add(1, kRelaxed);
+}
+
+void Metrics::count_rejected(Rejection r) noexcept {
+  const auto i = static_cast<size_t>(r);
+  if (i < m_rejected.size()) m_rejected[i].fetch_add(1, kRelaxed);
+}
+
+uint64_t Metrics::rejected(Rejection r) const noexcept {
+  const auto i = static_cast<size_t>(r);
+  return i < m_rejected.size() ? m_rejected[i].load(kRelaxed) : 0;
+}
+
+void Metrics::observe_latency(uint64_t ns) noexcept {
+  size_t b = 0;
+  while (b < kLatencyBucketsNs.size() && ns > kLatencyBucketsNs[b]) ++b;
+  m_latency_buckets[b].fetch_add(1, kRelaxed);
+  m_latency_sum_ns.fetch_add(ns, kRelaxed);
+  m_latency_count.fetch_add(1, kRelaxed);
+}
+
+void Metrics::set_workers(std::vector<WorkerGauge> workers) {
+  std::lock_guard lock(m_tables);
+  m_workers = std::move(workers);
+}
+
+void Metrics::set_clients(std::vector<shm::ClientInfo> clients) {
+  std::lock_guard lock(m_tables);
+  m_clients = std::move(clients);
+}
+
+namespace {
+
+void family(std::string& out, const char* name, const char* type, const char* help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+void sample(std::string& out, const char* name, const std::string& labels, double value) {
+  char num[64];
+  std::snprintf(num, sizeof num, "%.17g", value);
+  out += name;
+  if (!labels.empty()) {
+    out += '{';
+    out += labels;
+    out += '}';
+  }
+  out += ' ';
+  out += num;
+  out += '\n';
+}
+
+void sample(std::string& out, const char* name, const std::string& labels, uint64_t value) {
+  out += name;
+  if (!labels.empty()) {
+    out += '{';
+    out += labels;
+    out += '}';
+  }
+  out += ' ';
+  out += std::to_string(value);
+  out += '\n';
+}
+
+std::string label(const char* key, const std::string& value) {
+  return std::string(key) + "=\"" + value + "\"";
+}
+
+}  // namespace
+
+std::string Metrics::render() const {
+  std::vector<WorkerGauge> workers;
+  std::vector<shm::ClientInfo> clients;
+  {
+    std::lock_guard lock(m_tables);
+    workers = m_workers;
+    clients = m_clients;
+  }
+  std::string out;
+  out.reserve(4096 + workers.size() * 256);
+
+  family(out, "eldr_routed_total", "counter", "Requests routed, per worker and policy.");
+  for (const WorkerGauge& w : workers) {
+    if (w.slot >= m_max_workers) continue;
+    for (size_t p = 0; p < kPolicyCount; ++p) {
+      const uint64_t v = m_routed[size_t{w.slot} * kPolicyCount + p].load(kRelaxed);
+      if (v == 0) continue;
+      sample(out, "eldr_routed_total",
+             label("worker", std::to_string(w.worker)) + "," +
+                 label("policy", policy_name(kAllPolicies[p])),
+             v);
+    }
+  }
+
+  family(out, "eldr_rejected_total", "counter",
+         "Records or requests that got an error decision instead of a worker, by reason.");
+  for (size_t r = 0; r < m_rejected.size(); ++r)
+    sample(out, "eldr_rejected_total", label("reason", rejection_name(static_cast<Rejection>(r))),
+           m_rejected[r].load(kRelaxed));
+
+  family(out, "eldr_decision_latency_seconds", "histogram",
+         "Record read from a ring -> decision published.");
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b < kLatencyBucketsNs.size(); ++b) {
+    cumulative += m_latency_buckets[b].load(kRelaxed);
+    char le[32];
+    std::snprintf(le, sizeof le, "%g", static_cast<double>(kLatencyBucketsNs[b]) * 1e-9);
+    sample(out, "eldr_decision_latency_seconds_bucket", label("le", le), cumulative);
+  }
+  cumulative += m_latency_buckets.back().load(kRelaxed);
+  sample(out, "eldr_decision_latency_seconds_bucket", label("le", "+Inf"), cumulative);
+  sample(out, "eldr_decision_latency_seconds_sum", "",
+         static_cast<double>(m_latency_sum_ns.load(kRelaxed)) * 1e-9);
+  sample(out, "eldr_decision_latency_seconds_count", "", cumulative);
+
+  family(out, "eldr_ring_used_bytes", "gauge", "Bytes written to a client's ring, not yet read.");
+  for (const auto& c : clients)
+    sample(out, "eldr_ring_used_bytes",
+           label("client", std::to_string(c.slot)) + "," + label("pid", std::to_string(c.pid)),
+           c.ring_used);
+  family(out, "eldr_clients", "gauge", "Registered clients.");
+  sample(out, "eldr_clients", "", uint64_t{clients.size()});
+
+  family(out, "eldr_worker_healthy", "gauge",
+         "1 while the worker's load reports are fresh (or it never reported).");
+  for (const WorkerGauge& w : workers)
+    if (w.state != WorkerState::removed)
+      sample(out, "eldr_worker_healthy",
+             label("worker", std::to_string(w.worker)) + "," +
+                 label("state", worker_state_name(w.state)),
+             uint64_t{w.healthy});
+  family(out, "eldr_worker_inflight", "gauge", "Requests routed to the worker, not completed.");
+  for (const WorkerGauge& w : workers)
+    if (w.state != WorkerState::removed)
+      sample(out, "eldr_worker_inflight", label("worker", std::to_string(w.worker)),
+             static_cast<double>(w.inflight));
+
+  family(out, "eldr_table_epoch", "gauge", "Epoch of the cluster table routing now.");
+  sample(out, "eldr_table_epoch", "", m_table_epoch.load(kRelaxed));
+
+  const std::pair<const char*, const std::atomic<uint64_t>*> counters[] = {
+      {"eldr_complete_unknown_total", &m_complete_unknown},
+      {"eldr_request_map_evicted_total", &m_request_evicted},
+      {"eldr_rerouted_total", &m_rerouted},
+      {"eldr_report_unknown_worker_total", &m_report_unknown},
+      {"eldr_worker_stale_total", &m_stale_transitions},
+      {"eldr_reloads_total", &m_reloads},
+      {"eldr_reload_failures_total", &m_reload_failures},
+      {"eldr_refits_total", &m_refits},
+      {"eldr_refit_failures_total", &m_refit_failures},
+  };
+  const char* helps[] = {
+      "complete records for a request id the daemon does not hold.",
+      "Oldest request ids dropped from the bounded request map (their in-flight released).",
+      "Request ids pushed again while in flight (routed anew, the old pick released).",
+      "Load reports for a worker the router does not know.",
+      "Workers taken out of routing because their reports stopped.",
+      "Cluster table reloads that succeeded.",
+      "Cluster table reloads that failed (the old table kept routing).",
+      "Online refits swapped in.",
+      "Online refits that failed.",
+  };
+  for (size_t i = 0; i < std::size(counters); ++i) {
+    family(out, counters[i].first, "counter", helps[i]);
+    sample(out, counters[i].first, "", counters[i].second->load(kRelaxed));
+  }
+  return out;
+}
+
+// ---- HTTP ----------------------------------------------------------------------
+
+struct MetricsServer::Impl {
+  httplib::Server server;
+  std::thread thread;
+  std::atomic<bool> done{false};
+};
+
+Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metrics, uint16_t port) {
+  auto impl = std::make_unique<Impl>();
+  impl->server.Get("/metrics", [&metrics](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  impl->server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("eldrd: metrics at /metrics\n", "text/plain");
+  });
+  // Loopback only: the metrics name workers and clients and carry no auth.
+  if (!impl->server.bind_to_port("127.0.0.1", port))
+    return Status{Errc::io, "metrics: cannot listen on 127.0.0.1:" + std::to_string(port)};
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] {
+    raw->server.listen_after_bind();
+    raw->done.store(true);
+  });
+  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl), port));
+}
+
+MetricsServer::MetricsServer(std::unique_ptr<Impl> impl, uint16_t port)
+    : m_impl(std::move(impl)), m_port(port) {}
+
+MetricsServer::~MetricsServer() {
+  // stop() is a no-op until the listen loop runs: repeat it until the thread ends.
+  while (!m_impl->done.load()) {
+    m_impl->server.stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  m_impl->thread.join();
+}
+
+}  // namespace eldr::sidecar

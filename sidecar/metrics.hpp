@@ -1,0 +1,116 @@
+// Daemon metrics in the Prometheus text format, served on a loopback HTTP
+// port. The service thread updates counters with relaxed atomics (nothing on
+// the routing path locks); the slow-changing tables (clients, workers) are
+// replaced as a whole every maintenance tick and copied out by the HTTP
+// thread under a mutex the routing path never takes.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "eldr/router.hpp"
+#include "eldr/shm.hpp"
+#include "eldr/status.hpp"
+
+namespace eldr::sidecar {
+
+// Why a record or request got no routing decision (label of eldr_rejected_total).
+enum class Rejection : uint8_t {
+  bad_header = 0,  // the transport's reasons first, in shm::RejectReason order
+  bad_checksum,
+  bad_payload,
+  too_large,
+  shape_mismatch,  // footprint geometry differs from the table's
+  bad_footprint,   // negative counts, inconsistent block form
+  unknown_block,   // a hash-only block the signature cache does not hold
+  unsupported,     // block form with a table that has no top-k
+  no_worker,       // nothing routable (all drained or removed)
+  internal,
+  count_,
+};
+const char* rejection_name(Rejection r) noexcept;
+Rejection rejection_from(shm::RejectReason reason) noexcept;
+
+inline constexpr size_t kPolicyCount = std::size(kAllPolicies);
+// Upper bounds of the decision latency histogram, in nanoseconds (+Inf implied).
+inline constexpr std::array<uint64_t, 14> kLatencyBucketsNs = {
+    1000,   2000,   5000,    10000,   20000,   50000,    100000,
+    200000, 500000, 1000000, 2000000, 5000000, 10000000, 100000000};
+
+struct WorkerGauge {
+  uint32_t slot = 0;
+  int32_t worker = -1;
+  WorkerState state = WorkerState::active;
+  bool healthy = true;
+  int64_t inflight = 0;
+};
+
+class Metrics {
+ public:
+  explicit Metrics(uint32_t max_workers);
+
+  // ---- service thread, lock-free ----
+  void count_routed(uint32_t slot, Policy policy) noexcept;
+  void count_rejected(Rejection r) noexcept;
+  void observe_latency(uint64_t ns) noexcept;
+  void count_complete_unknown() noexcept { m_complete_unknown.fetch_add(1, kRelaxed); }
+  void count_request_evicted() noexcept { m_request_evicted.fetch_add(1, kRelaxed); }
+  void count_rerouted() noexcept { m_rerouted.fetch_add(1, kRelaxed); }
+  void count_report_unknown_worker() noexcept { m_report_unknown.fetch_add(1, kRelaxed); }
+  void count_stale_transition() noexcept { m_stale_transitions.fetch_add(1, kRelaxed); }
+  void count_reload(bool ok) noexcept {
+    (ok ? m_reloads : m_reload_failures).fetch_add(1, kRelaxed);
+  }
+  void count_refit(bool ok) noexcept { (ok ? m_refits : m_refit_failures).fetch_add(1, kRelaxed); }
+  void set_table_epoch(uint64_t epoch) noexcept { m_table_epoch.store(epoch, kRelaxed); }
+
+  // ---- maintenance tick ----
+  void set_workers(std::vector<WorkerGauge> workers);
+  void set_clients(std::vector<shm::ClientInfo> clients);
+
+  // ---- readers ----
+  std::string render() const;  // Prometheus text exposition format 0.0.4
+  uint64_t rejected(Rejection r) const noexcept;
+  uint64_t complete_unknown() const noexcept { return m_complete_unknown.load(kRelaxed); }
+  uint64_t request_evicted() const noexcept { return m_request_evicted.load(kRelaxed); }
+  uint64_t rerouted() const noexcept { return m_rerouted.load(kRelaxed); }
+  uint64_t latency_count() const noexcept { return m_latency_count.load(kRelaxed); }
+
+ private:
+  static constexpr auto kRelaxed = std::memory_order_relaxed;
+  uint32_t m_max_workers;
+  std::unique_ptr<std::atomic<uint64_t>[]> m_routed;  // [slot][policy]
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(Rejection::count_)> m_rejected{};
+  std::array<std::atomic<uint64_t>, kLatencyBucketsNs.size() + 1> m_latency_buckets{};
+  std::atomic<uint64_t> m_latency_count{0}, m_latency_sum_ns{0};
+  std::atomic<uint64_t> m_complete_unknown{0}, m_request_evicted{0}, m_rerouted{0},
+      m_report_unknown{0}, m_stale_transitions{0}, m_reloads{0}, m_reload_failures{0}, m_refits{0},
+      m_refit_failures{0}, m_table_epoch{0};
+  mutable std::mutex m_tables;
+  std::vector<WorkerGauge> m_workers;
+  std::vector<shm::ClientInfo> m_clients;
+};
+
+// GET /metrics on 127.0.0.1:port in its own thread.
+class MetricsServer {
+ public:
+  static Result<std::unique_ptr<MetricsServer>> start(const Metrics& metrics, uint16_t port);
+  ~MetricsServer();  // stops and joins
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+  uint16_t port() const noexcept { return m_port; }
+
+ private:
+  struct Impl;
+  explicit MetricsServer(std::unique_ptr<Impl> impl, uint16_t port);
+  std::unique_ptr<Impl> m_impl;
+  uint16_t m_port;
+};
+
+}  // namespace eldr::sidecar

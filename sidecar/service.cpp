@@ -1,0 +1,415 @@
+#include "service.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <bit>
+
+#include "eldr/fit.hpp"
+#include "log.hpp"
+
+namespace eldr::sidecar {
+
+uint64_t monotonic_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+ServiceOptions ServiceOptions::from(const DaemonConfig& config) {
+  ServiceOptions o;
+  o.router = config.router();
+  o.request_map_capacity = config.request_map_capacity;
+  o.worker_report_timeout_ms = config.worker_report_timeout_ms;
+  o.block_size = config.block_size;
+  o.signature_cache_bytes = size_t{config.signature_cache_mb} << 20;
+  o.refit = config.refit;
+  return o;
+}
+
+Result<std::unique_ptr<Service>> Service::create(std::shared_ptr<const ClusterTable> table,
+                                                 const ServiceOptions& options, DecisionSink& sink,
+                                                 Metrics& metrics, Clock clock) {
+  if (options.request_map_capacity == 0)
+    return Status{Errc::invalid_argument, "request_map_capacity must be >= 1"};
+  if (!clock) return Status{Errc::invalid_argument, "service needs a clock"};
+  auto router = Router::create(table, options.router);
+  if (!router) return router.status();
+  std::unique_ptr<Service> service(
+      new Service(std::move(*router), options, sink, metrics, std::move(clock)));
+  service->m_table_cache = table;
+  const Geometry& g = table->geometry;
+  service->m_scratch.resize(g.cells());
+  // The block form needs top-k (to bound a row's entries); a table without it
+  // answers block-form footprints with Errc::unsupported.
+  if (g.top_k != 0) {
+    auto cache = SignatureCache::create(g, options.block_size,
+                                        std::max(options.signature_cache_bytes, g.cells()));
+    if (!cache) return cache.status();
+    service->m_signatures.emplace(std::move(*cache));
+  }
+  if (options.refit.enabled) {
+    if (options.refit.window == 0)
+      return Status{Errc::invalid_argument, "refit.window must be >= 1"};
+    service->m_samples.resize(size_t{options.refit.window} * g.cells());
+  }
+  metrics.set_table_epoch(service->m_router->table_epoch());
+  return service;
+}
+
+Service::Service(std::unique_ptr<Router> router, const ServiceOptions& options, DecisionSink& sink,
+                 Metrics& metrics, Clock clock)
+    : m_options(options),
+      m_router(std::move(router)),
+      m_sink(sink),
+      m_metrics(metrics),
+      m_clock(std::move(clock)) {
+  m_requests.reserve(std::min<size_t>(options.request_map_capacity, 1u << 16));
+}
+
+Service::~Service() = default;
+
+// ---- footprints -----------------------------------------------------------------
+
+void Service::on_footprint(const shm::FootprintIn& f) {
+  const Geometry& g = table().geometry;
+  if (f.layers != g.layers || f.experts != g.experts) {
+    reject(
+        f.request_id, Rejection::shape_mismatch,
+        {Errc::shape_mismatch, "footprint is " + std::to_string(f.layers) + "x" +
+                                   std::to_string(f.experts) + ", the table is " + g.to_string()});
+    return;
+  }
+  const bool dense = !f.counts.empty();
+  const bool blocks = !f.block_hashes.empty();
+  if (dense == blocks) {
+    reject(f.request_id, Rejection::bad_footprint,
+           {Errc::invalid_argument,
+            dense ? "footprint carries both dense counts and blocks" : "footprint is empty"});
+    return;
+  }
+  if (dense) {
+    route_and_publish(f, f.counts);
+    return;
+  }
+  if (Status s = sum_block_form(f); !s) {
+    const Rejection why = s.code() == Errc::not_found     ? Rejection::unknown_block
+                          : s.code() == Errc::unsupported ? Rejection::unsupported
+                                                          : Rejection::bad_footprint;
+    reject(f.request_id, why, s);
+    return;
+  }
+  route_and_publish(f, m_scratch);
+}
+
+// Block form: store the rows the producer sent (by content hash), then sum
+// every block of the request, hash-only ones from the cache.
+Status Service::sum_block_form(const shm::FootprintIn& f) {
+  if (!m_signatures)
+    return {Errc::unsupported, "the cluster table has no top-k: block-form footprints need it"};
+  const size_t blocks = f.block_hashes.size();
+  const size_t cells = table().geometry.cells();
+  if (!f.row_present.empty() && f.row_present.size() != blocks)
+    return {Errc::shape_mismatch, "row_present has " + std::to_string(f.row_present.size()) +
+                                      " entries for " + std::to_string(blocks) + " blocks"};
+  size_t present = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t p = f.row_present.empty() ? 1 : f.row_present[b];
+    if (p > 1) return {Errc::invalid_argument, "row_present entries must be 0 or 1"};
+    present += p;
+  }
+  if (f.block_rows.size() != present * cells)
+    return {Errc::shape_mismatch, "block_rows has " + std::to_string(f.block_rows.size()) +
+                                      " bytes, " + std::to_string(present) + " rows need " +
+                                      std::to_string(present * cells)};
+  size_t row = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    if (!f.row_present.empty() && f.row_present[b] == 0) continue;
+    ELDR_TRY(m_signatures->put_row(f.block_hashes[b], f.block_rows.subspan(row * cells, cells)));
+    ++row;
+  }
+  return m_signatures->request_footprint(f.block_hashes, m_scratch);
+}
+
+void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16_t> counts) {
+  // A request id pushed again while in flight is a retry: release the first
+  // pick so its in-flight count does not leak, then route anew.
+  if (auto it = m_requests.find(f.request_id); it != m_requests.end()) {
+    (void)m_router->complete(it->second->worker);
+    m_request_order.erase(it->second);
+    m_requests.erase(it);
+    m_metrics.count_rerouted();
+  }
+  auto decision = m_router->route(counts);
+  if (!decision) {
+    const Errc code = decision.status().code();
+    reject(f.request_id,
+           code == Errc::no_worker        ? Rejection::no_worker
+           : code == Errc::shape_mismatch ? Rejection::shape_mismatch
+           : code == Errc::out_of_range   ? Rejection::bad_footprint
+                                          : Rejection::internal,
+           decision.status());
+    return;
+  }
+  remember_request(f.request_id, decision->worker_id);
+  shm::DecisionIn out;
+  out.status = static_cast<int32_t>(Errc::ok);
+  out.worker = decision->worker_id;
+  out.similarity = decision->similarity;
+  out.band_size = decision->band_size;
+  out.policy = static_cast<uint32_t>(decision->policy);
+  out.table_epoch = decision->table_epoch;
+  const uint64_t now = m_clock();
+  out.latency_ns = now > f.seen_ns && f.seen_ns != 0 ? now - f.seen_ns : 0;
+  m_sink.publish(f.request_id, out);
+  m_metrics.count_routed(decision->worker_index, decision->policy);
+  m_metrics.observe_latency(out.latency_ns);
+  if (m_options.refit.enabled) keep_sample(counts);
+}
+
+void Service::reject(std::string_view request_id, Rejection why, const Status& status) {
+  m_metrics.count_rejected(why);
+  // Log the 1st, 2nd, 4th, 8th... rejection: visible, but a hostile producer cannot flood the log.
+  if (std::has_single_bit(++m_rejections_logged))
+    ELDR_LOG(warn, "rejected request '%.*s' (%s): %s [%llu rejections so far]",
+             static_cast<int>(request_id.size()), request_id.data(), rejection_name(why),
+             status.to_string().c_str(), static_cast<unsigned long long>(m_rejections_logged));
+  if (request_id.empty()) return;  // nothing to address a decision to
+  shm::DecisionIn out;
+  out.status = static_cast<int32_t>(status.code() == Errc::ok ? Errc::internal : status.code());
+  out.worker = -1;
+  out.table_epoch = m_router->table_epoch();
+  m_sink.publish(request_id, out);
+}
+
+void Service::remember_request(std::string_view request_id, int32_t worker) {
+  if (m_requests.size() >= m_options.request_map_capacity) {
+    // Full: the oldest request was most likely lost by its engine. Release its
+    // in-flight count (a load report corrects the worker anyway) and count it.
+    auto oldest = m_request_order.begin();
+    (void)m_router->complete(oldest->worker);
+    m_requests.erase(oldest->id);
+    m_request_order.erase(oldest);
+    m_metrics.count_request_evicted();
+  }
+  m_request_order.push_back({std::string(request_id), worker});
+  auto last = std::prev(m_request_order.end());
+  m_requests.emplace(last->id, last);
+}
+
+void Service::keep_sample(std::span<const int16_t> counts) {
+  // Never block routing on a refit that is copying the window out.
+  std::unique_lock lock(m_samples_mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  const size_t cells = counts.size();
+  const uint64_t n = m_samples_seen.load(std::memory_order_relaxed);
+  std::copy(counts.begin(), counts.end(),
+            m_samples.begin() + static_cast<ptrdiff_t>((n % m_options.refit.window) * cells));
+  m_samples_seen.store(n + 1, std::memory_order_relaxed);
+}
+
+// ---- completes, reports, control --------------------------------------------------
+
+void Service::on_complete(uint32_t /*client*/, std::string_view request_id) {
+  auto it = m_requests.find(request_id);
+  if (it == m_requests.end()) {
+    m_metrics.count_complete_unknown();
+    ELDR_LOG(debug, "complete for unknown request '%.*s'", static_cast<int>(request_id.size()),
+             request_id.data());
+    return;
+  }
+  // The router never goes below zero: a worker reset by a load report may
+  // already show fewer in flight; that complete is counted, not applied.
+  if (Status s = m_router->complete(it->second->worker); !s) m_metrics.count_complete_unknown();
+  m_request_order.erase(it->second);
+  m_requests.erase(it);
+}
+
+void Service::apply_routing_state(int32_t worker, const WorkerHealth& health) {
+  const bool routable = !health.stale && !health.admin_drained;
+  Status s = routable ? m_router->add_worker(worker) : m_router->drain_worker(worker);
+  if (!s && s.code() != Errc::state)  // state: already active
+    ELDR_LOG(warn, "worker %d: %s", worker, s.to_string().c_str());
+}
+
+void Service::on_worker_report(uint32_t /*client*/, uint32_t worker_u, uint32_t running,
+                               float kv_usage) {
+  const auto worker = static_cast<int32_t>(worker_u);
+  if (worker < 0 || !m_router->set_load(worker, running)) {
+    m_metrics.count_report_unknown_worker();
+    return;
+  }
+  WorkerHealth& h = m_health[worker];
+  h.last_report_ns = m_clock();
+  h.running = running;
+  h.kv_usage = kv_usage;
+  h.reported = true;
+  if (h.stale) {
+    h.stale = false;
+    ELDR_LOG(info, "worker %d reports again%s", worker,
+             h.admin_drained ? " (stays drained by the admin)" : ": back in routing");
+    apply_routing_state(worker, h);
+  }
+}
+
+void Service::on_worker_control(uint32_t /*client*/, uint32_t worker_u, shm::WorkerOp op) {
+  const auto worker = static_cast<int32_t>(worker_u);
+  if (worker < 0) {
+    ELDR_LOG(warn, "worker control for id %u ignored: ids must be < 2^31", worker_u);
+    return;
+  }
+  switch (op) {
+    case shm::WorkerOp::add: {
+      WorkerHealth& h = m_health[worker];
+      h.admin_drained = false;
+      if (h.stale) {
+        ELDR_LOG(info, "worker %d added; it rejoins routing on its next report", worker);
+        return;
+      }
+      Status s = m_router->add_worker(worker);
+      if (!s && s.code() != Errc::state) {
+        ELDR_LOG(warn, "add worker %d: %s", worker, s.to_string().c_str());
+        if (!h.reported) m_health.erase(worker);
+        return;
+      }
+      ELDR_LOG(info, "worker %d added", worker);
+      return;
+    }
+    case shm::WorkerOp::drain: {
+      if (Status s = m_router->drain_worker(worker); !s) {
+        ELDR_LOG(warn, "drain worker %d: %s", worker, s.to_string().c_str());
+        return;
+      }
+      m_health[worker].admin_drained = true;
+      ELDR_LOG(info, "worker %d drained", worker);
+      return;
+    }
+    case shm::WorkerOp::remove: {
+      if (Status s = m_router->remove_worker(worker); !s) {
+        ELDR_LOG(warn, "remove worker %d: %s", worker, s.to_string().c_str());
+        return;
+      }
+      m_health.erase(worker);
+      ELDR_LOG(info, "worker %d removed", worker);
+      return;
+    }
+  }
+  ELDR_LOG(warn, "worker control with unknown op %u ignored", static_cast<unsigned>(op));
+}
+
+void Service::on_rejected(uint32_t client, shm::RejectReason reason, std::string_view request_id,
+                          const Status& why) {
+  const Status status =
+      why.is_ok() ? Status{Errc::corrupt, "record rejected by the transport"}
+                  : Status{why.code(), "client " + std::to_string(client) + ": " + why.message()};
+  reject(request_id, rejection_from(reason), status);
+}
+
+// ---- maintenance ------------------------------------------------------------------
+
+std::vector<shm::Host::WorkerRow> Service::maintain() {
+  const uint64_t now = m_clock();
+  const uint64_t timeout_ns = uint64_t{m_options.worker_report_timeout_ms} * 1000000u;
+  if (timeout_ns != 0) {
+    for (auto& [worker, h] : m_health) {
+      if (!h.reported || h.stale || now - h.last_report_ns <= timeout_ns) continue;
+      h.stale = true;
+      m_metrics.count_stale_transition();
+      ELDR_LOG(warn, "worker %d: no load report for %llu ms, taken out of routing", worker,
+               static_cast<unsigned long long>((now - h.last_report_ns) / 1000000u));
+      apply_routing_state(worker, h);
+    }
+  }
+  const auto workers = m_router->workers();
+  std::vector<shm::Host::WorkerRow> rows;
+  std::vector<WorkerGauge> gauges;
+  rows.reserve(workers.size());
+  gauges.reserve(workers.size());
+  for (uint32_t slot = 0; slot < workers.size(); ++slot) {
+    const WorkerInfo& w = workers[slot];
+    const auto it = m_health.find(w.id);
+    const bool healthy = it == m_health.end() || !it->second.stale;
+    shm::Host::WorkerRow row;
+    row.worker = w.id;
+    row.state = static_cast<uint8_t>(w.state);
+    row.healthy = healthy ? 1 : 0;
+    row.inflight = static_cast<uint32_t>(std::max<int64_t>(w.inflight, 0));
+    row.routed = w.routed;
+    if (it != m_health.end()) {
+      row.running = it->second.running;
+      row.kv_usage = it->second.kv_usage;
+    }
+    rows.push_back(row);
+    gauges.push_back({slot, w.id, w.state, healthy, w.inflight});
+  }
+  m_metrics.set_workers(std::move(gauges));
+  m_metrics.set_table_epoch(m_router->table_epoch());
+  return rows;
+}
+
+// ---- tables -------------------------------------------------------------------------
+
+Status Service::swap_table(std::shared_ptr<const ClusterTable> table) {
+  if (!table) return {Errc::invalid_argument, "no table"};
+  Status s = m_router->swap_table(std::move(table));
+  m_metrics.count_reload(s.is_ok());
+  if (s) m_metrics.set_table_epoch(m_router->table_epoch());
+  return s;
+}
+
+Status Service::reload(const std::string& path) {
+  auto loaded = load_table(path);
+  if (!loaded) {
+    m_metrics.count_reload(false);
+    return loaded.status();
+  }
+  if (loaded->geometry.top_k != table().geometry.top_k && table().geometry.top_k != 0 &&
+      loaded->geometry.top_k != 0) {
+    m_metrics.count_reload(false);
+    return {Errc::shape_mismatch, "new table has top-k " + std::to_string(loaded->geometry.top_k) +
+                                      ", the running one " +
+                                      std::to_string(table().geometry.top_k)};
+  }
+  return swap_table(std::make_shared<const ClusterTable>(std::move(*loaded)));
+}
+
+Status Service::refit_now() {
+  std::lock_guard refit_lock(m_refit_mutex);
+  if (!m_options.refit.enabled) return {Errc::state, "online refit is disabled"};
+  const auto current = m_router->table();
+  const Geometry& g = current->geometry;
+  const size_t cells = g.cells();
+  std::vector<int16_t> window;
+  uint64_t n = 0;
+  {
+    std::lock_guard lock(m_samples_mutex);
+    n = std::min<uint64_t>(m_samples_seen.load(), m_options.refit.window);
+    window.assign(m_samples.begin(), m_samples.begin() + static_cast<ptrdiff_t>(n * cells));
+  }
+  const uint32_t k = current->num_clusters();
+  if (n < m_options.refit.min_samples || n < k) {
+    return {Errc::state, "refit needs " +
+                             std::to_string(std::max<uint64_t>(m_options.refit.min_samples, k)) +
+                             " footprints, has " + std::to_string(n)};
+  }
+  FitOptions fo;
+  fo.workers = k;
+  fo.seed = m_options.router.seed + m_samples_seen.load();
+  fo.default_tau = current->default_tau;
+  fo.model = current->model;
+  fo.worker_ids = current->worker_ids;
+  fo.align_to = current.get();
+  fo.threads = 1;  // leave the other cores to routing
+  auto fitted = fit_table({g, n, window, {}, {}}, fo);
+  if (!fitted) {
+    m_metrics.count_refit(false);
+    return fitted.status();
+  }
+  fitted->fit.source = "eldrd refit";
+  Status s = m_router->swap_table(std::make_shared<const ClusterTable>(std::move(*fitted)));
+  m_metrics.count_refit(s.is_ok());
+  if (s) m_metrics.set_table_epoch(m_router->table_epoch());
+  return s;
+}
+
+}  // namespace eldr::sidecar

@@ -1,0 +1,132 @@
+// The daemon's routing service: turns the records the transport hands over
+// (footprints, completes, load reports, worker control) into router calls and
+// published decisions. Every footprint gets exactly one decision: a worker, or
+// an explicit error status (counted by reason). Single-threaded on the record
+// path (the daemon's consumer thread); reload() and refit_now() may run on
+// other threads because the router swaps tables atomically.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "config.hpp"
+#include "eldr/router.hpp"
+#include "eldr/shm.hpp"
+#include "eldr/signature_cache.hpp"
+#include "metrics.hpp"
+
+namespace eldr::sidecar {
+
+// Where decisions go: the shared-memory segment in the daemon.
+class DecisionSink {
+ public:
+  virtual ~DecisionSink() = default;
+  virtual void publish(std::string_view request_id, const shm::DecisionIn& decision) = 0;
+};
+
+struct ServiceOptions {
+  RouterOptions router;
+  uint32_t request_map_capacity = 1u << 16;
+  uint32_t worker_report_timeout_ms = 0;  // 0 = reports never expire
+  uint32_t block_size = 16;
+  size_t signature_cache_bytes = size_t{64} << 20;
+  RefitConfig refit;
+
+  static ServiceOptions from(const DaemonConfig& config);
+};
+
+// Monotonic nanoseconds (CLOCK_MONOTONIC, the clock of FootprintIn::seen_ns).
+using Clock = std::function<uint64_t()>;
+uint64_t monotonic_ns() noexcept;
+
+class Service final : public shm::RecordHandler {
+ public:
+  static Result<std::unique_ptr<Service>> create(std::shared_ptr<const ClusterTable> table,
+                                                 const ServiceOptions& options, DecisionSink& sink,
+                                                 Metrics& metrics, Clock clock = monotonic_ns);
+  ~Service() override;
+
+  // ---- shm::RecordHandler (consumer thread) ----
+  void on_footprint(const shm::FootprintIn& footprint) override;
+  void on_complete(uint32_t client, std::string_view request_id) override;
+  void on_worker_report(uint32_t client, uint32_t worker, uint32_t running,
+                        float kv_usage) override;
+  void on_worker_control(uint32_t client, uint32_t worker, shm::WorkerOp op) override;
+  void on_rejected(uint32_t client, shm::RejectReason reason, std::string_view request_id,
+                   const Status& why) override;
+
+  // Consumer thread, every ~100 ms: expires workers whose reports stopped and
+  // refreshes the worker gauges. Returns the rows for shm::Host::publish_workers.
+  std::vector<shm::Host::WorkerRow> maintain();
+
+  // Any thread: load + validate a table file and swap it in (same geometry);
+  // routing continues on the old table until the new one is complete.
+  Status reload(const std::string& path);
+  Status swap_table(std::shared_ptr<const ClusterTable> table);
+  // Any thread: fit a table on the recent footprints (refit.window), aligned
+  // to the current table's workers, and swap it in. Errc::state when fewer
+  // than refit.min_samples footprints were seen.
+  Status refit_now();
+
+  const Router& router() const noexcept { return *m_router; }
+  uint64_t table_epoch() const noexcept { return m_router->table_epoch(); }
+  size_t requests_in_flight() const noexcept { return m_requests.size(); }
+  uint64_t samples_seen() const noexcept { return m_samples_seen.load(); }
+
+ private:
+  struct WorkerHealth {
+    uint64_t last_report_ns = 0;
+    uint32_t running = 0;
+    float kv_usage = 0.0f;
+    bool reported = false;
+    bool stale = false;          // reports stopped: drained by us, re-added on the next report
+    bool admin_drained = false;  // drained by a control record: only a control add undoes it
+  };
+  struct RequestEntry {
+    std::string id;
+    int32_t worker = -1;
+  };
+
+  Service(std::unique_ptr<Router> router, const ServiceOptions& options, DecisionSink& sink,
+          Metrics& metrics, Clock clock);
+  void route_and_publish(const shm::FootprintIn& footprint, std::span<const int16_t> counts);
+  void reject(std::string_view request_id, Rejection why, const Status& status);
+  Status sum_block_form(const shm::FootprintIn& footprint);
+  void remember_request(std::string_view request_id, int32_t worker);
+  void keep_sample(std::span<const int16_t> counts);
+  void apply_routing_state(int32_t worker, const WorkerHealth& health);
+  const ClusterTable& table() const { return *m_table_cache; }
+
+  ServiceOptions m_options;
+  std::unique_ptr<Router> m_router;
+  DecisionSink& m_sink;
+  Metrics& m_metrics;
+  Clock m_clock;
+  std::shared_ptr<const ClusterTable> m_table_cache;  // geometry checks (geometry never changes)
+  std::optional<SignatureCache> m_signatures;         // when the table knows top-k
+  std::vector<int16_t> m_scratch;                     // block-form sum
+
+  // request id -> worker, oldest first; the map's keys view the list's strings.
+  std::list<RequestEntry> m_request_order;
+  std::unordered_map<std::string_view, std::list<RequestEntry>::iterator> m_requests;
+
+  std::unordered_map<int32_t, WorkerHealth> m_health;
+  uint64_t m_rejections_logged = 0;
+
+  // Refit samples: ring of refit.window dense footprints.
+  std::mutex m_samples_mutex;
+  std::vector<int16_t> m_samples;
+  std::atomic<uint64_t> m_samples_seen{0};
+  std::mutex m_refit_mutex;  // one refit at a time
+};
+
+}  // namespace eldr::sidecar

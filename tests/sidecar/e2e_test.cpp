@@ -1,0 +1,412 @@
+// End-to-end: the built eldrd as a real process on a private instance, real
+// clients (this binary, and copies of it re-executed as producers), real
+// signals. Every wait is bounded; a watchdog aborts a hung test.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/temp_dir.hpp"
+#include "core/test_tables.hpp"
+#include "eldr/cluster_table.hpp"
+#include "eldr/shm.hpp"
+
+extern char** environ;
+
+namespace eldr::sidecar {
+namespace {
+
+using namespace std::chrono_literals;
+using eldr::testing::axis_table;
+using eldr::testing::layer0;
+using SteadyClock = std::chrono::steady_clock;
+
+// Aborts the process (failing the test) if a test runs past its budget.
+class Watchdog {
+ public:
+  explicit Watchdog(std::chrono::seconds budget) {
+    m_thread = std::thread([this, budget] {
+      std::unique_lock lock(m_mutex);
+      if (!m_cv.wait_for(lock, budget, [this] { return m_done; })) {
+        std::fprintf(stderr, "watchdog: test still running after %lld s, aborting\n",
+                     static_cast<long long>(budget.count()));
+        std::abort();
+      }
+    });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard lock(m_mutex);
+      m_done = true;
+    }
+    m_cv.notify_all();
+    m_thread.join();
+  }
+
+ private:
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  bool m_done = false;
+  std::thread m_thread;
+};
+
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds budget = 10s) {
+  const auto deadline = SteadyClock::now() + budget;
+  while (SteadyClock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  EXPECT_EQ(rc, 0) << "spawn " << args[0];
+  return rc == 0 ? pid : -1;
+}
+
+// Exit status of pid, or -1 if it did not exit within the budget.
+int wait_exit(pid_t pid, std::chrono::milliseconds budget = 10s) {
+  int status = 0;
+  const auto deadline = SteadyClock::now() + budget;
+  while (SteadyClock::now() < deadline) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(5ms);
+  }
+  return -1;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string free_loopback_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return std::to_string(ntohs(addr.sin_port));
+}
+
+std::string http_get(const std::string& port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return out;
+}
+
+std::string run_cli(const std::vector<std::string>& args, int* exit_code) {
+  std::string cmd = ELDR_CLI_PATH;
+  for (const auto& a : args) cmd += " '" + a + "'";
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+int g_instance_counter = 0;
+
+class EldrdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    instance = "e2e-" + std::to_string(getpid()) + "-" + std::to_string(++g_instance_counter);
+    ASSERT_TRUE(save_table(axis_table(), table_path).is_ok());
+    std::ofstream(config_path) << "max_clients = 4\nring_bytes = 65536\ndecision_slots = 1024\n"
+                                  "log_level = \"info\"\n";
+  }
+  void TearDown() override {
+    if (daemon > 0) {
+      kill(daemon, SIGKILL);
+      (void)wait_exit(daemon);
+    }
+    // A SIGKILLed daemon leaves its segment and lock files: remove this instance's only.
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+      if (e.path().filename().string().find(instance) != std::string::npos)
+        std::filesystem::remove(e.path());
+    if (HasFailure()) std::fprintf(stderr, "--- eldrd log ---\n%s\n", read_file(log_path).c_str());
+  }
+
+  void start_daemon(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {ELDRD_PATH, "--config", config_path, "--instance",
+                                     instance,   "--table",  table_path};
+    args.insert(args.end(), extra.begin(), extra.end());
+    daemon = spawn(args, log_path);
+    ASSERT_GT(daemon, 0);
+    ASSERT_TRUE(eventually([&] {
+      auto s = shm::read_snapshot(instance);
+      return s && s->state == "ready" && s->daemon_pid == static_cast<uint32_t>(daemon);
+    })) << "eldrd did not become ready";
+  }
+
+  std::unique_ptr<shm::Client> open_client() {
+    auto c = shm::Client::open(instance);
+    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+    return c ? std::move(*c) : nullptr;
+  }
+
+  // Push one footprint whose top worker is 100 + cell; the decision.
+  Result<shm::DecisionIn> route(shm::Client& c, const std::string& id, int cell) {
+    std::vector<int16_t> counts(8, 0);
+    counts[static_cast<size_t>(cell)] = 5;
+    shm::FootprintOut f;
+    f.request_id = id;
+    f.layers = 2;
+    f.experts = 4;
+    f.counts = counts;
+    ELDR_TRY(c.push_footprint(f));
+    return c.wait_decision(id, 2000);
+  }
+
+  Watchdog watchdog{60s};
+  eldr::testing::TempDir dir{"eldrd_e2e"};
+  std::string table_path = dir.file("table.eldr");
+  std::string config_path = dir.file("eldrd.toml");
+  std::string log_path = dir.file("eldrd.log");
+  std::string instance;
+  pid_t daemon = -1;
+};
+
+TEST_F(EldrdTest, routes_pushed_footprints_and_status_shows_the_live_state) {
+  start_daemon();
+  auto client = open_client();
+  ASSERT_TRUE(client);
+  for (int i = 0; i < 20; ++i) {
+    auto d = route(*client, "req-" + std::to_string(i), i % 4);
+    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+    EXPECT_EQ(d->status, 0);
+    EXPECT_EQ(d->worker, 100 + i % 4);
+  }
+  ASSERT_TRUE(client->push_complete("req-0").is_ok());
+  // A footprint of the wrong geometry gets an explicit error decision.
+  std::vector<int16_t> wrong(12, 1);
+  shm::FootprintOut f;
+  f.request_id = "wrong-shape";
+  f.layers = 3;
+  f.experts = 4;
+  f.counts = wrong;
+  ASSERT_TRUE(client->push_footprint(f).is_ok());
+  auto d = client->wait_decision("wrong-shape", 2000);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  EXPECT_EQ(d->status, static_cast<int32_t>(Errc::shape_mismatch));
+
+  nlohmann::json status;
+  ASSERT_TRUE(eventually([&] {
+    int rc = 0;
+    const std::string out = run_cli({"status", "--instance", instance, "--json"}, &rc);
+    if (rc != 0) return false;
+    status = nlohmann::json::parse(out, nullptr, false);
+    if (status.is_discarded()) return false;
+    uint64_t routed = 0;
+    for (const auto& w : status["workers"]) routed += w["routed"].get<uint64_t>();
+    return routed == 20;  // worker rows are republished every ~100 ms
+  })) << status.dump();
+  EXPECT_EQ(status["daemon_pid"], daemon);
+  EXPECT_EQ(status["state"], "ready");
+  EXPECT_EQ(status["workers"].size(), 4u);
+  EXPECT_GE(status["clients"].size(), 1u);
+  int rc = 0;
+  const std::string text = run_cli({"status", "--instance", instance}, &rc);
+  EXPECT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("daemon pid " + std::to_string(daemon)), std::string::npos) << text;
+}
+
+TEST_F(EldrdTest, sigterm_stops_gracefully_and_removes_the_segment) {
+  start_daemon();
+  ASSERT_TRUE(std::filesystem::exists("/dev/shm" + shm::segment_name(instance)));
+  ASSERT_EQ(kill(daemon, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(daemon), 0);
+  daemon = -1;
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm" + shm::segment_name(instance)));
+  EXPECT_NE(read_file(log_path).find("SIGTERM"), std::string::npos);
+}
+
+TEST_F(EldrdTest, a_second_daemon_on_the_same_instance_refuses_to_start) {
+  start_daemon();
+  const pid_t second =
+      spawn({ELDRD_PATH, "--config", config_path, "--instance", instance, "--table", table_path},
+            dir.file("second.log"));
+  EXPECT_EQ(wait_exit(second), 1);
+  auto s = shm::read_snapshot(instance);
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_EQ(s->daemon_pid, static_cast<uint32_t>(daemon));
+}
+
+TEST_F(EldrdTest, reload_swaps_the_table_while_serving) {
+  start_daemon();
+  auto client = open_client();
+  ASSERT_TRUE(client);
+  auto before = route(*client, "before", 2);
+  ASSERT_TRUE(before.is_ok());
+  EXPECT_EQ(before->worker, 102);
+  ClusterTable next = axis_table();
+  std::swap(next.worker_ids[0], next.worker_ids[2]);
+  ASSERT_TRUE(save_table(next, table_path).is_ok());
+  int rc = 0;
+  const std::string out = run_cli({"reload", "--instance", instance}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  auto after = route(*client, "after", 2);
+  ASSERT_TRUE(after.is_ok());
+  EXPECT_EQ(after->worker, 100);
+  EXPECT_EQ(after->table_epoch, before->table_epoch + 1);
+  // A plain SIGHUP does the same.
+  ASSERT_EQ(kill(daemon, SIGHUP), 0);
+  EXPECT_TRUE(eventually([&] {
+    auto s = shm::read_snapshot(instance);
+    return s && s->table_epoch == after->table_epoch + 1;
+  }));
+}
+
+TEST_F(EldrdTest, a_client_killed_mid_stream_does_not_disturb_the_others) {
+  start_daemon();
+  const std::string producer_log = dir.file("producer.log");
+  const pid_t producer = spawn({ELDR_SELF_PATH, "--producer", instance}, producer_log);
+  ASSERT_GT(producer, 0);
+  // Let it stream for a while, then kill it wherever it is.
+  ASSERT_TRUE(
+      eventually([&] { return read_file(producer_log).find("streaming") != std::string::npos; }));
+  std::this_thread::sleep_for(50ms);
+  ASSERT_EQ(kill(producer, SIGKILL), 0);
+  EXPECT_EQ(wait_exit(producer), 128 + SIGKILL);
+
+  auto client = open_client();
+  ASSERT_TRUE(client);
+  for (int i = 0; i < 200; ++i) {
+    auto d = route(*client, "survivor-" + std::to_string(i), i % 4);
+    ASSERT_TRUE(d.is_ok()) << i << ": " << d.status().to_string();
+    EXPECT_EQ(d->worker, 100 + i % 4);
+  }
+  // The dead producer's slot is reclaimed.
+  EXPECT_TRUE(eventually([&] {
+    auto s = shm::read_snapshot(instance);
+    if (!s) return false;
+    for (const auto& c : s->clients)
+      if (c.pid == static_cast<uint32_t>(producer)) return false;
+    return true;
+  }));
+  EXPECT_EQ(kill(daemon, 0), 0) << "the daemon must still be running";
+}
+
+TEST_F(EldrdTest, a_restarted_daemon_is_found_again_by_an_existing_client) {
+  start_daemon();
+  auto client = open_client();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(route(*client, "first", 1).is_ok());
+  const uint64_t generation = client->daemon_generation();
+  ASSERT_EQ(kill(daemon, SIGKILL), 0);
+  ASSERT_EQ(wait_exit(daemon), 128 + SIGKILL);
+  daemon = -1;
+  start_daemon();  // cleans the crashed daemon's leftovers
+  bool routed = eventually(
+      [&] {
+        auto d = route(*client, "after-restart", 3);
+        return d.is_ok() && d->status == 0 && d->worker == 103;
+      },
+      15s);
+  EXPECT_TRUE(routed);
+  EXPECT_GE(client->reattachments(), 1u);
+  EXPECT_NE(client->daemon_generation(), generation);
+}
+
+TEST_F(EldrdTest, the_metrics_endpoint_serves_every_family) {
+  const std::string port = free_loopback_port();
+  start_daemon({"--metrics-port", port});
+  auto client = open_client();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(route(*client, "m1", 0).is_ok());
+  std::string body;
+  ASSERT_TRUE(eventually([&] {
+    body = http_get(port, "/metrics");
+    return body.find("eldr_routed_total{worker=\"100\",policy=\"eldr\"} 1") != std::string::npos;
+  })) << body;
+  EXPECT_NE(body.find("HTTP/1.1 200"), std::string::npos);
+  for (const char* family :
+       {"eldr_ring_used_bytes{",
+        "eldr_rejected_total{reason=", "eldr_decision_latency_seconds_bucket",
+        "eldr_worker_healthy{worker=\"100\"", "eldr_worker_inflight{worker=\"100\"} 1",
+        "eldr_table_epoch ", "eldr_clients 1", "eldr_complete_unknown_total 0"})
+    EXPECT_NE(body.find(family), std::string::npos) << family;
+}
+
+// Child mode: a producer that registers and streams round trips until killed.
+int producer_main(const std::string& instance) {
+  auto c = shm::Client::open(instance);
+  if (!c) {
+    std::fprintf(stderr, "producer: %s\n", c.status().to_string().c_str());
+    return 1;
+  }
+  std::vector<int16_t> counts = layer0({1, 2, 3, 4});
+  for (uint64_t i = 0;; ++i) {
+    const std::string id = "p-" + std::to_string(i);
+    shm::FootprintOut f;
+    f.request_id = id;
+    f.layers = 2;
+    f.experts = 4;
+    f.counts = counts;
+    if ((*c)->push_footprint(f)) (void)(*c)->wait_decision(id, 100);
+    if (i == 100) {
+      std::printf("streaming\n");
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace eldr::sidecar
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--producer")
+    return eldr::sidecar::producer_main(argv[2]);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
