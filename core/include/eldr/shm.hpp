@@ -23,8 +23,8 @@ namespace eldr::shm {
 
 inline constexpr uint32_t kFormatMajor = 1;  // in the segment name: v1
 inline constexpr uint32_t kFormatMinor = 0;
-inline constexpr size_t kMaxRequestId = 128;      // bytes, NUL excluded
-inline constexpr size_t kMaxInstanceName = 64;    // [A-Za-z0-9_.-]+
+inline constexpr size_t kMaxRequestId = 128;    // bytes, NUL excluded
+inline constexpr size_t kMaxInstanceName = 64;  // [A-Za-z0-9_.-]+
 
 // "/eldr-v1-<instance>": the POSIX shm name (file under /dev/shm).
 std::string segment_name(std::string_view instance);
@@ -49,11 +49,11 @@ struct FootprintOut {
   std::string_view request_id;
   uint32_t layers = 0;
   uint32_t experts = 0;
-  std::span<const int16_t> counts;        // dense, or empty
-  std::span<const uint64_t> block_hashes; // block form: one per block
-  std::span<const uint8_t> row_present;   // block form: empty = all present
-  std::span<const uint8_t> block_rows;    // present rows only, each L*E bytes
-  uint64_t prefill_end_ns = 0;            // CLOCK_REALTIME of the engine, 0 = unknown
+  std::span<const int16_t> counts;         // dense, or empty
+  std::span<const uint64_t> block_hashes;  // block form: one per block
+  std::span<const uint8_t> row_present;    // block form: empty = all present
+  std::span<const uint8_t> block_rows;     // present rows only, each L*E bytes
+  uint64_t prefill_end_ns = 0;             // CLOCK_REALTIME of the engine, 0 = unknown
 };
 
 // A decision as the daemon publishes it.
@@ -70,9 +70,9 @@ struct DecisionIn {
 // ---- client side -----------------------------------------------------------
 
 struct ClientOptions {
-  std::chrono::milliseconds open_timeout{2000};   // wait for READY
-  std::chrono::milliseconds daemon_stale{3000};   // heartbeat age that means "daemon gone"
-  bool reattach = true;                           // follow a restarted daemon
+  std::chrono::milliseconds open_timeout{2000};  // wait for READY
+  std::chrono::milliseconds daemon_stale{3000};  // heartbeat age that means "daemon gone"
+  bool reattach = true;                          // follow a restarted daemon
 };
 
 // One registered client. Thread-safe (calls are serialised by an internal
@@ -108,6 +108,8 @@ class Client {
   };
   Result<Claim> claim(RecordType type, size_t payload_bytes);
   Status commit(const Claim& claim);  // store commit_position (release) and ring the doorbell
+  // Drops the outstanding claim unpublished (e.g. the GPU kernel failed).
+  Status abort(const Claim& claim);
 
   uint32_t slot() const noexcept;
   uint64_t daemon_generation() const noexcept;
@@ -124,19 +126,19 @@ class Client {
 struct SegmentConfig {
   std::string instance = "default";
   uint32_t max_clients = 32;
-  uint32_t ring_bytes = 1u << 20;       // per client, power of two, >= 64 KiB
-  uint32_t decision_slots = 1u << 16;   // power of two
-  uint32_t max_workers = 256;           // worker table rows (status)
+  uint32_t ring_bytes = 1u << 20;      // per client, power of two, >= 64 KiB
+  uint32_t decision_slots = 1u << 16;  // power of two
+  uint32_t max_workers = 256;          // worker table rows (status)
   uint32_t mode = 0660;
-  std::string group;                    // empty: the daemon's group
-  std::string lock_dir = "/dev/shm";    // daemon and client lock files
+  std::string group;                  // empty: the daemon's group
+  std::string lock_dir = "/dev/shm";  // daemon and client lock files
 };
 
 // Why a record was rejected (Prometheus label, status output).
 enum class RejectReason : uint8_t {
-  bad_header = 0,     // length, type or sequence out of protocol
+  bad_header = 0,  // length, type or sequence out of protocol
   bad_checksum = 1,
-  bad_payload = 2,    // FlatBuffers verifier or semantic check failed
+  bad_payload = 2,  // FlatBuffers verifier or semantic check failed
   too_large = 3,
   count_ = 4,
 };
@@ -175,7 +177,7 @@ struct ClientInfo {
   uint32_t slot = 0;
   uint32_t pid = 0;
   uint64_t epoch = 0;
-  uint64_t ring_used = 0;      // bytes written, not yet consumed
+  uint64_t ring_used = 0;  // bytes written, not yet consumed
   uint64_t ring_capacity = 0;
   uint64_t records = 0;
   uint64_t rejected = 0;

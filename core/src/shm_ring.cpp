@@ -1,0 +1,392 @@
+#include "shm_ring.hpp"
+
+#include <xxhash.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "eldr/footprint.hpp"
+#include "eldr/footprint_msg_generated.h"
+#include "eldr/geometry.hpp"
+
+namespace eldr::shm::detail {
+
+static_assert(std::endian::native == std::endian::little,
+              "the ring's records and FlatBuffers payloads are read in place: little-endian only");
+
+uint16_t current_schema(RecordType type) noexcept {
+  switch (type) {
+    case RecordType::footprint:
+      return kFootprintSchema;
+    case RecordType::complete:
+      return kCompleteSchema;
+    case RecordType::worker_report:
+      return kWorkerReportSchema;
+    case RecordType::worker_control:
+      return kWorkerControlSchema;
+    case RecordType::padding:
+      break;
+  }
+  return 0;
+}
+
+bool valid_ring_capacity(uint64_t capacity) noexcept {
+  return capacity >= kMinRingBytes && capacity <= kMaxRingBytes && (capacity & (capacity - 1)) == 0;
+}
+
+// ---- producer -------------------------------------------------------------------
+
+RingWriter::RingWriter(RingControl* control, uint8_t* data, uint32_t capacity, uint32_t epoch)
+    : m_control(control), m_data(data), m_capacity(capacity), m_epoch(epoch) {
+  m_position = control->producer.load(std::memory_order_relaxed);
+  m_cached_consumer = control->consumer.load(std::memory_order_acquire);
+}
+
+uint64_t* RingWriter::commit_word() const noexcept {
+  return reinterpret_cast<uint64_t*>(&m_control->producer);
+}
+
+Result<RingWriter::Reservation> RingWriter::reserve(RecordType type, uint16_t schema,
+                                                    size_t length) {
+  if (type == RecordType::padding)
+    return Status{Errc::invalid_argument, "padding records are written by the ring itself"};
+  if (length > max_payload(m_capacity))
+    return Status{Errc::capacity, "record payload of " + std::to_string(length) +
+                                      " bytes exceeds the ring's limit of " +
+                                      std::to_string(max_payload(m_capacity)) + " (ring of " +
+                                      std::to_string(m_capacity) + " bytes / 8)"};
+  const uint64_t span = record_span(length);
+  const uint64_t index = m_position & (m_capacity - 1);
+  const uint64_t tail = m_capacity - index;
+  const uint64_t pad = span > tail ? tail : 0;
+  const uint64_t need = pad + span;
+  if (m_position + need - m_cached_consumer > m_capacity) {
+    m_cached_consumer = m_control->consumer.load(std::memory_order_acquire);
+    if (m_position + need - m_cached_consumer > m_capacity)
+      return Status{Errc::ring_full,
+                    "ring full (" + std::to_string(m_position - m_cached_consumer) + " of " +
+                        std::to_string(m_capacity) + " bytes unread): retry later"};
+  }
+  if (pad != 0) {
+    RecordHeader padding{};
+    padding.length = static_cast<uint32_t>(tail - sizeof(RecordHeader));
+    padding.type = static_cast<uint16_t>(RecordType::padding);
+    padding.epoch = m_epoch;
+    std::memcpy(m_data + index, &padding, sizeof(padding));
+  }
+  auto* header = reinterpret_cast<RecordHeader*>(m_data + ((m_position + pad) & (m_capacity - 1)));
+  RecordHeader h{};
+  h.length = static_cast<uint32_t>(length);
+  h.type = static_cast<uint16_t>(type);
+  h.schema = schema;
+  h.sequence = m_sequence;
+  h.epoch = m_epoch;
+  h.flags = kRecordNoChecksum;  // until commit() checksums the payload
+  std::memcpy(header, &h, sizeof(h));
+  Reservation r;
+  r.header = header;
+  r.payload = reinterpret_cast<uint8_t*>(header) + sizeof(RecordHeader);
+  r.length = static_cast<uint32_t>(length);
+  r.commit_position = m_position + need;
+  return r;
+}
+
+void RingWriter::commit(const Reservation& reservation) {
+  const uint32_t checksum = XXH32(reservation.payload, reservation.length, 0);
+  std::memcpy(&reservation.header->checksum, &checksum, sizeof(checksum));
+  const uint32_t flags = 0;
+  std::memcpy(&reservation.header->flags, &flags, sizeof(flags));
+  m_control->producer.store(reservation.commit_position, std::memory_order_release);
+  mark_committed_externally(reservation);
+}
+
+void RingWriter::mark_committed_externally(const Reservation& reservation) {
+  m_position = reservation.commit_position;
+  ++m_sequence;
+}
+
+Status RingWriter::push(RecordType type, uint16_t schema, std::span<const uint8_t> payload) {
+  auto r = reserve(type, schema, payload.size());
+  if (!r) return r.status();
+  if (!payload.empty()) std::memcpy(r->payload, payload.data(), payload.size());
+  commit(*r);
+  return Status::ok();
+}
+
+// ---- consumer -------------------------------------------------------------------
+
+namespace {
+
+ReadResult violation(RejectReason reason, std::string message) {
+  ReadResult r;
+  r.outcome = ReadOutcome::violation;
+  r.reason = reason;
+  r.why = Status{Errc::corrupt, std::move(message)};
+  return r;
+}
+
+bool known_type(uint16_t type) {
+  return type >= static_cast<uint16_t>(RecordType::footprint) &&
+         type <= static_cast<uint16_t>(RecordType::worker_control);
+}
+
+}  // namespace
+
+Status check_positions(uint64_t producer, uint64_t consumer, uint64_t capacity) {
+  if (producer < consumer)
+    return {Errc::corrupt, "producer position " + std::to_string(producer) +
+                               " is behind the consumer's " + std::to_string(consumer)};
+  if (producer - consumer > capacity)
+    return {Errc::corrupt, "producer position " + std::to_string(producer) + " is " +
+                               std::to_string(producer - consumer) +
+                               " bytes ahead of the consumer, more than the ring's " +
+                               std::to_string(capacity)};
+  if (producer % kRecordAlign != 0)
+    return {Errc::corrupt, "producer position " + std::to_string(producer) + " is not " +
+                               std::to_string(kRecordAlign) + "-byte aligned"};
+  return Status::ok();
+}
+
+ReadResult read_record(std::span<const uint8_t> ring, uint64_t producer, uint32_t epoch,
+                       RingCursor& cursor, std::vector<uint8_t>& payload) {
+  const uint64_t capacity = ring.size();
+  // At most one padding record precedes a record (never one at index 0).
+  for (int step = 0; step < 2; ++step) {
+    if (producer == cursor.consumer) return {};
+    if (Status s = check_positions(producer, cursor.consumer, capacity); !s)
+      return violation(RejectReason::bad_header, s.message());
+    const uint64_t available = producer - cursor.consumer;
+    const uint64_t index = cursor.consumer & (capacity - 1);
+    const uint64_t tail = capacity - index;
+    RecordHeader h;  // read once, from a private copy
+    std::memcpy(&h, ring.data() + index, sizeof(h));
+    if (h.type == static_cast<uint16_t>(RecordType::padding)) {
+      if (index == 0 || h.length != tail - sizeof(RecordHeader))
+        return violation(RejectReason::bad_header, "padding record of " + std::to_string(h.length) +
+                                                       " bytes at ring offset " +
+                                                       std::to_string(index) +
+                                                       " does not end at the ring's end");
+      if (available <= tail)
+        return violation(RejectReason::bad_header,
+                         "padding record committed without the record that follows it");
+      cursor.consumer += tail;
+      continue;
+    }
+    if (!known_type(h.type))
+      return violation(RejectReason::bad_header, "unknown record type " + std::to_string(h.type));
+    if (h.length > max_payload(capacity))
+      return violation(RejectReason::too_large, "record of " + std::to_string(h.length) +
+                                                    " bytes exceeds the limit of " +
+                                                    std::to_string(max_payload(capacity)));
+    const uint64_t span = record_span(h.length);
+    if (span > tail)
+      return violation(RejectReason::bad_header,
+                       "record of " + std::to_string(h.length) + " bytes crosses the ring's end");
+    if (span > available)
+      return violation(RejectReason::bad_header,
+                       "record of " + std::to_string(h.length) + " bytes is longer than the " +
+                           std::to_string(available) + " committed bytes");
+    if (h.sequence != cursor.expected_sequence)
+      return violation(RejectReason::bad_header, "sequence " + std::to_string(h.sequence) +
+                                                     ", expected " +
+                                                     std::to_string(cursor.expected_sequence));
+    if (h.epoch != epoch)
+      return violation(RejectReason::bad_header, "record epoch " + std::to_string(h.epoch) +
+                                                     ", the slot's epoch is " +
+                                                     std::to_string(epoch));
+    if ((h.flags & ~kRecordNoChecksum) != 0)
+      return violation(RejectReason::bad_header, "unknown record flags " + std::to_string(h.flags));
+
+    payload.assign(ring.data() + index + sizeof(RecordHeader),
+                   ring.data() + index + sizeof(RecordHeader) + h.length);
+    cursor.consumer += span;
+    ++cursor.expected_sequence;
+    ReadResult r;
+    r.type = static_cast<RecordType>(h.type);
+    r.schema = h.schema;
+    r.sequence = h.sequence;
+    r.outcome = ReadOutcome::record;
+    if ((h.flags & kRecordNoChecksum) == 0) {
+      const uint32_t actual = XXH32(payload.data(), payload.size(), 0);
+      if (actual != h.checksum) {
+        r.outcome = ReadOutcome::rejected;
+        r.reason = RejectReason::bad_checksum;
+        r.why = Status{Errc::corrupt,
+                       "record " + std::to_string(h.sequence) + ": payload checksum mismatch"};
+      }
+    }
+    return r;
+  }
+  return violation(RejectReason::bad_header, "two padding records in a row");
+}
+
+// ---- payloads -------------------------------------------------------------------
+
+namespace {
+
+template <class T>
+std::span<const T> as_span(const flatbuffers::Vector<T>* v) {
+  if (v == nullptr) return {};
+  return {v->data(), v->size()};
+}
+
+Status check_schema(RecordType type, uint16_t schema) {
+  if (schema == current_schema(type)) return Status::ok();
+  return {Errc::unsupported, "record schema " + std::to_string(schema) +
+                                 " (this build reads schema " +
+                                 std::to_string(current_schema(type)) + ")"};
+}
+
+// Shape and range of a footprint, dense or block form (shared by both ends).
+Status check_footprint_fields(uint32_t layers, uint32_t experts, std::span<const int16_t> counts,
+                              std::span<const uint64_t> block_hashes,
+                              std::span<const uint8_t> row_present,
+                              std::span<const uint8_t> block_rows) {
+  const Geometry geometry{layers, experts, 0};
+  ELDR_TRY(geometry.validate());
+  const bool dense = !counts.empty();
+  const bool blocks = !block_hashes.empty();
+  if (dense == blocks)
+    return {Errc::invalid_argument,
+            dense ? "footprint carries both dense counts and block rows"
+                  : "footprint carries neither dense counts nor block hashes"};
+  if (dense) {
+    if (!row_present.empty() || !block_rows.empty())
+      return {Errc::invalid_argument, "dense footprint with block rows"};
+    return validate_footprint(geometry, counts);
+  }
+  uint64_t present = block_hashes.size();
+  if (!row_present.empty()) {
+    if (row_present.size() != block_hashes.size())
+      return {Errc::shape_mismatch, "row_present has " + std::to_string(row_present.size()) +
+                                        " entries for " + std::to_string(block_hashes.size()) +
+                                        " blocks"};
+    present = 0;
+    for (uint8_t p : row_present) {
+      if (p > 1)
+        return {Errc::out_of_range, "row_present entry " + std::to_string(p) + " is not 0 or 1"};
+      present += p;
+    }
+  }
+  if (block_rows.size() != present * geometry.cells())
+    return {Errc::shape_mismatch, "block rows hold " + std::to_string(block_rows.size()) +
+                                      " bytes, " + std::to_string(present) + " present rows of " +
+                                      geometry.to_string() + " need " +
+                                      std::to_string(present * geometry.cells())};
+  return Status::ok();
+}
+
+Status bad_size(const char* what, size_t got, size_t want) {
+  return {Errc::corrupt, std::string(what) + " payload of " + std::to_string(got) +
+                             " bytes, expected " + std::to_string(want)};
+}
+
+}  // namespace
+
+Status decode_record(RecordType type, uint16_t schema, std::span<const uint8_t> payload,
+                     DecodedRecord& out) {
+  out = DecodedRecord{};
+  out.type = type;
+  ELDR_TRY(check_schema(type, schema));
+  switch (type) {
+    case RecordType::footprint: {
+      // The verifier's alignment checks are relative to the buffer: it must be 8-aligned.
+      if (reinterpret_cast<uintptr_t>(payload.data()) % alignof(uint64_t) != 0)
+        return {Errc::internal, "footprint payload buffer is not 8-byte aligned"};
+      if (payload.size() < 8 || !fb::FootprintMsgBufferHasIdentifier(payload.data()))
+        return {Errc::corrupt, "footprint payload is not a FootprintMsg (identifier \"" +
+                                   std::string(fb::FootprintMsgIdentifier()) + "\")"};
+      flatbuffers::Verifier::Options opts;
+      opts.max_depth = 4;
+      opts.max_tables = 4;
+      flatbuffers::Verifier verifier(payload.data(), payload.size(), opts);
+      if (!fb::VerifyFootprintMsgBuffer(verifier))
+        return {Errc::corrupt, "footprint payload failed FlatBuffers verification"};
+      const fb::FootprintMsg* msg = fb::GetFootprintMsg(payload.data());
+      if (msg->request_id() == nullptr)
+        return {Errc::invalid_argument, "footprint without a request id"};
+      const std::string_view id(msg->request_id()->data(), msg->request_id()->size());
+      ELDR_TRY(validate_request_id(id));
+      out.request_id = id;
+      FootprintIn& f = out.footprint;
+      f.request_id = id;
+      f.layers = msg->layers();
+      f.experts = msg->experts();
+      f.counts = as_span(msg->counts());
+      f.block_hashes = as_span(msg->block_hashes());
+      f.row_present = as_span(msg->row_present());
+      f.block_rows = as_span(msg->block_rows());
+      f.prefill_end_ns = msg->prefill_end_ns();
+      return check_footprint_fields(f.layers, f.experts, f.counts, f.block_hashes, f.row_present,
+                                    f.block_rows);
+    }
+    case RecordType::complete: {
+      const std::string_view id(reinterpret_cast<const char*>(payload.data()), payload.size());
+      ELDR_TRY(validate_request_id(id));
+      out.request_id = id;
+      return Status::ok();
+    }
+    case RecordType::worker_report: {
+      WorkerReportMsg m;
+      if (payload.size() != sizeof(m)) return bad_size("worker report", payload.size(), sizeof(m));
+      std::memcpy(&m, payload.data(), sizeof(m));
+      if (m.worker > uint32_t{std::numeric_limits<int32_t>::max()})
+        return {Errc::out_of_range, "worker id " + std::to_string(m.worker) + " out of range"};
+      if (!std::isfinite(m.kv_usage) || m.kv_usage < 0.0f || m.kv_usage > 1.0f)
+        return {Errc::out_of_range,
+                "kv_usage " + std::to_string(m.kv_usage) + " is not a fraction in [0, 1]"};
+      out.worker = m.worker;
+      out.running = m.running;
+      out.kv_usage = m.kv_usage;
+      return Status::ok();
+    }
+    case RecordType::worker_control: {
+      WorkerControlMsg m;
+      if (payload.size() != sizeof(m)) return bad_size("worker control", payload.size(), sizeof(m));
+      std::memcpy(&m, payload.data(), sizeof(m));
+      if (m.worker > uint32_t{std::numeric_limits<int32_t>::max()})
+        return {Errc::out_of_range, "worker id " + std::to_string(m.worker) + " out of range"};
+      if (m.op < static_cast<uint32_t>(WorkerOp::add) ||
+          m.op > static_cast<uint32_t>(WorkerOp::remove))
+        return {Errc::out_of_range, "unknown worker op " + std::to_string(m.op)};
+      out.worker = m.worker;
+      out.op = static_cast<WorkerOp>(m.op);
+      return Status::ok();
+    }
+    case RecordType::padding:
+      break;
+  }
+  return {Errc::internal, "decode_record: unexpected record type"};
+}
+
+Status validate_footprint_message(const FootprintOut& f) {
+  ELDR_TRY(validate_request_id(f.request_id));
+  return check_footprint_fields(f.layers, f.experts, f.counts, f.block_hashes, f.row_present,
+                                f.block_rows);
+}
+
+Status encode_footprint(const FootprintOut& f, std::vector<uint8_t>& out) {
+  ELDR_TRY(validate_footprint_message(f));
+  const size_t estimate = 64 + f.request_id.size() + f.counts.size_bytes() +
+                          f.block_hashes.size_bytes() + f.row_present.size() + f.block_rows.size();
+  flatbuffers::FlatBufferBuilder fbb(estimate);
+  auto id = fbb.CreateString(f.request_id.data(), f.request_id.size());
+  flatbuffers::Offset<flatbuffers::Vector<int16_t>> counts;
+  flatbuffers::Offset<flatbuffers::Vector<uint64_t>> hashes;
+  flatbuffers::Offset<flatbuffers::Vector<uint8_t>> present, rows;
+  if (!f.counts.empty()) counts = fbb.CreateVector(f.counts.data(), f.counts.size());
+  if (!f.block_hashes.empty())
+    hashes = fbb.CreateVector(f.block_hashes.data(), f.block_hashes.size());
+  if (!f.row_present.empty())
+    present = fbb.CreateVector(f.row_present.data(), f.row_present.size());
+  if (!f.block_rows.empty()) rows = fbb.CreateVector(f.block_rows.data(), f.block_rows.size());
+  auto msg = fb::CreateFootprintMsg(fbb, id, f.layers, f.experts, counts, hashes, present, rows,
+                                    f.prefill_end_ns);
+  fb::FinishFootprintMsgBuffer(fbb, msg);
+  out.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  return Status::ok();
+}
+
+}  // namespace eldr::shm::detail

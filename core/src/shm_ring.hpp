@@ -1,0 +1,137 @@
+// One client's single-producer byte ring: the producer's writer and the
+// daemon's record reader/validator. The reader is a pure function of a ring
+// image (bytes + positions), so the fuzzer can feed it arbitrary bytes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "eldr/shm.hpp"
+#include "eldr/status.hpp"
+#include "shm_layout.hpp"
+
+namespace eldr::shm::detail {
+
+inline constexpr uint16_t kFootprintSchema = 1;
+inline constexpr uint16_t kCompleteSchema = 1;
+inline constexpr uint16_t kWorkerReportSchema = 1;
+inline constexpr uint16_t kWorkerControlSchema = 1;
+uint16_t current_schema(RecordType type) noexcept;
+
+// Fixed payloads (little-endian POD).
+struct WorkerReportMsg {
+  uint32_t worker;
+  uint32_t running;
+  float kv_usage;
+  uint32_t reserved;
+};
+struct WorkerControlMsg {
+  uint32_t worker;
+  uint32_t op;  // WorkerOp
+};
+static_assert(sizeof(WorkerReportMsg) == 16 && sizeof(WorkerControlMsg) == 8);
+
+// Bytes a record of `payload` bytes takes in the ring (header + payload, aligned).
+constexpr uint64_t record_span(uint64_t payload) {
+  return align_up(sizeof(RecordHeader) + payload, kRecordAlign);
+}
+// Largest payload a ring of `capacity` bytes takes: one record <= capacity / 8.
+constexpr uint64_t max_payload(uint64_t capacity) { return capacity / 8 - sizeof(RecordHeader); }
+bool valid_ring_capacity(uint64_t capacity) noexcept;
+
+// The producer's end. Not thread-safe: a ring has exactly one producer.
+class RingWriter {
+ public:
+  RingWriter() = default;
+  // Starts at the ring's current producer position with sequence 0.
+  RingWriter(RingControl* control, uint8_t* data, uint32_t capacity, uint32_t epoch);
+
+  struct Reservation {
+    uint8_t* payload = nullptr;
+    uint32_t length = 0;
+    RecordHeader* header = nullptr;
+    uint64_t commit_position = 0;
+  };
+  // Writes the record header (and a padding record first if the record would
+  // cross the ring's end) and returns where the payload goes. Nothing is
+  // visible to the consumer until commit(). capacity: record larger than the
+  // ring allows; ring_full: no room now (nothing written).
+  Result<Reservation> reserve(RecordType type, uint16_t schema, size_t length);
+  // CPU path: checksums the payload, then stores the producer position (release).
+  void commit(const Reservation& reservation);
+  // For a writer that publishes the position itself (GPU): the reservation is
+  // then committed when the control word reaches its commit_position.
+  void mark_committed_externally(const Reservation& reservation);
+  Status push(RecordType type, uint16_t schema, std::span<const uint8_t> payload);
+
+  uint64_t position() const noexcept { return m_position; }
+  uint64_t next_sequence() const noexcept { return m_sequence; }
+  uint64_t* commit_word() const noexcept;
+
+ private:
+  RingControl* m_control = nullptr;
+  uint8_t* m_data = nullptr;
+  uint32_t m_capacity = 0;
+  uint32_t m_epoch = 0;
+  uint64_t m_position = 0;         // committed position (ours)
+  uint64_t m_cached_consumer = 0;  // last consumer position seen
+  uint64_t m_sequence = 0;         // next record's sequence
+};
+
+// ---- the daemon's side: reading and validating --------------------------------
+
+struct RingCursor {
+  uint64_t consumer = 0;           // next byte to read
+  uint64_t expected_sequence = 0;  // next record's sequence
+};
+
+enum class ReadOutcome {
+  empty,      // nothing committed past the cursor
+  record,     // a record was copied out and its checksum holds; cursor advanced
+  rejected,   // framing fine, payload checksum wrong; cursor advanced
+  violation,  // producer broke the protocol (positions, header); cursor unchanged
+};
+
+struct ReadResult {
+  ReadOutcome outcome = ReadOutcome::empty;
+  RecordType type = RecordType::padding;
+  uint16_t schema = 0;
+  uint64_t sequence = 0;
+  RejectReason reason = RejectReason::bad_header;
+  Status why;
+};
+
+// Checks that a producer position is possible at all for this cursor.
+Status check_positions(uint64_t producer, uint64_t consumer, uint64_t capacity);
+
+// Reads the record at cursor.consumer from `ring` (capacity bytes, a power of
+// two) given the producer position already loaded (acquire) by the caller.
+// Reads every header field once from a private copy, bound-checks it, skips
+// padding, copies the payload into `payload` and verifies its checksum. The
+// ring may be concurrently scribbled on: only the copies are trusted.
+ReadResult read_record(std::span<const uint8_t> ring, uint64_t producer, uint32_t epoch,
+                       RingCursor& cursor, std::vector<uint8_t>& payload);
+
+// A validated payload. Spans point into the payload buffer it was decoded from.
+struct DecodedRecord {
+  RecordType type = RecordType::padding;
+  FootprintIn footprint;        // type footprint
+  std::string_view request_id;  // footprint and complete
+  uint32_t worker = 0;          // worker_report / worker_control
+  uint32_t running = 0;
+  float kv_usage = 0.0f;
+  WorkerOp op = WorkerOp::add;
+};
+
+// Verifies a payload of `type` (FlatBuffers verifier, then semantic checks).
+// On failure `request_id` is set when the payload carried a readable one.
+Status decode_record(RecordType type, uint16_t schema, std::span<const uint8_t> payload,
+                     DecodedRecord& out);
+
+// Builds the footprint payload (the producer side of decode_record).
+Status encode_footprint(const FootprintOut& footprint, std::vector<uint8_t>& out);
+Status validate_footprint_message(const FootprintOut& footprint);
+
+}  // namespace eldr::shm::detail
