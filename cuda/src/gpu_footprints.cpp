@@ -1,0 +1,468 @@
+#include "eldr/cuda/gpu_footprints.hpp"
+
+#include <cuda_runtime_api.h>
+#include <flatbuffers/flatbuffers.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "eldr/footprint_msg_generated.h"
+#include "eldr/shm.hpp"
+#include "eldr/signature_cache.hpp"
+#include "kernels.hpp"
+
+namespace eldr::gpu {
+
+namespace {
+
+using detail::RowsView;
+
+static_assert(detail::kErrExpertId == kRowErrExpertId && detail::kErrSlot == kRowErrSlot &&
+                  detail::kErrBlockRow == kRowErrBlockRow &&
+                  detail::kErrFootprint == kRowErrFootprint &&
+                  detail::kErrBlockId == kRowErrBlockId,
+              "the kernels' error bits drifted from the CPU reference's");
+
+Status cuda_error(cudaError_t e, const std::string& what) {
+  cudaGetLastError();  // clear a non-sticky error so the next call starts clean
+  const Errc code = e == cudaErrorMemoryAllocation ? Errc::out_of_memory : Errc::cuda;
+  return {code, what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
+}
+
+#define ELDR_CUDA_TRY(call, what)                                                \
+  do {                                                                           \
+    if (cudaError_t e_ = (call); e_ != cudaSuccess) return cuda_error(e_, what); \
+  } while (0)
+
+// Makes the object's device current for one call and restores the caller's.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&m_previous) != cudaSuccess) m_previous = -1;
+    m_status = m_previous == device ? cudaSuccess : cudaSetDevice(device);
+  }
+  ~DeviceScope() {
+    if (m_previous >= 0 && m_status == cudaSuccess) cudaSetDevice(m_previous);
+  }
+  cudaError_t status() const { return m_status; }
+
+ private:
+  int m_previous = -1;
+  cudaError_t m_status = cudaSuccess;
+};
+
+// A kernel given a pageable host pointer faults and takes the whole CUDA
+// context (the engine's) down with it: check every pointer first.
+Status check_accessible(const void* p, const char* what, int device) {
+  if (p == nullptr) return {Errc::invalid_argument, std::string(what) + " is NULL"};
+  cudaPointerAttributes a{};
+  if (cudaError_t e = cudaPointerGetAttributes(&a, p); e != cudaSuccess) {
+    cudaGetLastError();
+    return {Errc::invalid_argument, std::string(what) + " is not a CUDA-accessible pointer (" +
+                                        cudaGetErrorString(e) + ")"};
+  }
+  switch (a.type) {
+    case cudaMemoryTypeDevice:
+      if (a.device != device)
+        return {Errc::invalid_argument, std::string(what) + " lives on device " +
+                                            std::to_string(a.device) + ", not on device " +
+                                            std::to_string(device)};
+      return Status::ok();
+    case cudaMemoryTypeManaged:
+      return Status::ok();
+    case cudaMemoryTypeHost:
+      if (a.devicePointer == nullptr)
+        return {Errc::invalid_argument,
+                std::string(what) + " is pinned host memory that is not mapped for the device"};
+      return Status::ok();
+    default:
+      return {Errc::invalid_argument,
+              std::string(what) +
+                  " is ordinary host memory: pass device, managed or mapped pinned memory"};
+  }
+}
+
+// The mapping of this process (from /proc/self/maps) that holds `p`.
+struct Range {
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+  bool contains(uintptr_t p, size_t n) const { return p >= begin && p + n <= end; }
+};
+
+std::optional<Range> mapping_of(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  std::FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (maps == nullptr) return std::nullopt;
+  std::optional<Range> found;
+  char line[512];
+  while (std::fgets(line, sizeof(line), maps) != nullptr) {
+    unsigned long long begin = 0, end = 0;
+    if (std::sscanf(line, "%llx-%llx", &begin, &end) != 2) continue;
+    if (address >= begin && address < end) {
+      found = Range{static_cast<uintptr_t>(begin), static_cast<uintptr_t>(end)};
+      break;
+    }
+  }
+  std::fclose(maps);
+  return found;
+}
+
+uint64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// A FootprintMsg with its counts left for the GPU: the builder's bytes and
+// where the counts start in them.
+struct Skeleton {
+  flatbuffers::FlatBufferBuilder builder;
+  size_t counts_offset = 0;
+};
+
+void build_skeleton(Skeleton& s, std::string_view request_id, const Geometry& g) {
+  auto& fbb = s.builder;
+  fbb.Clear();
+  const size_t cells = g.cells();
+  const auto id = fbb.CreateString(request_id.data(), request_id.size());
+  // 8-byte aligned counts (the payload itself is 32-byte aligned in the ring),
+  // so the hand-off writes whole words.
+  fbb.ForceVectorAlignment(cells, sizeof(int16_t), 8);
+  int16_t* counts = nullptr;
+  const auto vec = fbb.CreateUninitializedVector(cells, &counts);
+  // The builder grows downwards: the distance from the end stays valid.
+  const size_t from_end = fbb.GetSize() - static_cast<size_t>(reinterpret_cast<uint8_t*>(counts) -
+                                                              fbb.GetCurrentBufferPointer());
+  fb::FootprintMsgBuilder msg(fbb);
+  msg.add_request_id(id);
+  msg.add_layers(g.layers);
+  msg.add_experts(g.experts);
+  msg.add_counts(vec);
+  msg.add_prefill_end_ns(realtime_ns());
+  fbb.Finish(msg.Finish(), fb::FootprintMsgIdentifier());
+  s.counts_offset = fbb.GetSize() - from_end;
+}
+
+}  // namespace
+
+bool device_available() noexcept {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+Status validate(const Options& o) {
+  ELDR_TRY(o.geometry.validate());
+  if (o.geometry.top_k == 0)
+    return {Errc::invalid_argument, "top_k must be > 0 (expert ids are [tokens][L][k])"};
+  if (o.block_size == 0 || o.block_size > kMaxBlockSize)
+    return {Errc::invalid_argument, "block_size must be in [1, " + std::to_string(kMaxBlockSize) +
+                                        "], got " + std::to_string(o.block_size)};
+  if (o.num_blocks == 0) return {Errc::invalid_argument, "num_blocks must be > 0"};
+  if (o.max_requests == 0 || o.max_requests > 65535)
+    return {Errc::invalid_argument,
+            "max_requests_per_step must be in [1, 65535], got " + std::to_string(o.max_requests)};
+  if (o.device < 0)
+    return {Errc::invalid_argument, "device must be >= 0, got " + std::to_string(o.device)};
+  return Status::ok();
+}
+
+struct GpuFootprints::Impl {
+  Options options;
+  RowsView rows;
+  uint32_t* flags = nullptr;       // device: sticky bits
+  uint32_t* host_flags = nullptr;  // pinned: take_errors' landing word
+  detail::SumScratch scratch;
+  int16_t* footprints = nullptr;  // device [max_requests][L][E]: push staging, lazily
+  int sm_count = 1;
+  std::vector<Range> registered;  // host ranges this object registered
+  Skeleton skeleton;
+
+  ~Impl() {
+    DeviceScope scope(options.device);
+    for (const Range& r : registered) cudaHostUnregister(reinterpret_cast<void*>(r.begin));
+    cudaFree(rows.rows);
+    cudaFree(flags);
+    cudaFree(scratch.partial);
+    cudaFree(scratch.arrivals);
+    cudaFree(scratch.request_flags);
+    cudaFree(footprints);
+    cudaFreeHost(host_flags);
+    cudaGetLastError();
+  }
+
+  size_t padded_row_bytes() const { return size_t{rows.layers} * rows.experts_padded; }
+  size_t cells() const { return options.geometry.cells(); }
+
+  // Device address of host memory in a registered (mapped) range; registers
+  // the whole mapping that holds it on first use (the client's shared-memory
+  // segment: once per attachment).
+  Result<void*> device_address(void* host, size_t bytes) {
+    const auto p = reinterpret_cast<uintptr_t>(host);
+    auto known = std::find_if(registered.begin(), registered.end(),
+                              [&](const Range& r) { return r.contains(p, bytes); });
+    if (known == registered.end()) {
+      auto range = mapping_of(host);
+      if (!range || !range->contains(p, bytes))
+        return Status{Errc::internal, "ring memory is not inside one mapping of this process"};
+      // A range of ours overlapping it belongs to an unmapped old segment (the
+      // client re-attached): drop it.
+      std::erase_if(registered, [&](const Range& r) {
+        const bool stale = r.begin < range->end && range->begin < r.end;
+        if (stale) cudaHostUnregister(reinterpret_cast<void*>(r.begin));
+        return stale;
+      });
+      cudaGetLastError();
+      const cudaError_t e =
+          cudaHostRegister(reinterpret_cast<void*>(range->begin), range->end - range->begin,
+                           cudaHostRegisterMapped | cudaHostRegisterPortable);
+      if (e == cudaErrorHostMemoryAlreadyRegistered) {
+        cudaGetLastError();  // registered by someone else (the engine): usable, not ours
+      } else if (e != cudaSuccess) {
+        return cuda_error(e, "cudaHostRegister of the ring's shared memory");
+      } else {
+        registered.push_back(*range);
+      }
+    }
+    void* device = nullptr;
+    ELDR_CUDA_TRY(cudaHostGetDevicePointer(&device, host, 0),
+                  "cudaHostGetDevicePointer of the ring's shared memory");
+    return device;
+  }
+
+  Status sum(const int32_t* block_table, uint32_t max_blocks, const int32_t* num_blocks,
+             uint32_t requests, int16_t* out, cudaStream_t stream) {
+    ELDR_CUDA_TRY(detail::launch_sum(rows, block_table, max_blocks, num_blocks, requests, out,
+                                     scratch, flags, sm_count, stream),
+                  "request-sum kernel launch");
+    return Status::ok();
+  }
+
+  Status check_sum_args(const int32_t* block_table, uint32_t max_blocks, const int32_t* num_blocks,
+                        uint32_t requests) const {
+    if (requests > options.max_requests)
+      return {Errc::invalid_argument, std::to_string(requests) +
+                                          " requests exceed max_requests_per_step " +
+                                          std::to_string(options.max_requests)};
+    if (max_blocks > kMaxBlocksPerRequest)
+      return {Errc::invalid_argument, "max_blocks " + std::to_string(max_blocks) + " exceeds " +
+                                          std::to_string(kMaxBlocksPerRequest)};
+    ELDR_TRY(check_accessible(num_blocks, "num_blocks", options.device));
+    if (max_blocks > 0) ELDR_TRY(check_accessible(block_table, "block_table", options.device));
+    return Status::ok();
+  }
+};
+
+GpuFootprints::GpuFootprints(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+GpuFootprints::~GpuFootprints() = default;
+const Options& GpuFootprints::options() const noexcept { return m_impl->options; }
+
+Result<std::unique_ptr<GpuFootprints>> GpuFootprints::create(const Options& options) {
+  ELDR_TRY(validate(options));
+  int count = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess)
+    return cuda_error(e, "no usable CUDA device");
+  if (options.device >= count)
+    return Status{Errc::invalid_argument, "device " + std::to_string(options.device) +
+                                              " does not exist (" + std::to_string(count) +
+                                              " CUDA devices)"};
+  DeviceScope scope(options.device);
+  ELDR_CUDA_TRY(scope.status(), "cudaSetDevice(" + std::to_string(options.device) + ")");
+
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  const Geometry& g = options.geometry;
+  RowsView& v = impl->rows;
+  v.num_blocks = options.num_blocks;
+  v.layers = g.layers;
+  v.experts = g.experts;
+  v.experts_padded = detail::padded_experts(g.experts);
+  v.block_size = options.block_size;
+  ELDR_CUDA_TRY(
+      cudaDeviceGetAttribute(&impl->sm_count, cudaDevAttrMultiProcessorCount, options.device),
+      "cudaDeviceGetAttribute");
+
+  const size_t row_bytes = impl->padded_row_bytes();
+  const size_t rows_bytes = row_bytes * options.num_blocks;
+  ELDR_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&v.rows), rows_bytes),
+                "allocating " + std::to_string(rows_bytes) + " bytes of block rows");
+  ELDR_CUDA_TRY(cudaMemset(v.rows, 0, rows_bytes), "cudaMemset");
+  ELDR_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&impl->flags), sizeof(uint32_t)), "cudaMalloc");
+  ELDR_CUDA_TRY(cudaMemset(impl->flags, 0, sizeof(uint32_t)), "cudaMemset");
+  const size_t partial_bytes = size_t{options.max_requests} * row_bytes * sizeof(int32_t);
+  ELDR_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&impl->scratch.partial), partial_bytes),
+                "allocating the request-sum scratch");
+  ELDR_CUDA_TRY(cudaMemset(impl->scratch.partial, 0, partial_bytes), "cudaMemset");
+  const size_t per_request = size_t{options.max_requests} * sizeof(uint32_t);
+  ELDR_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&impl->scratch.arrivals), per_request),
+                "cudaMalloc");
+  ELDR_CUDA_TRY(cudaMemset(impl->scratch.arrivals, 0, per_request), "cudaMemset");
+  ELDR_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&impl->scratch.request_flags), per_request),
+                "cudaMalloc");
+  ELDR_CUDA_TRY(cudaMemset(impl->scratch.request_flags, 0, per_request), "cudaMemset");
+  ELDR_CUDA_TRY(cudaMallocHost(reinterpret_cast<void**>(&impl->host_flags), sizeof(uint32_t)),
+                "cudaMallocHost");
+  ELDR_CUDA_TRY(cudaDeviceSynchronize(), "initialising the block rows");
+  return std::unique_ptr<GpuFootprints>(new GpuFootprints(std::move(impl)));
+}
+
+Status GpuFootprints::update_blocks(const void* expert_ids, uint32_t id_bytes, uint32_t tokens,
+                                    int32_t layer, const int64_t* slot_mapping, void* stream) {
+  Impl& m = *m_impl;
+  if (id_bytes != 4 && id_bytes != 8)
+    return {Errc::invalid_argument,
+            "id_bytes must be 4 (int32) or 8 (int64), got " + std::to_string(id_bytes)};
+  if (layer >= 0 && static_cast<uint32_t>(layer) >= m.rows.layers)
+    return {Errc::out_of_range, "layer " + std::to_string(layer) + " is outside [0, " +
+                                    std::to_string(m.rows.layers) + ")"};
+  if (tokens == 0) return Status::ok();
+  DeviceScope scope(m.options.device);
+  ELDR_CUDA_TRY(scope.status(), "cudaSetDevice");
+  ELDR_TRY(check_accessible(expert_ids, "expert_ids", m.options.device));
+  ELDR_TRY(check_accessible(slot_mapping, "slot_mapping", m.options.device));
+  ELDR_CUDA_TRY(
+      detail::launch_update(m.rows, expert_ids, id_bytes, tokens, layer, m.options.geometry.top_k,
+                            slot_mapping, m.flags, static_cast<cudaStream_t>(stream)),
+      "block-row update kernel launch");
+  return Status::ok();
+}
+
+Status GpuFootprints::sum_requests(const int32_t* block_table, uint32_t max_blocks,
+                                   const int32_t* num_blocks, uint32_t requests, int16_t* out,
+                                   void* stream) {
+  Impl& m = *m_impl;
+  if (requests == 0) return Status::ok();
+  DeviceScope scope(m.options.device);
+  ELDR_CUDA_TRY(scope.status(), "cudaSetDevice");
+  ELDR_TRY(m.check_sum_args(block_table, max_blocks, num_blocks, requests));
+  ELDR_TRY(check_accessible(out, "out", m.options.device));
+  return m.sum(block_table, max_blocks, num_blocks, requests, out,
+               static_cast<cudaStream_t>(stream));
+}
+
+Status GpuFootprints::push_requests(shm::Client& client,
+                                    std::span<const std::string_view> request_ids,
+                                    const int32_t* block_table, uint32_t max_blocks,
+                                    const int32_t* num_blocks, void* stream) {
+  Impl& m = *m_impl;
+  const auto requests = static_cast<uint32_t>(request_ids.size());
+  if (request_ids.size() > m.options.max_requests)
+    return {Errc::invalid_argument, std::to_string(request_ids.size()) +
+                                        " requests exceed max_requests_per_step " +
+                                        std::to_string(m.options.max_requests)};
+  for (size_t r = 0; r < request_ids.size(); ++r)
+    if (Status s = shm::validate_request_id(request_ids[r]); !s)
+      return {s.code(), "request_ids[" + std::to_string(r) + "]: " + s.message()};
+  if (requests == 0) return Status::ok();
+  DeviceScope scope(m.options.device);
+  ELDR_CUDA_TRY(scope.status(), "cudaSetDevice");
+  ELDR_TRY(m.check_sum_args(block_table, max_blocks, num_blocks, requests));
+  const auto s = static_cast<cudaStream_t>(stream);
+  const size_t cells = m.cells();
+  if (m.footprints == nullptr)
+    ELDR_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&m.footprints),
+                             size_t{m.options.max_requests} * cells * sizeof(int16_t)),
+                  "allocating the push staging footprints");
+  ELDR_TRY(m.sum(block_table, max_blocks, num_blocks, requests, m.footprints, s));
+
+  std::optional<shm::Client::Claim> previous;
+  for (uint32_t r = 0; r < requests; ++r) {
+    build_skeleton(m.skeleton, request_ids[r], m.options.geometry);
+    const size_t bytes = m.skeleton.builder.GetSize();
+    if (previous) {
+      // One claim at a time: wait (bounded) until the GPU committed the last.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      std::atomic_ref<uint64_t> word(*previous->commit_word);
+      while (word.load(std::memory_order_acquire) != previous->commit_position) {
+        if (std::chrono::steady_clock::now() > deadline)
+          return {Errc::timeout, "the GPU did not commit request " + std::to_string(r - 1) +
+                                     " within 10 s; requests from " + std::to_string(r) +
+                                     " on were not pushed"};
+        std::this_thread::yield();
+      }
+    }
+    auto claim = client.claim(shm::RecordType::footprint, bytes);
+    if (!claim) {
+      const Status& st = claim.status();
+      if (r == 0) return st;
+      return {st.code(), st.message() + " (requests [0, " + std::to_string(r) +
+                             ") were pushed, the rest not)"};
+    }
+    auto abort_with = [&](Status st) {
+      (void)client.abort(*claim);
+      return st;
+    };
+    auto payload = m.device_address(claim->payload.data(), claim->payload.size());
+    if (!payload) return abort_with(payload.status());
+    auto commit = m.device_address(claim->commit_word, sizeof(uint64_t));
+    if (!commit) return abort_with(commit.status());
+    std::memcpy(claim->payload.data(), m.skeleton.builder.GetBufferPointer(), bytes);
+    std::atomic_thread_fence(std::memory_order_release);
+    auto* dst =
+        reinterpret_cast<int16_t*>(static_cast<uint8_t*>(*payload) + m.skeleton.counts_offset);
+    if (cudaError_t e = detail::launch_handoff(
+            m.footprints + r * cells, static_cast<uint32_t>(cells), m.scratch.request_flags + r,
+            dst, static_cast<uint64_t*>(*commit), claim->commit_position, s);
+        e != cudaSuccess)
+      return abort_with(cuda_error(e, "ring hand-off kernel launch"));
+    previous = *claim;
+  }
+  return Status::ok();
+}
+
+Result<uint32_t> GpuFootprints::take_errors(void* stream) {
+  Impl& m = *m_impl;
+  DeviceScope scope(m.options.device);
+  ELDR_CUDA_TRY(scope.status(), "cudaSetDevice");
+  const auto s = static_cast<cudaStream_t>(stream);
+  ELDR_CUDA_TRY(cudaMemcpyAsync(m.host_flags, m.flags, sizeof(uint32_t), cudaMemcpyDeviceToHost, s),
+                "reading the error flags");
+  ELDR_CUDA_TRY(cudaMemsetAsync(m.flags, 0, sizeof(uint32_t), s), "clearing the error flags");
+  ELDR_CUDA_TRY(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  return *m.host_flags;
+}
+
+Result<std::vector<uint8_t>> GpuFootprints::copy_rows(void* stream) const {
+  const Impl& m = *m_impl;
+  DeviceScope scope(m.options.device);
+  ELDR_CUDA_TRY(scope.status(), "cudaSetDevice");
+  const auto s = static_cast<cudaStream_t>(stream);
+  const size_t padded = m.padded_row_bytes() / m.rows.layers;
+  std::vector<uint8_t> raw(m.padded_row_bytes() * m.rows.num_blocks);
+  ELDR_CUDA_TRY(cudaMemcpyAsync(raw.data(), m.rows.rows, raw.size(), cudaMemcpyDeviceToHost, s),
+                "copying the rows");
+  ELDR_CUDA_TRY(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  const size_t experts = m.rows.experts;
+  std::vector<uint8_t> out(size_t{m.rows.num_blocks} * m.rows.layers * experts);
+  for (size_t i = 0; i < size_t{m.rows.num_blocks} * m.rows.layers; ++i)
+    std::memcpy(out.data() + i * experts, raw.data() + i * padded, experts);
+  return out;
+}
+
+Result<std::vector<uint32_t>> GpuFootprints::request_flags(uint32_t requests, void* stream) const {
+  const Impl& m = *m_impl;
+  if (requests > m.options.max_requests)
+    return Status{Errc::invalid_argument, "more requests than max_requests_per_step"};
+  DeviceScope scope(m.options.device);
+  ELDR_CUDA_TRY(scope.status(), "cudaSetDevice");
+  const auto s = static_cast<cudaStream_t>(stream);
+  std::vector<uint32_t> out(requests);
+  ELDR_CUDA_TRY(cudaMemcpyAsync(out.data(), m.scratch.request_flags, requests * sizeof(uint32_t),
+                                cudaMemcpyDeviceToHost, s),
+                "copying the request flags");
+  ELDR_CUDA_TRY(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  return out;
+}
+
+}  // namespace eldr::gpu
