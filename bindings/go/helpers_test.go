@@ -105,7 +105,8 @@ func startDaemon(t *testing.T, workers uint32) string {
 		t.Fatal(err)
 	}
 	instance := fmt.Sprintf("go-%d-%d", os.Getpid(), time.Now().UnixNano()%1000000)
-	cmd := exec.Command(bin, "--instance", instance, "--table", tablePath)
+	cmd := exec.Command(bin, "--instance", instance, "--table", tablePath,
+		"--log-level", "warn", "--metrics-port", "0")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start eldrd: %v", err)

@@ -143,6 +143,7 @@ impl Daemon {
             .arg(&instance)
             .arg("--table")
             .arg(&table_path)
+            .args(["--log-level", "warn", "--metrics-port", "0"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

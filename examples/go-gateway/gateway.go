@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"eldr.dev/eldr"
+)
+
+// Decisions is the part of *eldr.Client the gateway uses.
+type Decisions interface {
+	Wait(requestID string, timeout time.Duration) (eldr.Decision, error)
+	Complete(requestID string) error
+}
+
+// Gateway takes /v1/completions, has the prefill engine run the prompt (the
+// engine pushes the request's footprint to eldr), asks eldr which decode
+// worker should take the request, and forwards it there.
+type Gateway struct {
+	PrefillURL string // POST {"request_id","prompt_tokens"} -> {"request_id","tokens"}
+	// DecodeURL is the decode endpoint; "{worker}" in it is replaced by the
+	// chosen worker id, so one URL can name a pool of per-worker servers.
+	// The body carries the worker too: POST {"request_id","worker","max_tokens"}.
+	DecodeURL       string
+	Eldr            Decisions
+	HTTP            *http.Client
+	DecisionTimeout time.Duration // how long to wait for eldr's decision
+	// FallbackWorkers > 0: when eldr has no decision (daemon down, timeout),
+	// route by request-id hash over this many workers instead of failing.
+	FallbackWorkers int
+	// ReportCompletion: tell eldr when the decode returns. Off when the
+	// decode engine reports completion itself (as examples/python-engine does).
+	ReportCompletion bool
+	Log              *log.Logger
+
+	served, failed, fallbacks atomic.Uint64
+}
+
+type completionRequest struct {
+	RequestID    string          `json:"request_id,omitempty"`
+	PromptTokens json.RawMessage `json:"prompt_tokens"`
+	MaxTokens    int             `json:"max_tokens"`
+}
+
+type completionResponse struct {
+	RequestID     string          `json:"request_id"`
+	Worker        int32           `json:"worker"`
+	Similarity    float32         `json:"similarity"`
+	BandSize      uint32          `json:"band_size"`
+	TableEpoch    uint64          `json:"table_epoch"`
+	RoutedBy      string          `json:"routed_by"` // "eldr" or "fallback"
+	PrefillTokens json.RawMessage `json:"prefill_tokens,omitempty"`
+	Text          string          `json:"text"`
+}
+
+type prefillRequest struct {
+	RequestID    string          `json:"request_id"`
+	PromptTokens json.RawMessage `json:"prompt_tokens"`
+}
+
+type prefillResponse struct {
+	RequestID string          `json:"request_id"`
+	Tokens    json.RawMessage `json:"tokens"`
+}
+
+type decodeRequest struct {
+	RequestID string `json:"request_id"`
+	Worker    int32  `json:"worker"`
+	MaxTokens int    `json:"max_tokens"`
+}
+
+type decodeResponse struct {
+	RequestID string `json:"request_id"`
+	Worker    int32  `json:"worker"`
+	Text      string `json:"text"`
+}
+
+// httpError is a failure with the status code the client should see.
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func fail(code int, format string, args ...interface{}) error {
+	return &httpError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+const maxBodyBytes = 8 << 20
+
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/healthz":
+		g.healthz(w, r)
+	case "/v1/completions":
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "use POST"})
+			return
+		}
+		resp, err := g.complete(r.Context(), http.MaxBytesReader(w, r.Body, maxBodyBytes))
+		if err != nil {
+			g.failed.Add(1)
+			var he *httpError
+			if !errors.As(err, &he) {
+				he = &httpError{code: http.StatusInternalServerError, msg: err.Error()}
+			}
+			g.logf("completion failed (%d): %s", he.code, he.msg)
+			writeJSON(w, he.code, map[string]string{"error": he.msg})
+			return
+		}
+		g.served.Add(1)
+		writeJSON(w, http.StatusOK, resp)
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
+	}
+}
+
+func (g *Gateway) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]interface{}{
+		"status": "ok", "served": g.served.Load(), "failed": g.failed.Load(),
+		"fallbacks": g.fallbacks.Load(),
+	})
+}
+
+func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResponse, error) {
+	var req completionRequest
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, fail(http.StatusBadRequest, "bad request body: %v", err)
+	}
+	if len(req.PromptTokens) == 0 || string(req.PromptTokens) == "null" {
+		return nil, fail(http.StatusBadRequest, "prompt_tokens is required")
+	}
+	if req.MaxTokens <= 0 {
+		return nil, fail(http.StatusBadRequest, "max_tokens must be positive")
+	}
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	} else if len(req.RequestID) > eldr.MaxRequestIDBytes || strings.IndexByte(req.RequestID, 0) >= 0 {
+		return nil, fail(http.StatusBadRequest, "request_id must be 1..%d bytes without NUL",
+			eldr.MaxRequestIDBytes)
+	}
+
+	// 1. Prefill. The engine pushes the footprint to eldr as it finishes.
+	var pre prefillResponse
+	if err := g.post(ctx, g.PrefillURL, prefillRequest{req.RequestID, req.PromptTokens}, &pre); err != nil {
+		return nil, fail(http.StatusBadGateway, "prefill: %v", err)
+	}
+
+	// 2. The decode worker: eldr's decision for this request id.
+	resp := &completionResponse{RequestID: req.RequestID, PrefillTokens: pre.Tokens, RoutedBy: "eldr"}
+	d, err := g.Eldr.Wait(req.RequestID, g.DecisionTimeout)
+	switch {
+	case err == nil:
+		resp.Worker, resp.Similarity, resp.BandSize, resp.TableEpoch =
+			d.Worker, d.Similarity, d.BandSize, d.TableEpoch
+	case g.FallbackWorkers > 0:
+		g.fallbacks.Add(1)
+		g.logf("request %s: no eldr decision (%v): fallback routing", req.RequestID, err)
+		resp.Worker, resp.RoutedBy = fallbackWorker(req.RequestID, g.FallbackWorkers), "fallback"
+	case errors.Is(err, eldr.ErrTimeout):
+		return nil, fail(http.StatusGatewayTimeout, "no eldr decision within %v", g.DecisionTimeout)
+	default:
+		return nil, fail(http.StatusServiceUnavailable, "eldr: %v", err)
+	}
+
+	// 3. Decode on the chosen worker.
+	url := strings.ReplaceAll(g.DecodeURL, "{worker}", strconv.Itoa(int(resp.Worker)))
+	var out decodeResponse
+	err = g.post(ctx, url, decodeRequest{req.RequestID, resp.Worker, req.MaxTokens}, &out)
+	if g.ReportCompletion && resp.RoutedBy == "eldr" {
+		// Finished or failed, the request no longer runs on the worker.
+		if cerr := g.Eldr.Complete(req.RequestID); cerr != nil {
+			g.logf("request %s: eldr complete: %v", req.RequestID, cerr)
+		}
+	}
+	if err != nil {
+		return nil, fail(http.StatusBadGateway, "decode on worker %d: %v", resp.Worker, err)
+	}
+	if out.RequestID != req.RequestID {
+		return nil, fail(http.StatusBadGateway, "decode answered for request %q, not %q",
+			out.RequestID, req.RequestID)
+	}
+	resp.Text = out.Text
+	return resp, nil
+}
+
+// post sends v as JSON and decodes a 200 answer into out.
+func (g *Gateway) post(ctx context.Context, url string, v, out interface{}) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := g.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d: %s", url, resp.StatusCode, strings.TrimSpace(string(data)))
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s: bad JSON answer: %v", url, err)
+	}
+	return nil
+}
+
+func (g *Gateway) logf(format string, args ...interface{}) {
+	if g.Log != nil {
+		g.Log.Printf(format, args...)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v interface{}) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func newRequestID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Sprintf("gw-%d", time.Now().UnixNano())
+	}
+	return "gw-" + hex.EncodeToString(b[:])
+}
+
+// fallbackWorker spreads requests evenly and stably when eldr is unavailable.
+func fallbackWorker(requestID string, workers int) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(requestID))
+	return int32(h.Sum32() % uint32(workers))
+}
