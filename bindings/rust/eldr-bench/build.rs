@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn run(cmd: &mut Command) {
-    let status = cmd.status().unwrap_or_else(|e| panic!("cannot run {:?}: {}", cmd, e));
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {:?}: {}", cmd, e));
     assert!(status.success(), "{:?} failed: {}", cmd, status);
 }
 

@@ -7,8 +7,6 @@ fn main() {
     if let Ok(dir) = std::env::var("ELDR_LIB_DIR") {
         if !dir.is_empty() {
             println!("cargo:rustc-link-search=native={}", dir);
-            // Exposed to dependents' build scripts as DEP_ELDR_LIB_DIR (rpath for binaries).
-            println!("cargo:lib_dir={}", dir);
         }
     }
     println!("cargo:rustc-link-lib=dylib=eldr");

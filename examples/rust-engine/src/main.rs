@@ -44,9 +44,10 @@ fn parse_args() -> Result<Options, String> {
         }
         let value = it.next().ok_or_else(|| format!("{} needs a value", flag))?;
         let millis = || {
-            value.parse::<u32>().map(|v| Duration::from_millis(v as u64)).map_err(|_| {
-                format!("{}: {:?} is not a number of milliseconds", flag, value)
-            })
+            value
+                .parse::<u32>()
+                .map(|v| Duration::from_millis(v as u64))
+                .map_err(|_| format!("{}: {:?} is not a number of milliseconds", flag, value))
         };
         match flag.as_str() {
             "--instance" => o.instance = value.clone(),
@@ -54,9 +55,7 @@ fn parse_args() -> Result<Options, String> {
             "--prefix" => o.prefix = value.clone(),
             "--timeout-ms" => o.timeout = millis()?,
             "--open-timeout-ms" => o.open_timeout = millis()?,
-            "--limit" => {
-                o.limit = value.parse().map_err(|_| format!("--limit: {:?}", value))?
-            }
+            "--limit" => o.limit = value.parse().map_err(|_| format!("--limit: {:?}", value))?,
             _ => return Err(format!("unknown option {}", flag)),
         }
     }
@@ -84,8 +83,10 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let client_options =
-        eldr::ClientOptions { open_timeout: options.open_timeout, ..Default::default() };
+    let client_options = eldr::ClientOptions {
+        open_timeout: options.open_timeout,
+        ..Default::default()
+    };
     // Client::open checks the library's ABI first.
     let client = match eldr::Client::open(&options.instance, &client_options) {
         Ok(c) => c,

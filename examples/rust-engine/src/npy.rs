@@ -41,9 +41,10 @@ fn parse(bytes: &[u8]) -> Result<FootprintFile, NpyError> {
     }
     let (header_len, data_offset) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => {
-            (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12)
-        }
+        2 | 3 if bytes.len() >= 12 => (
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+            12,
+        ),
         2 | 3 => return err("truncated header"),
         v => return err(format!("unsupported .npy version {}", v)),
     };
@@ -81,8 +82,16 @@ fn parse(bytes: &[u8]) -> Result<FootprintFile, NpyError> {
             cells as u128 * 2
         ));
     }
-    let counts = payload.chunks_exact(2).map(|c| i16::from_le_bytes([c[0], c[1]])).collect();
-    Ok(FootprintFile { requests: dims[0] as usize, layers, experts, counts })
+    let counts = payload
+        .chunks_exact(2)
+        .map(|c| i16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    Ok(FootprintFile {
+        requests: dims[0] as usize,
+        layers,
+        experts,
+        counts,
+    })
 }
 
 /// The text after `'key':` in the header dict, spaces skipped.
@@ -96,8 +105,11 @@ fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
 fn parse_shape(text: &str) -> Option<[u64; 3]> {
     let inner = text.strip_prefix('(')?;
     let inner = &inner[..inner.find(')')?];
-    let parts: Vec<&str> =
-        inner.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+    let parts: Vec<&str> = inner
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
     if parts.len() != 3 {
         return None;
     }
@@ -142,14 +154,31 @@ mod tests {
         let ok = "{'descr': '<i2', 'fortran_order': False, 'shape': (1, 1, 2), }";
         assert!(parse(&npy(ok, &[0; 4])).is_ok());
         for (header, payload) in [
-            ("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2), }", 4),
-            ("{'descr': '<i2', 'fortran_order': True, 'shape': (1, 1, 2), }", 4),
-            ("{'descr': '<i2', 'fortran_order': False, 'shape': (1, 2), }", 4),
-            ("{'descr': '<i2', 'fortran_order': False, 'shape': (0, 1, 2), }", 0),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2), }",
+                4,
+            ),
+            (
+                "{'descr': '<i2', 'fortran_order': True, 'shape': (1, 1, 2), }",
+                4,
+            ),
+            (
+                "{'descr': '<i2', 'fortran_order': False, 'shape': (1, 2), }",
+                4,
+            ),
+            (
+                "{'descr': '<i2', 'fortran_order': False, 'shape': (0, 1, 2), }",
+                0,
+            ),
             (ok, 3),
             (ok, 6),
         ] {
-            assert!(parse(&npy(header, &vec![0; payload])).is_err(), "{} {}", header, payload);
+            assert!(
+                parse(&npy(header, &vec![0; payload])).is_err(),
+                "{} {}",
+                header,
+                payload
+            );
         }
         assert!(parse(b"\x93NUMPY").is_err());
         assert!(parse(b"garbage").is_err());

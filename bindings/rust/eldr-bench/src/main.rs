@@ -27,7 +27,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() -> Result<(), eldr::Error> {
-    let args: Vec<u64> = std::env::args().skip(1).map(|a| a.parse().expect("number")).collect();
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("number"))
+        .collect();
     let rounds = *args.first().unwrap_or(&15) as usize;
     let iterations = *args.get(1).unwrap_or(&20_000);
 

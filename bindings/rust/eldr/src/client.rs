@@ -73,7 +73,10 @@ impl Client {
     pub fn open(instance: &str, options: &ClientOptions) -> Result<Client> {
         crate::ensure_abi()?;
         let instance = CString::new(instance).map_err(|_| {
-            Error::new(status::INVALID_ARGUMENT, "instance name contains a NUL byte")
+            Error::new(
+                status::INVALID_ARGUMENT,
+                "instance name contains a NUL byte",
+            )
         })?;
         let mut raw_opts = default_raw_options();
         raw_opts.open_timeout_ms = duration_ms(options.open_timeout);
@@ -83,7 +86,10 @@ impl Client {
         // SAFETY: NUL-terminated name, valid options and out-param.
         check(unsafe { sys::eldr_client_open(instance.as_ptr(), &raw_opts, &mut out) })?;
         let raw = NonNull::new(out).ok_or_else(|| {
-            Error::new(status::INTERNAL, "the library reported success but returned no client")
+            Error::new(
+                status::INTERNAL,
+                "the library reported success but returned no client",
+            )
         })?;
         Ok(Client { raw })
     }
@@ -169,7 +175,12 @@ impl Client {
         let mut out = raw_decision();
         // SAFETY: NUL-terminated id, versioned out struct.
         check(unsafe {
-            sys::eldr_decision_wait(self.raw.as_ptr(), id.as_ptr(), duration_ms(timeout), &mut out)
+            sys::eldr_decision_wait(
+                self.raw.as_ptr(),
+                id.as_ptr(),
+                duration_ms(timeout),
+                &mut out,
+            )
         })?;
         accepted(request_id, &out)
     }
@@ -274,7 +285,10 @@ impl RequestId {
             ));
         }
         if bytes.contains(&0) {
-            return Err(Error::new(status::INVALID_ARGUMENT, "request id contains a NUL byte"));
+            return Err(Error::new(
+                status::INVALID_ARGUMENT,
+                "request id contains a NUL byte",
+            ));
         }
         let mut buf = [0u8; MAX_REQUEST_ID_BYTES + 1];
         buf[..bytes.len()].copy_from_slice(bytes);

@@ -44,7 +44,11 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// An error raised by the binding itself (caught before the C call).
     pub(crate) fn new(status: i32, message: impl Into<String>) -> Error {
-        Error { status, name: status_name(status), message: message.into() }
+        Error {
+            status,
+            name: status_name(status),
+            message: message.into(),
+        }
     }
 
     /// Builds the error for a failed C call. Must run on the calling thread
@@ -122,7 +126,11 @@ impl fmt::Display for Error {
 
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Error {{ status: {} ({}), message: {:?} }}", self.status, self.name, self.message)
+        write!(
+            f,
+            "Error {{ status: {} ({}), message: {:?} }}",
+            self.status, self.name, self.message
+        )
     }
 }
 

@@ -29,7 +29,11 @@ impl<'a> Footprint<'a> {
                 ),
             ));
         }
-        Ok(Footprint { counts, layers, experts })
+        Ok(Footprint {
+            counts,
+            layers,
+            experts,
+        })
     }
 
     pub fn counts(&self) -> &'a [i16] {

@@ -61,7 +61,10 @@ pub fn ensure_abi() -> Result<()> {
     } else {
         Err(Error::new(
             status::INCOMPATIBLE,
-            format!("libeldr has ABI {}, this crate was built for ABI {}", loaded, ABI_VERSION),
+            format!(
+                "libeldr has ABI {}, this crate was built for ABI {}",
+                loaded, ABI_VERSION
+            ),
         ))
     }
 }

@@ -164,7 +164,10 @@ impl Router {
         // SAFETY: valid table handle, options and out-param.
         check(unsafe { sys::eldr_router_new(table.as_ptr(), &raw_opts, &mut out) })?;
         let raw = NonNull::new(out).ok_or_else(|| {
-            Error::new(status::INTERNAL, "the library reported success but returned no router")
+            Error::new(
+                status::INTERNAL,
+                "the library reported success but returned no router",
+            )
         })?;
         Ok(Router { raw })
     }
@@ -193,7 +196,10 @@ impl Router {
         let (loads_ptr, n_loads) = match loads {
             Some(l) => {
                 let n = u32::try_from(l.len()).map_err(|_| {
-                    Error::new(status::INVALID_ARGUMENT, format!("{} loads is too many", l.len()))
+                    Error::new(
+                        status::INVALID_ARGUMENT,
+                        format!("{} loads is too many", l.len()),
+                    )
                 })?;
                 (l.as_ptr(), n)
             }
@@ -346,6 +352,8 @@ impl Drop for Router {
 
 impl std::fmt::Debug for Router {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Router").field("worker_slots", &self.worker_slots().ok()).finish()
+        f.debug_struct("Router")
+            .field("worker_slots", &self.worker_slots().ok())
+            .finish()
     }
 }

@@ -145,7 +145,10 @@ impl Table {
 
     fn from_out(out: *mut sys::eldr_table_t) -> Result<Table> {
         NonNull::new(out).map(|raw| Table { raw }).ok_or_else(|| {
-            Error::new(status::INTERNAL, "the library reported success but returned no table")
+            Error::new(
+                status::INTERNAL,
+                "the library reported success but returned no table",
+            )
         })
     }
 
@@ -233,13 +236,18 @@ impl Drop for Table {
 
 impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Table").field("info", &self.info().ok()).finish()
+        f.debug_struct("Table")
+            .field("info", &self.info().ok())
+            .finish()
     }
 }
 
 fn path_to_cstring(path: &Path) -> Result<CString> {
     use std::os::unix::ffi::OsStrExt;
     CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-        Error::new(status::INVALID_ARGUMENT, format!("path {:?} contains a NUL byte", path))
+        Error::new(
+            status::INVALID_ARGUMENT,
+            format!("path {:?} contains a NUL byte", path),
+        )
     })
 }

@@ -28,7 +28,9 @@ fn route_returns_a_decision_from_the_daemon() {
     let sut = daemon.client();
     let counts = footprint(&mut Rng::new(1), 2, 4);
     let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
-    let d = sut.route("req-route-1", &fp, Duration::from_secs(5)).unwrap();
+    let d = sut
+        .route("req-route-1", &fp, Duration::from_secs(5))
+        .unwrap();
     assert!((0..WORKERS as i32).contains(&d.worker), "{:?}", d);
     assert!(d.band_size >= 1 && d.band_size <= WORKERS);
     assert!(d.similarity > 0.0 && d.similarity <= 1.0 + 1e-5, "{:?}", d);
@@ -46,7 +48,9 @@ fn a_second_client_waits_for_the_decision_of_a_pushed_footprint() {
     let d = gateway.wait("req-wait-1", Duration::from_secs(5)).unwrap();
     assert!((0..WORKERS as i32).contains(&d.worker));
     // The same request id looked up again gives the same decision.
-    let again = gateway.wait("req-wait-1", Duration::from_millis(0)).unwrap();
+    let again = gateway
+        .wait("req-wait-1", Duration::from_millis(0))
+        .unwrap();
     assert_eq!(again.worker, d.worker);
     gateway.complete("req-wait-1").unwrap();
 }
@@ -55,7 +59,9 @@ fn a_second_client_waits_for_the_decision_of_a_pushed_footprint() {
 fn waiting_for_an_unknown_request_times_out() {
     let daemon = daemon_or_skip!("timeout");
     let sut = daemon.client();
-    let err = sut.wait("never-pushed", Duration::from_millis(50)).unwrap_err();
+    let err = sut
+        .wait("never-pushed", Duration::from_millis(50))
+        .unwrap_err();
     assert_eq!(err.status(), status::TIMEOUT, "{}", err);
     assert_eq!(err.name(), "ELDR_E_TIMEOUT");
 }
@@ -71,10 +77,20 @@ fn bad_arguments_fail_before_reaching_the_daemon() {
         assert_eq!(err.status(), status::INVALID_ARGUMENT, "{:?}: {}", id, err);
     }
     let long = "x".repeat(eldr::MAX_REQUEST_ID_BYTES + 1);
-    assert_eq!(sut.push(&long, &fp).unwrap_err().status(), status::INVALID_ARGUMENT);
-    assert!(sut.push(&"y".repeat(eldr::MAX_REQUEST_ID_BYTES), &fp).is_ok());
+    assert_eq!(
+        sut.push(&long, &fp).unwrap_err().status(),
+        status::INVALID_ARGUMENT
+    );
+    assert!(sut
+        .push(&"y".repeat(eldr::MAX_REQUEST_ID_BYTES), &fp)
+        .is_ok());
     let err = sut.report(0, 1, 2.5).unwrap_err();
-    assert_eq!(err.status(), status::INVALID_ARGUMENT, "kv_usage outside [0, 1]: {}", err);
+    assert_eq!(
+        err.status(),
+        status::INVALID_ARGUMENT,
+        "kv_usage outside [0, 1]: {}",
+        err
+    );
 }
 
 #[test]
@@ -115,7 +131,10 @@ fn a_client_is_shared_by_threads() {
 
 #[test]
 fn opening_an_instance_without_daemon_fails_with_no_daemon() {
-    let options = ClientOptions { open_timeout: Duration::from_millis(50), ..Default::default() };
+    let options = ClientOptions {
+        open_timeout: Duration::from_millis(50),
+        ..Default::default()
+    };
     let err = Client::open(&format!("rs-absent-{}", std::process::id()), &options).unwrap_err();
     assert!(
         err.status() == status::NO_DAEMON || err.status() == status::TIMEOUT,

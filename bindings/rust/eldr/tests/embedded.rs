@@ -2,14 +2,17 @@
 
 mod common;
 
-use common::{footprint, fitted_table, workload, Rng, TempDir, EXPERTS, LAYERS, TOP_K};
+use common::{fitted_table, footprint, workload, Rng, TempDir, EXPERTS, LAYERS, TOP_K};
 use eldr::{status, Calibration, FitOptions, Footprint, Policy, Router, RouterOptions, Table};
 
 #[test]
 fn abi_of_loaded_library_matches_the_header() {
     assert_eq!(unsafe { eldr::sys::eldr_abi_version() }, eldr::ABI_VERSION);
     assert!(eldr::ensure_abi().is_ok());
-    assert_eq!(eldr::version_number(), eldr::sys::ELDR_VERSION_NUMBER as u32);
+    assert_eq!(
+        eldr::version_number(),
+        eldr::sys::ELDR_VERSION_NUMBER as u32
+    );
     assert_eq!(eldr::version(), "0.1.0");
 }
 
@@ -17,7 +20,10 @@ fn abi_of_loaded_library_matches_the_header() {
 fn fit_reports_the_calibration_shape() {
     let sut = fitted_table(4);
     let info = sut.info().unwrap();
-    assert_eq!((info.layers, info.experts, info.top_k, info.num_workers), (LAYERS, EXPERTS, TOP_K, 4));
+    assert_eq!(
+        (info.layers, info.experts, info.top_k, info.num_workers),
+        (LAYERS, EXPERTS, TOP_K, 4)
+    );
     assert_eq!(info.num_selected_layers, LAYERS, "layer selection was off");
     let ids = sut.worker_ids().unwrap();
     let mut sorted = ids.clone();
@@ -42,7 +48,9 @@ fn save_and_load_round_trip_gives_identical_scores() {
 fn signature_is_unit_length() {
     let sut = fitted_table(4);
     let counts = footprint(&mut Rng::new(5), 0, 4);
-    let sig = sut.signature(&Footprint::new(&counts, LAYERS, EXPERTS).unwrap()).unwrap();
+    let sig = sut
+        .signature(&Footprint::new(&counts, LAYERS, EXPERTS).unwrap())
+        .unwrap();
     assert_eq!(sig.len(), (LAYERS * EXPERTS) as usize);
     let norm: f32 = sig.iter().map(|x| x * x).sum::<f32>().sqrt();
     assert!((norm - 1.0).abs() < 1e-4, "norm {}", norm);
@@ -53,7 +61,10 @@ fn requests_of_one_task_go_to_the_same_best_worker() {
     // With tau = 0 the band holds only the most similar worker: the decision is
     // pure locality, so every request of a task lands where its scores peak.
     let table = fitted_table(4);
-    let options = RouterOptions { tau: Some(0.0), ..RouterOptions::default() };
+    let options = RouterOptions {
+        tau: Some(0.0),
+        ..RouterOptions::default()
+    };
     let sut = Router::new(&table, &options).unwrap();
     let ids = table.worker_ids().unwrap();
     let mut rng = Rng::new(99);
@@ -63,12 +74,19 @@ fn requests_of_one_task_go_to_the_same_best_worker() {
             let counts = footprint(&mut rng, task, 4);
             let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
             let scores = table.scores(&fp).unwrap();
-            let best = (0..scores.len()).max_by(|&a, &b| scores[a].total_cmp(&scores[b])).unwrap();
+            let best = (0..scores.len())
+                .max_by(|&a, &b| scores[a].total_cmp(&scores[b]))
+                .unwrap();
             let worker = sut.route(&fp).unwrap();
             assert_eq!(worker, ids[best], "task {} scores {:?}", task, scores);
             chosen.push(worker);
         }
-        assert!(chosen.windows(2).all(|w| w[0] == w[1]), "task {}: {:?}", task, chosen);
+        assert!(
+            chosen.windows(2).all(|w| w[0] == w[1]),
+            "task {}: {:?}",
+            task,
+            chosen
+        );
     }
 }
 
@@ -81,14 +99,21 @@ fn route_ex_reports_the_decision_and_honours_loads() {
     let d = sut.route_ex(&fp, None).unwrap();
     assert!((0..4).contains(&d.worker));
     assert!(d.band_size >= 1 && d.band_size <= 4);
-    assert!(d.similarity > 0.0 && d.similarity <= 1.0 + 1e-5, "{}", d.similarity);
+    assert!(
+        d.similarity > 0.0 && d.similarity <= 1.0 + 1e-5,
+        "{}",
+        d.similarity
+    );
     assert_eq!(d.policy(), Some(Policy::Eldr));
 
     // Scores agree with the decision: the chosen worker is inside the band.
     let scores = sut.scores(&fp).unwrap();
     let slot = scores.iter().position(|s| s.worker == d.worker).unwrap();
     assert!(scores[slot].in_band);
-    assert_eq!(scores.iter().filter(|s| s.in_band).count() as u32, d.band_size);
+    assert_eq!(
+        scores.iter().filter(|s| s.in_band).count() as u32,
+        d.band_size
+    );
     assert!((scores[slot].similarity - d.similarity).abs() < 1e-5);
 
     // Loads covering every worker slot: a heavy load on the chosen worker moves
@@ -109,7 +134,14 @@ fn route_ex_reports_the_decision_and_honours_loads() {
 #[test]
 fn complete_and_set_load_track_workers() {
     let table = fitted_table(4);
-    let sut = Router::new(&table, &RouterOptions { policy: Policy::Jsq, ..Default::default() }).unwrap();
+    let sut = Router::new(
+        &table,
+        &RouterOptions {
+            policy: Policy::Jsq,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     for w in 0..4 {
         sut.set_load(w, 10).unwrap();
     }
@@ -117,26 +149,49 @@ fn complete_and_set_load_track_workers() {
     let counts = footprint(&mut Rng::new(2), 0, 4);
     let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
     assert_eq!(sut.route(&fp).unwrap(), 2, "JSQ picks the idle worker");
-    let slot2 = *sut.workers().unwrap().iter().find(|w| w.worker == 2).unwrap();
+    let slot2 = *sut
+        .workers()
+        .unwrap()
+        .iter()
+        .find(|w| w.worker == 2)
+        .unwrap();
     assert_eq!(slot2.inflight, 1);
     sut.complete(2).unwrap();
     sut.complete(2).unwrap_err(); // nothing left in flight: never below 0
     let err = sut.complete(4000).unwrap_err();
-    assert!(err.status() == status::NOT_FOUND || err.status() == status::INVALID_ARGUMENT, "{}", err);
+    assert!(
+        err.status() == status::NOT_FOUND || err.status() == status::INVALID_ARGUMENT,
+        "{}",
+        err
+    );
     assert!(!err.message().is_empty());
 }
 
 #[test]
 fn drained_and_removed_workers_get_no_requests() {
     let table = fitted_table(4);
-    let sut = Router::new(&table, &RouterOptions { policy: Policy::RoundRobin, ..Default::default() }).unwrap();
+    let sut = Router::new(
+        &table,
+        &RouterOptions {
+            policy: Policy::RoundRobin,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     sut.drain_worker(1).unwrap();
     sut.remove_worker(3).unwrap();
-    let mut states: Vec<(i32, eldr::WorkerState)> =
-        sut.workers().unwrap().iter().map(|w| (w.worker, w.state)).collect();
+    let mut states: Vec<(i32, eldr::WorkerState)> = sut
+        .workers()
+        .unwrap()
+        .iter()
+        .map(|w| (w.worker, w.state))
+        .collect();
     states.sort_by_key(|s| s.0);
     use eldr::WorkerState::*;
-    assert_eq!(states, vec![(0, Active), (1, Draining), (2, Active), (3, Removed)]);
+    assert_eq!(
+        states,
+        vec![(0, Active), (1, Draining), (2, Active), (3, Removed)]
+    );
     let counts = footprint(&mut Rng::new(4), 1, 4);
     let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
     for _ in 0..12 {
@@ -155,7 +210,13 @@ fn every_policy_routes() {
     let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
     for policy in Policy::ALL {
         assert_eq!(Policy::from_name(policy.name()), Some(policy));
-        let sut = match Router::new(&table, &RouterOptions { policy, ..Default::default() }) {
+        let sut = match Router::new(
+            &table,
+            &RouterOptions {
+                policy,
+                ..Default::default()
+            },
+        ) {
             Ok(r) => r,
             // The domain policy needs labels the table was fitted without.
             Err(e) if policy == Policy::Domain => {
@@ -183,7 +244,9 @@ fn a_router_is_shared_by_threads() {
                 let mut rng = Rng::new(100 + t);
                 for _ in 0..50 {
                     let counts = footprint(&mut rng, t as u32, 4);
-                    let w = router.route(&Footprint::new(&counts, LAYERS, EXPERTS).unwrap()).unwrap();
+                    let w = router
+                        .route(&Footprint::new(&counts, LAYERS, EXPERTS).unwrap())
+                        .unwrap();
                     router.complete(w).unwrap();
                 }
             })
@@ -220,11 +283,17 @@ fn shape_disagreeing_with_the_table_is_a_library_error_with_a_message() {
     let table = fitted_table(4);
     let sut = Router::new(&table, &RouterOptions::default()).unwrap();
     let counts = vec![1i16; (LAYERS * 16) as usize];
-    let err = sut.route(&Footprint::new(&counts, LAYERS, 16).unwrap()).unwrap_err();
+    let err = sut
+        .route(&Footprint::new(&counts, LAYERS, 16).unwrap())
+        .unwrap_err();
     assert_eq!(err.status(), status::SHAPE_MISMATCH, "{}", err);
     assert_eq!(err.name(), "ELDR_E_SHAPE_MISMATCH");
     assert!(!err.message().is_empty());
-    assert!(err.to_string().starts_with("ELDR_E_SHAPE_MISMATCH: "), "{}", err);
+    assert!(
+        err.to_string().starts_with("ELDR_E_SHAPE_MISMATCH: "),
+        "{}",
+        err
+    );
 }
 
 #[test]
@@ -232,7 +301,9 @@ fn negative_counts_are_out_of_range() {
     let table = fitted_table(4);
     let mut counts = footprint(&mut Rng::new(3), 0, 4);
     counts[5] = -7;
-    let err = table.scores(&Footprint::new(&counts, LAYERS, EXPERTS).unwrap()).unwrap_err();
+    let err = table
+        .scores(&Footprint::new(&counts, LAYERS, EXPERTS).unwrap())
+        .unwrap_err();
     assert_eq!(err.status(), status::OUT_OF_RANGE, "{}", err);
 }
 
@@ -244,7 +315,11 @@ fn loading_a_missing_or_corrupt_file_fails_cleanly() {
     let path = dir.path().join("garbage.eldr");
     std::fs::write(&path, b"this is not a cluster table at all, just bytes").unwrap();
     let err = Table::load(&path).unwrap_err();
-    assert!(err.status() == status::CORRUPT || err.status() == status::UNSUPPORTED, "{}", err);
+    assert!(
+        err.status() == status::CORRUPT || err.status() == status::UNSUPPORTED,
+        "{}",
+        err
+    );
     let err = Table::load("bad\0path").unwrap_err();
     assert_eq!(err.status(), status::INVALID_ARGUMENT);
 }
@@ -252,7 +327,14 @@ fn loading_a_missing_or_corrupt_file_fails_cleanly() {
 #[test]
 fn fit_rejects_inconsistent_calibration() {
     let (prefill, _) = workload(8, 2, 1);
-    let data = Calibration { prefill: &prefill, decode: None, n: 9, layers: LAYERS, experts: EXPERTS, top_k: TOP_K };
+    let data = Calibration {
+        prefill: &prefill,
+        decode: None,
+        n: 9,
+        layers: LAYERS,
+        experts: EXPERTS,
+        top_k: TOP_K,
+    };
     let err = Table::fit(&data, &FitOptions::new(2)).unwrap_err();
     assert_eq!(err.status(), status::INVALID_ARGUMENT);
     let data = Calibration { n: 8, ..data };

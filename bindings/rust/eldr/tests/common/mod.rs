@@ -97,7 +97,8 @@ impl TempDir {
             "eldr-rs-{}-{}-{}",
             tag,
             std::process::id(),
-            Instant::now().elapsed().as_nanos() ^ Rng::new(std::process::id() as u64).next_u64() as u128
+            Instant::now().elapsed().as_nanos()
+                ^ Rng::new(std::process::id() as u64).next_u64() as u128
         ));
         std::fs::create_dir_all(&dir).expect("temp dir");
         TempDir(dir)
@@ -149,7 +150,11 @@ impl Daemon {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn eldrd");
-        let mut daemon = Daemon { instance, child, _dir: dir };
+        let mut daemon = Daemon {
+            instance,
+            child,
+            _dir: dir,
+        };
         daemon.wait_ready();
         daemon
     }
@@ -183,7 +188,10 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         // SIGTERM for a graceful shutdown; kill if it does not stop in 10 s.
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
