@@ -104,9 +104,10 @@ func startEldrd(t *testing.T) string {
 	return instance
 }
 
-// fakeEngines are emulated prefill and decode servers: prefill pushes the
-// request's footprint to eldr (task = first prompt token mod 4), as a real
-// prefill engine does; decode records which worker each request reached.
+// fakeEngines are emulated prefill and decode servers with the API of
+// examples/python-engine: prefill pushes the request's footprint to eldr
+// (task = prompt_tokens mod 4), as a real prefill engine does; decode records
+// which worker each request reached.
 type fakeEngines struct {
 	prefill, decode *httptest.Server
 	push            bool // false: prefill "forgets" to push
@@ -119,10 +120,10 @@ func newFakeEngines(t *testing.T, client *eldr.Client) *fakeEngines {
 	f := &fakeEngines{push: true, decodedOn: map[string]int32{}, prefillStatus: http.StatusOK}
 	f.prefill = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
-			RequestID    string   `json:"request_id"`
-			PromptTokens []uint32 `json:"prompt_tokens"`
+			RequestID    string `json:"request_id"`
+			PromptTokens uint32 `json:"prompt_tokens"`
 		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.PromptTokens) == 0 {
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.PromptTokens == 0 {
 			http.Error(w, "bad prefill request", http.StatusBadRequest)
 			return
 		}
@@ -131,14 +132,14 @@ func newFakeEngines(t *testing.T, client *eldr.Client) *fakeEngines {
 			return
 		}
 		if f.push {
-			fp := taskFootprint(req.PromptTokens[0]%tasks, uint64(len(req.RequestID)))
+			fp := taskFootprint(req.PromptTokens%tasks, uint64(len(req.RequestID)))
 			if err := client.Push(req.RequestID, fp); err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
 			}
 		}
 		_ = json.NewEncoder(w).Encode(map[string]interface{}{
-			"request_id": req.RequestID, "tokens": len(req.PromptTokens)})
+			"request_id": req.RequestID, "tokens": req.PromptTokens})
 	}))
 	f.decode = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req decodeRequest
@@ -203,7 +204,7 @@ func TestCompletionsAreDecodedOnEldrsWorker(t *testing.T) {
 		task := i % tasks
 		id := fmt.Sprintf("gw-test-%d", i)
 		code, out := post(t, server.URL, fmt.Sprintf(
-			`{"request_id":%q,"prompt_tokens":[%d,7,7,7],"max_tokens":16}`, id, task))
+			`{"request_id":%q,"prompt_tokens":%d,"max_tokens":16}`, id, 100+task))
 		if code != http.StatusOK {
 			t.Fatalf("request %d: %d %v", i, code, out)
 		}
@@ -215,14 +216,14 @@ func TestCompletionsAreDecodedOnEldrsWorker(t *testing.T) {
 			t.Fatalf("gateway says worker %v, decode saw %v (%v)", worker, decoded, ok)
 		}
 		if out["routed_by"] != "eldr" || out["similarity"].(float64) <= 0 ||
-			out["band_size"].(float64) < 1 || out["prefill_tokens"].(float64) != 4 ||
+			out["band_size"].(float64) < 1 || out["prefill_tokens"].(float64) != float64(100+task) ||
 			out["text"] != fmt.Sprintf("16 tokens from worker %d", int(worker)) {
 			t.Fatalf("answer %v", out)
 		}
 	}
 
 	// No request id: the gateway makes one.
-	code, out := post(t, server.URL, `{"prompt_tokens":[1,2],"max_tokens":4}`)
+	code, out := post(t, server.URL, `{"prompt_tokens":2,"max_tokens":4}`)
 	if code != http.StatusOK || !strings.HasPrefix(out["request_id"].(string), "gw-") {
 		t.Fatalf("%d %v", code, out)
 	}
@@ -241,12 +242,12 @@ func TestNoDecisionIsAGatewayTimeoutOrAFallback(t *testing.T) {
 	gw.DecisionTimeout = 50 * time.Millisecond
 	server := httptest.NewServer(gw)
 	defer server.Close()
-	code, out := post(t, server.URL, `{"request_id":"lost-1","prompt_tokens":[1],"max_tokens":4}`)
+	code, out := post(t, server.URL, `{"request_id":"lost-1","prompt_tokens":1,"max_tokens":4}`)
 	if code != http.StatusGatewayTimeout {
 		t.Fatalf("%d %v", code, out)
 	}
 	gw.FallbackWorkers = 4
-	code, out = post(t, server.URL, `{"request_id":"lost-2","prompt_tokens":[1],"max_tokens":4}`)
+	code, out = post(t, server.URL, `{"request_id":"lost-2","prompt_tokens":1,"max_tokens":4}`)
 	if code != http.StatusOK || out["routed_by"] != "fallback" ||
 		out["worker"].(float64) != float64(fallbackWorker("lost-2", 4)) {
 		t.Fatalf("%d %v", code, out)
@@ -272,17 +273,17 @@ func TestBadRequestsAndUpstreamFailures(t *testing.T) {
 
 	for _, body := range []string{
 		`not json`,
-		`{"prompt_tokens":[1],"max_tokens":4,"surprise":1}`,
+		`{"prompt_tokens":1,"max_tokens":4,"surprise":1}`,
 		`{"max_tokens":4}`,
-		`{"prompt_tokens":[1],"max_tokens":0}`,
-		fmt.Sprintf(`{"request_id":%q,"prompt_tokens":[1],"max_tokens":4}`, strings.Repeat("x", 129)),
+		`{"prompt_tokens":1,"max_tokens":0}`,
+		fmt.Sprintf(`{"request_id":%q,"prompt_tokens":1,"max_tokens":4}`, strings.Repeat("x", 129)),
 	} {
 		if code, out := post(t, server.URL, body); code != http.StatusBadRequest || out["error"] == "" {
 			t.Fatalf("%s: %d %v", body, code, out)
 		}
 	}
 	engines.prefillStatus = http.StatusServiceUnavailable
-	code, out := post(t, server.URL, `{"prompt_tokens":[1],"max_tokens":4}`)
+	code, out := post(t, server.URL, `{"prompt_tokens":1,"max_tokens":4}`)
 	if code != http.StatusBadGateway || !strings.Contains(out["error"].(string), "engine overloaded") {
 		t.Fatalf("%d %v", code, out)
 	}
