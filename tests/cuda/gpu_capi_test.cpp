@@ -103,9 +103,9 @@ TEST(GpuCapiTest, live_handle_validates_every_argument) {
   int32_t* ids = nullptr;
   int64_t* slots = nullptr;
   int16_t* out = nullptr;
-  ASSERT_EQ(cudaMalloc(&ids, 64 * sizeof(int32_t)), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&slots, 4 * sizeof(int64_t)), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&out, 4 * 32 * sizeof(int16_t)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&ids), 64 * sizeof(int32_t)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&slots), 4 * sizeof(int64_t)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&out), 4 * 32 * sizeof(int16_t)), cudaSuccess);
   ASSERT_EQ(cudaMemset(ids, 0, 64 * sizeof(int32_t)), cudaSuccess);
   ASSERT_EQ(cudaMemset(slots, 0, 4 * sizeof(int64_t)), cudaSuccess);
   std::vector<int32_t> host(64, 0);
