@@ -22,10 +22,6 @@ using namespace detail;
 
 namespace {
 
-// Longest single futex sleep in wait_decision: the daemon's liveness is
-// re-checked at least this often (a dead daemon wakes nobody).
-constexpr auto kMaxWaitSlice = std::chrono::milliseconds(100);
-
 struct Attachment {
   std::shared_ptr<Mapping> mapping;  // shared: a waiter keeps it mapped across a re-attach
   SegmentView view;
@@ -159,6 +155,7 @@ struct Client::Impl {
   std::optional<Attachment> att;
   std::optional<RingWriter::Reservation> outstanding;
   std::vector<uint8_t> scratch;
+  uint64_t next_lock_probe_ns = 0;
   std::atomic<uint32_t> slot{0};
   std::atomic<uint64_t> generation{0};
   std::atomic<uint64_t> reattachments{0};
@@ -190,6 +187,21 @@ Status Client::Impl::ensure_attached() {
     if (problem.empty() &&
         att->view.row(att->slot)->quarantined.load(std::memory_order_relaxed) != 0)
       problem = "the daemon quarantined this client's ring after a protocol violation";
+    // The heartbeat needs daemon_stale to show a crash; the daemon's lock and
+    // the segment's link count show it at once. Probed once per
+    // liveness_interval (two syscalls) to keep pushes cheap.
+    if (problem.empty()) {
+      const uint64_t now = monotonic_ns();
+      if (now >= next_lock_probe_ns) {
+        next_lock_probe_ns =
+            now + uint64_t(std::chrono::nanoseconds(options.liveness_interval).count());
+        auto held = att->lock.locked_elsewhere(0);
+        if (held && !*held) problem = "the daemon exited (its instance lock is free)";
+        // A restarted daemon holds the same lock but removed our segment.
+        if (problem.empty() && att->mapping->unlinked())
+          problem = "the segment was removed (daemon restarted or stopped)";
+      }
+    }
     if (problem.empty()) return Status::ok();
     if (!options.reattach) return no_daemon(name, problem);
     detach();
@@ -315,7 +327,8 @@ Result<DecisionIn> Client::wait_decision(std::string_view request_id, uint32_t t
     if (now >= deadline)
       return Status{Errc::timeout, "no decision for request \"" + std::string(request_id) +
                                        "\" within " + std::to_string(timeout_ms) + " ms"};
-    const auto slice = std::min<std::chrono::nanoseconds>(deadline - now, kMaxWaitSlice);
+    const auto slice = std::min<std::chrono::nanoseconds>(
+        deadline - now, std::max(m.options.liveness_interval, std::chrono::milliseconds(1)));
     h->decision_waiters.fetch_add(1, std::memory_order_seq_cst);
     futex_wait(&h->decision_seq, seen, slice);
     h->decision_waiters.fetch_sub(1, std::memory_order_seq_cst);

@@ -4,7 +4,6 @@
 #include "../../core/src/shm_ring.hpp"
 
 #include <gtest/gtest.h>
-#include <xxhash.h>
 
 #include <cstring>
 #include <limits>

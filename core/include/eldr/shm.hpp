@@ -73,6 +73,9 @@ struct ClientOptions {
   std::chrono::milliseconds open_timeout{2000};  // wait for READY
   std::chrono::milliseconds daemon_stale{3000};  // heartbeat age that means "daemon gone"
   bool reattach = true;                          // follow a restarted daemon
+  // Longest single sleep of wait_decision before it re-checks the daemon's
+  // liveness (a dead daemon wakes nobody).
+  std::chrono::milliseconds liveness_interval{100};
 };
 
 // One registered client. Thread-safe (calls are serialised by an internal
