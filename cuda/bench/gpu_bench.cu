@@ -62,7 +62,7 @@ double median_us(cudaStream_t stream, int warmup, int runs, F&& body) {
   for (int i = 0; i < warmup; ++i) body();
   std::vector<double> us;
   for (int i = 0; i < runs; ++i) {
-    spin_kernel<<<1, 1, 0, stream>>>(100000);
+    spin_kernel<<<1, 1, 0, stream>>>(200000);
     check(cudaEventRecord(start, stream), "cudaEventRecord");
     body();
     check(cudaEventRecord(stop, stream), "cudaEventRecord");

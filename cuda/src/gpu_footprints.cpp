@@ -59,33 +59,37 @@ class DeviceScope {
 };
 
 // A kernel given a pageable host pointer faults and takes the whole CUDA
-// context (the engine's) down with it: check every pointer first.
-Status check_accessible(const void* p, const char* what, int device) {
-  if (p == nullptr) return {Errc::invalid_argument, std::string(what) + " is NULL"};
+// context (the engine's) down with it: check every pointer first. Returns the
+// address the kernel must use (mapped host memory may have a device address
+// of its own).
+template <class T>
+Result<T*> device_view(T* p, const char* what, int device) {
+  if (p == nullptr) return Status{Errc::invalid_argument, std::string(what) + " is NULL"};
   cudaPointerAttributes a{};
   if (cudaError_t e = cudaPointerGetAttributes(&a, p); e != cudaSuccess) {
     cudaGetLastError();
-    return {Errc::invalid_argument, std::string(what) + " is not a CUDA-accessible pointer (" +
-                                        cudaGetErrorString(e) + ")"};
+    return Status{
+        Errc::invalid_argument,
+        std::string(what) + " is not a CUDA-accessible pointer (" + cudaGetErrorString(e) + ")"};
   }
   switch (a.type) {
     case cudaMemoryTypeDevice:
       if (a.device != device)
-        return {Errc::invalid_argument, std::string(what) + " lives on device " +
-                                            std::to_string(a.device) + ", not on device " +
-                                            std::to_string(device)};
-      return Status::ok();
+        return Status{Errc::invalid_argument, std::string(what) + " lives on device " +
+                                                  std::to_string(a.device) + ", not on device " +
+                                                  std::to_string(device)};
+      return p;
     case cudaMemoryTypeManaged:
-      return Status::ok();
+      return p;
     case cudaMemoryTypeHost:
       if (a.devicePointer == nullptr)
-        return {Errc::invalid_argument,
-                std::string(what) + " is pinned host memory that is not mapped for the device"};
-      return Status::ok();
+        return Status{Errc::invalid_argument,
+                      std::string(what) + " is pinned host memory not mapped for the device"};
+      return static_cast<T*>(a.devicePointer);
     default:
-      return {Errc::invalid_argument,
-              std::string(what) +
-                  " is ordinary host memory: pass device, managed or mapped pinned memory"};
+      return Status{Errc::invalid_argument,
+                    std::string(what) +
+                        " is ordinary host memory: pass device, managed or mapped pinned memory"};
   }
 }
 
@@ -249,8 +253,10 @@ struct GpuFootprints::Impl {
     return Status::ok();
   }
 
-  Status check_sum_args(const int32_t* block_table, uint32_t max_blocks, const int32_t* num_blocks,
-                        uint32_t requests) const {
+  // Validates the sum's arguments; on success the table and counts hold the
+  // addresses the kernel uses.
+  Status check_sum_args(const int32_t*& block_table, uint32_t max_blocks,
+                        const int32_t*& num_blocks, uint32_t requests) const {
     if (requests > options.max_requests)
       return {Errc::invalid_argument, std::to_string(requests) +
                                           " requests exceed max_requests_per_step " +
@@ -258,8 +264,14 @@ struct GpuFootprints::Impl {
     if (max_blocks > kMaxBlocksPerRequest)
       return {Errc::invalid_argument, "max_blocks " + std::to_string(max_blocks) + " exceeds " +
                                           std::to_string(kMaxBlocksPerRequest)};
-    ELDR_TRY(check_accessible(num_blocks, "num_blocks", options.device));
-    if (max_blocks > 0) ELDR_TRY(check_accessible(block_table, "block_table", options.device));
+    auto counts = device_view(num_blocks, "num_blocks", options.device);
+    if (!counts) return counts.status();
+    num_blocks = counts.value();
+    if (max_blocks > 0) {
+      auto table = device_view(block_table, "block_table", options.device);
+      if (!table) return table.status();
+      block_table = table.value();
+    }
     return Status::ok();
   }
 };
@@ -329,11 +341,13 @@ Status GpuFootprints::update_blocks(const void* expert_ids, uint32_t id_bytes, u
   if (tokens == 0) return Status::ok();
   DeviceScope scope(m.options.device);
   ELDR_CUDA_TRY(scope.status(), "cudaSetDevice");
-  ELDR_TRY(check_accessible(expert_ids, "expert_ids", m.options.device));
-  ELDR_TRY(check_accessible(slot_mapping, "slot_mapping", m.options.device));
+  auto ids = device_view(expert_ids, "expert_ids", m.options.device);
+  if (!ids) return ids.status();
+  auto slots = device_view(slot_mapping, "slot_mapping", m.options.device);
+  if (!slots) return slots.status();
   ELDR_CUDA_TRY(
-      detail::launch_update(m.rows, expert_ids, id_bytes, tokens, layer, m.options.geometry.top_k,
-                            slot_mapping, m.flags, static_cast<cudaStream_t>(stream)),
+      detail::launch_update(m.rows, ids.value(), id_bytes, tokens, layer, m.options.geometry.top_k,
+                            slots.value(), m.flags, static_cast<cudaStream_t>(stream)),
       "block-row update kernel launch");
   return Status::ok();
 }
@@ -346,8 +360,9 @@ Status GpuFootprints::sum_requests(const int32_t* block_table, uint32_t max_bloc
   DeviceScope scope(m.options.device);
   ELDR_CUDA_TRY(scope.status(), "cudaSetDevice");
   ELDR_TRY(m.check_sum_args(block_table, max_blocks, num_blocks, requests));
-  ELDR_TRY(check_accessible(out, "out", m.options.device));
-  return m.sum(block_table, max_blocks, num_blocks, requests, out,
+  auto dst = device_view(out, "out", m.options.device);
+  if (!dst) return dst.status();
+  return m.sum(block_table, max_blocks, num_blocks, requests, dst.value(),
                static_cast<cudaStream_t>(stream));
 }
 
