@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Emulated prefill engine: POST /v1/prefill runs a pretend prefill and pushes
+the request's expert footprint to eldr, keyed by its request id, so that the
+gateway can ask eldr for the decode worker.
+
+  POST /v1/prefill {"request_id": "r1", "prompt_tokens": 128}
+    -> 200 {"request_id": "r1", "tokens": 128}
+
+The footprint is a row of a trace file (int16 [N][layers][experts] .npy: see
+make_trace.py, or the prefill.npy of `eldr synth`), picked by a hash of the
+request id so that a retried request pushes the same footprint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+import zlib
+from typing import Any, Dict
+
+import numpy as np
+
+import eldr
+from engine_http import Reply, require_int, require_str, serve
+
+MAX_PROMPT_TOKENS = 1 << 20
+RING_FULL_RETRY_S = 0.5  # a full ring drains in microseconds; longer is a stuck daemon
+
+
+def footprint_index(request_id: str, n: int) -> int:
+    """The trace row a request id maps to (stable across processes and runs)."""
+    return zlib.crc32(request_id.encode()) % n
+
+
+class PrefillEngine:
+    def __init__(self, trace: np.ndarray, client: eldr.Client, us_per_token: float) -> None:
+        self.trace = trace
+        self.client = client
+        self.us_per_token = us_per_token
+        self.lock = threading.Lock()
+        self.served = 0
+        self.push_failures = 0
+
+    def prefill(self, body: Dict[str, Any]) -> Reply:
+        request_id = require_str(body, "request_id", 128)
+        prompt_tokens = require_int(body, "prompt_tokens", 1, MAX_PROMPT_TOKENS)
+        time.sleep(prompt_tokens * self.us_per_token / 1e6)  # the "forward pass"
+        footprint = self.trace[footprint_index(request_id, len(self.trace))]
+        try:
+            self.push(request_id, footprint)
+        except eldr.Error as err:
+            with self.lock:
+                self.push_failures += 1
+            return 503, {"request_id": request_id, "error": f"eldr push failed: {err}",
+                         "status": err.name}
+        with self.lock:
+            self.served += 1
+        return 200, {"request_id": request_id, "tokens": prompt_tokens}
+
+    def push(self, request_id: str, footprint: np.ndarray) -> None:
+        deadline = time.monotonic() + RING_FULL_RETRY_S
+        while True:
+            try:
+                self.client.push(request_id, footprint)  # int16 C-contiguous: no copy
+                return
+            except eldr.RingFull:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.0005)
+
+    def stats(self) -> Reply:
+        with self.lock:
+            return 200, {"served": self.served, "push_failures": self.push_failures,
+                         "trace_rows": len(self.trace)}
+
+
+def load_trace(path: str) -> np.ndarray:
+    trace = np.load(path, mmap_mode="r", allow_pickle=False)
+    if trace.ndim != 3 or trace.shape[0] == 0 or trace.dtype.kind not in "iu":
+        raise SystemExit(f"{path}: need an integer array [N][layers][experts], got "
+                         f"{trace.dtype} {trace.shape}")
+    # Rows handed to eldr as they are: int16, C-contiguous.
+    return np.ascontiguousarray(trace, dtype=np.int16)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trace", required=True, help="footprints int16 [N][layers][experts] .npy")
+    parser.add_argument("--instance", default="default", help="eldrd instance")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 = any free port")
+    parser.add_argument("--us-per-token", type=float, default=2.0,
+                        help="emulated prefill time per prompt token (microseconds)")
+    args = parser.parse_args()
+
+    trace = load_trace(args.trace)
+    try:
+        client = eldr.Client(args.instance, open_timeout_ms=5000)
+    except eldr.Error as err:
+        raise SystemExit(f"prefill: cannot reach eldrd '{args.instance}': {err}")
+    engine = PrefillEngine(trace, client, args.us_per_token)
+    print(f"prefill: {len(trace)} footprints {trace.shape[1]}x{trace.shape[2]} from {args.trace}",
+          file=sys.stderr, flush=True)
+    serve("prefill", args.host, args.port, {"/v1/prefill": engine.prefill},
+          {"/stats": engine.stats, "/healthz": lambda: (200, {"ok": True})}, client.close)
+
+
+if __name__ == "__main__":
+    main()
