@@ -1,17 +1,35 @@
 #!/usr/bin/env bash
-# Installs the built tree into a scratch prefix, then builds a consumer with
-# find_package(eldr) and another with pkg-config, and runs both.
+# Installs the built tree into a scratch prefix, then builds consumers the way
+# downstream projects would and runs them:
+#   C++ on the static core: find_package(eldr) -> eldr::eldr, pkg-config eldr-core
+#   C on libeldr.so:        find_package(eldr) -> eldr::capi, pkg-config eldr (what cgo uses)
 set -euo pipefail
 BUILD="$1"
 SRC="$(cd "$(dirname "$0")" && pwd)"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-cmake --install "$BUILD" --prefix "$WORK/prefix" > /dev/null
-cmake -S "$SRC/consumer" -B "$WORK/cmake" -DCMAKE_PREFIX_PATH="$WORK/prefix" > /dev/null
+PREFIX="$WORK/prefix"
+cmake --install "$BUILD" --prefix "$PREFIX" > /dev/null
+
+cmake -S "$SRC/consumer" -B "$WORK/cmake" -DCMAKE_PREFIX_PATH="$PREFIX" > /dev/null
 cmake --build "$WORK/cmake" > /dev/null
 "$WORK/cmake/consumer"
-export PKG_CONFIG_PATH="$WORK/prefix/lib/pkgconfig:$WORK/prefix/lib/x86_64-linux-gnu/pkgconfig"
+
+cmake -S "$SRC/c_consumer" -B "$WORK/cmake_c" -DCMAKE_PREFIX_PATH="$PREFIX" > /dev/null
+cmake --build "$WORK/cmake_c" > /dev/null
+"$WORK/cmake_c/c_consumer"  # CMake's build RPATH finds the installed libeldr.so
+
+export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig:$PREFIX/lib/x86_64-linux-gnu/pkgconfig"
 # shellcheck disable=SC2046
-c++ -std=c++20 "$SRC/consumer/main.cpp" -o "$WORK/pc_consumer" $(pkg-config --cflags --libs eldr)
+c++ -std=c++20 "$SRC/consumer/main.cpp" -o "$WORK/pc_consumer" $(pkg-config --cflags --libs eldr-core)
 "$WORK/pc_consumer"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -pedantic -Werror "$SRC/c_consumer/main.c" -o "$WORK/pc_c_consumer" \
+  $(pkg-config --cflags --libs eldr)
+LIBDIR="$(pkg-config --variable=libdir eldr)"
+LD_LIBRARY_PATH="$LIBDIR" "$WORK/pc_c_consumer"
+# The C program needs libeldr.so only (the C++ runtime comes in through it).
+if readelf -d "$WORK/pc_c_consumer" | grep -q 'libstdc++'; then
+  echo "the C consumer links libstdc++ directly"; exit 1
+fi
 echo "package: ok"

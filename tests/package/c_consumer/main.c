@@ -1,0 +1,34 @@
+/* Routes one footprint through an installed libeldr.so: proves the exported
+ * package and the pkg-config file carry what a C (or cgo) program needs. */
+#include <stdint.h>
+#include <stdio.h>
+
+#include <eldr/eldr.h>
+
+int main(void) {
+  /* Two workers, one layer of four experts: worker 0 owns experts 0-1. */
+  const int16_t calibration[4 * 4] = {3, 2, 0, 0, 2, 3, 0, 0, 0, 0, 3, 2, 0, 0, 2, 3};
+  const int16_t request[4] = {0, 0, 4, 1};
+  eldr_fit_options_t fit = ELDR_FIT_OPTIONS_INIT;
+  eldr_table_t* table = NULL;
+  eldr_router_t* router = NULL;
+  float scores[2];
+  uint8_t in_band[2];
+  int32_t worker = -1;
+  if (eldr_abi_version() != ELDR_ABI_VERSION) return 1;
+  fit.num_workers = 2;
+  fit.threads = 1;
+  if (eldr_table_fit(calibration, NULL, 4, 1, 4, 2, &fit, &table) != ELDR_OK ||
+      eldr_router_new(table, NULL, &router) != ELDR_OK ||
+      eldr_router_route(router, request, 1, 4, &worker) != ELDR_OK ||
+      eldr_router_scores(router, request, 1, 4, scores, in_band, 2) != ELDR_OK) {
+    fprintf(stderr, "c_consumer: %s\n", eldr_last_error_message());
+    return 2;
+  }
+  /* The request uses the experts of the cluster the chosen worker owns. */
+  if (worker < 0 || worker > 1 || !(scores[worker] > scores[1 - worker])) return 3;
+  printf("c_consumer: libeldr %s routed to worker %d\n", eldr_version_string(), (int)worker);
+  eldr_router_free(router);
+  eldr_table_free(table);
+  return 0;
+}
