@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import uuid
 
@@ -118,3 +119,25 @@ def test_no_daemon_for_an_unknown_instance() -> None:
     with pytest.raises(eldr.NoDaemon) as info:
         eldr.Client(f"absent-{uuid.uuid4().hex[:8]}", open_timeout_ms=50)
     assert info.value.status == -14
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_a_long_wait_lets_signal_handlers_run(daemon: str) -> None:
+    # The wait runs in slices and checks for signals between them, so a
+    # handler (Ctrl-C's KeyboardInterrupt, here an alarm) ends it early
+    # instead of the caller sitting out the whole timeout.
+    def on_alarm(signum: int, frame: object) -> None:
+        raise _Interrupted()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        with eldr.Client(daemon) as sut:
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            with pytest.raises(_Interrupted):
+                sut.wait(rid("interrupted"), 20000)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
