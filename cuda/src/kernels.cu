@@ -63,8 +63,11 @@ __global__ void reset_heads_kernel(const int64_t* __restrict__ slots, uint32_t t
 // atomicAdd could carry into the neighbouring cell. Saturating adds of
 // non-negative counts commute (the result is min(cap, start + sum)), so the
 // final row does not depend on the order of the commits.
+// The first attempt guesses the word is 0 (a block reset this step, the usual
+// case), which saves the load: a wrong guess costs one failed CAS that returns
+// the real value.
 __device__ __forceinline__ bool commit_word(uint32_t* word, const uint32_t c[4], uint32_t cap) {
-  uint32_t old = __ldcg(word);
+  uint32_t old = 0;
   bool over = false;
   while (true) {
     uint32_t next = 0;
@@ -92,6 +95,45 @@ __device__ __forceinline__ Id load_id(const Id* p) {
 }
 
 constexpr int kPreloadPicks = 8;  // picks held in registers per lane; more are read on use
+
+// The first kPreloadPicks picks of a token-layer into registers: 16-byte loads
+// when the picks are aligned and at least that many (k = 8: 32 bytes of int32
+// or 64 of int64 per token-layer, whole sectors), scalar loads otherwise.
+__device__ __forceinline__ void preload(const int32_t* picks, uint32_t top_k,
+                                        int32_t (&pre)[kPreloadPicks]) {
+  if (top_k >= kPreloadPicks && (reinterpret_cast<uintptr_t>(picks) & 15u) == 0) {
+    const int4* v = reinterpret_cast<const int4*>(picks);
+#pragma unroll
+    for (int q = 0; q < kPreloadPicks / 4; ++q) {
+      const int4 x = __ldg(v + q);
+      pre[4 * q] = x.x;
+      pre[4 * q + 1] = x.y;
+      pre[4 * q + 2] = x.z;
+      pre[4 * q + 3] = x.w;
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kPreloadPicks; ++j)
+    pre[j] = static_cast<uint32_t>(j) < top_k ? __ldg(picks + j) : 0;
+}
+
+__device__ __forceinline__ void preload(const int64_t* picks, uint32_t top_k,
+                                        int64_t (&pre)[kPreloadPicks]) {
+  if (top_k >= kPreloadPicks && (reinterpret_cast<uintptr_t>(picks) & 15u) == 0) {
+    const longlong2* v = reinterpret_cast<const longlong2*>(picks);
+#pragma unroll
+    for (int q = 0; q < kPreloadPicks / 2; ++q) {
+      const longlong2 x = __ldg(v + q);
+      pre[2 * q] = x.x;
+      pre[2 * q + 1] = x.y;
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kPreloadPicks; ++j)
+    pre[j] = static_cast<uint32_t>(j) < top_k ? load_id(picks + j) : 0;
+}
 
 // A warp owns one item = (32-token tile, layer of the call). Its lanes are the
 // tile's tokens; lanes are grouped by block (a tile usually spans one to three
@@ -124,10 +166,8 @@ __global__ void accumulate_kernel(const Id* __restrict__ ids, const int64_t* __r
     const uint32_t block =
         live ? static_cast<uint32_t>(static_cast<uint64_t>(slot) / v.block_size) : 0xffffffffu;
     const Id* picks = ids + (token * call_layers + call_layer) * top_k;
-    Id pre[kPreloadPicks];
-#pragma unroll
-    for (int j = 0; j < kPreloadPicks; ++j)
-      pre[j] = (live && static_cast<uint32_t>(j) < top_k) ? load_id(picks + j) : Id(0);
+    Id pre[kPreloadPicks] = {};
+    if (live) preload(picks, top_k, pre);
 
     uint32_t pending = __ballot_sync(kFullMask, live);
     while (pending != 0) {
@@ -358,6 +398,13 @@ cudaError_t launch_accumulate(const RowsView& v, const Id* ids, uint32_t tokens,
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
   config.numAttrs = 1;
+  cudaError_t e = cudaLaunchKernelEx(&config, accumulate_kernel<Id>, ids, slots, tokens,
+                                     call_layers, layer_begin, top_k, v, capacity, flags);
+  if (e == cudaSuccess) return e;
+  // Where programmatic dependent launch is refused, an ordinary launch is
+  // just as correct (griddepcontrol.wait is then a no-op), only a bit later.
+  cudaGetLastError();
+  config.numAttrs = 0;
   return cudaLaunchKernelEx(&config, accumulate_kernel<Id>, ids, slots, tokens, call_layers,
                             layer_begin, top_k, v, capacity, flags);
 }
@@ -388,9 +435,9 @@ cudaError_t launch_update(const RowsView& v, const void* ids, uint32_t id_bytes,
 }
 
 uint32_t sum_splits(uint32_t max_blocks, uint32_t requests, int sm_count) {
-  // At least 32 blocks per CTA (below that the partial sums cost more than
-  // they save), and about two CTAs per SM over all requests.
-  const uint64_t by_work = (uint64_t{max_blocks} + 31) / 32;
+  // At least 16 blocks per CTA (below that the partial sums' atomics cost
+  // more than the split saves), and about two CTAs per SM over all requests.
+  const uint64_t by_work = (uint64_t{max_blocks} + 15) / 16;
   const uint64_t by_grid =
       std::max<uint64_t>(1, (2 * static_cast<uint64_t>(std::max(sm_count, 1)) + requests - 1) /
                                 std::max<uint32_t>(requests, 1));
