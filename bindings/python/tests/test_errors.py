@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import pickle
 import subprocess
@@ -65,11 +66,30 @@ def test_package_imports_in_a_fresh_interpreter() -> None:
     assert out.stdout.strip() == eldr.__version__
 
 
-def test_stubs_and_marker_ship_with_the_package() -> None:
+def _stub_tree() -> ast.Module:
     package = os.path.dirname(eldr.__file__)
     assert os.path.isfile(os.path.join(package, "py.typed"))
     with open(os.path.join(package, "__init__.pyi")) as stubs:
-        text = stubs.read()
-    for name in eldr.__all__:
-        if name not in ("__version__",):
-            assert name in text, f"{name} missing from __init__.pyi"
+        return ast.parse(stubs.read())
+
+
+def test_stubs_declare_every_public_name() -> None:
+    tree = _stub_tree()
+    declared = {node.name for node in tree.body if isinstance(node, (ast.ClassDef,
+                                                                     ast.FunctionDef))}
+    declared |= {target.id for node in tree.body if isinstance(node, ast.AnnAssign)
+                 for target in [node.target] if isinstance(target, ast.Name)}
+    missing = set(eldr.__all__) - declared
+    assert not missing, f"missing from __init__.pyi: {sorted(missing)}"
+
+
+def test_stubs_declare_every_method_and_property() -> None:
+    classes = {node.name: node for node in _stub_tree().body if isinstance(node, ast.ClassDef)}
+    for cls in (eldr.ClusterTable, eldr.Router, eldr.Client, eldr.Decision):
+        stubbed = {item.name for item in classes[cls.__name__].body
+                   if isinstance(item, ast.FunctionDef)}
+        public = {name for name in dir(cls) if not name.startswith("_")}
+        public |= {"__enter__", "__exit__"} & set(vars(cls))
+        stubbed.discard("__init__")  # pybind11 defines one on every class
+        assert public == stubbed, (f"{cls.__name__}: stubs differ: missing "
+                                   f"{sorted(public - stubbed)}, extra {sorted(stubbed - public)}")
