@@ -93,11 +93,21 @@ Result<T*> device_view(T* p, const char* what, int device) {
   }
 }
 
-// The mapping of this process (from /proc/self/maps) that holds `p`.
+// A mapping of this process as /proc/self/maps lists it. The file identity
+// matters: a restarted daemon's new segment (a new file) may be mapped at the
+// very addresses of the old one, and a registration made for the old pages
+// would send the GPU's writes to pages nobody reads.
 struct Range {
   uintptr_t begin = 0;
   uintptr_t end = 0;
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t offset = 0;
   bool contains(uintptr_t p, size_t n) const { return p >= begin && p + n <= end; }
+  bool same_mapping(const Range& o) const {
+    return begin == o.begin && end == o.end && device == o.device && inode == o.inode &&
+           offset == o.offset;
+  }
 };
 
 std::optional<Range> mapping_of(const void* p) {
@@ -105,12 +115,17 @@ std::optional<Range> mapping_of(const void* p) {
   std::FILE* maps = std::fopen("/proc/self/maps", "re");
   if (maps == nullptr) return std::nullopt;
   std::optional<Range> found;
-  char line[512];
+  char line[4096];
   while (std::fgets(line, sizeof(line), maps) != nullptr) {
-    unsigned long long begin = 0, end = 0;
-    if (std::sscanf(line, "%llx-%llx", &begin, &end) != 2) continue;
+    unsigned long long begin = 0, end = 0, offset = 0, inode = 0;
+    unsigned major = 0, minor = 0;
+    char perms[8] = {};
+    if (std::sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &begin, &end, perms, &offset, &major,
+                    &minor, &inode) != 7)
+      continue;
     if (address >= begin && address < end) {
-      found = Range{static_cast<uintptr_t>(begin), static_cast<uintptr_t>(end)};
+      found = Range{static_cast<uintptr_t>(begin), static_cast<uintptr_t>(end),
+                    (uint64_t{major} << 32) | minor, inode, offset};
       break;
     }
   }
@@ -209,19 +224,19 @@ struct GpuFootprints::Impl {
   size_t padded_row_bytes() const { return size_t{rows.layers} * rows.experts_padded; }
   size_t cells() const { return options.geometry.cells(); }
 
-  // Device address of host memory in a registered (mapped) range; registers
-  // the whole mapping that holds it on first use (the client's shared-memory
-  // segment: once per attachment).
+  // Device address of host memory (the ring), registering the whole mapping
+  // that holds it (the client's shared-memory segment) on first use. The
+  // mapping is looked up on every call (one /proc/self/maps scan) so that a
+  // segment replaced at the same addresses is registered anew.
   Result<void*> device_address(void* host, size_t bytes) {
     const auto p = reinterpret_cast<uintptr_t>(host);
-    auto known = std::find_if(registered.begin(), registered.end(),
-                              [&](const Range& r) { return r.contains(p, bytes); });
-    if (known == registered.end()) {
-      auto range = mapping_of(host);
-      if (!range || !range->contains(p, bytes))
-        return Status{Errc::internal, "ring memory is not inside one mapping of this process"};
-      // A range of ours overlapping it belongs to an unmapped old segment (the
-      // client re-attached): drop it.
+    auto range = mapping_of(host);
+    if (!range || !range->contains(p, bytes))
+      return Status{Errc::internal, "ring memory is not inside one mapping of this process"};
+    const bool known = std::any_of(registered.begin(), registered.end(),
+                                   [&](const Range& r) { return r.same_mapping(*range); });
+    if (!known) {
+      // Ranges of ours overlapping it belong to a segment that is gone.
       std::erase_if(registered, [&](const Range& r) {
         const bool stale = r.begin < range->end && range->begin < r.end;
         if (stale) cudaHostUnregister(reinterpret_cast<void*>(r.begin));
