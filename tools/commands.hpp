@@ -13,5 +13,8 @@ void register_route_command(CLI::App& app);
 void register_bench_command(CLI::App& app);
 void register_demo_command(CLI::App& app);
 void register_sim_command(CLI::App& app);
+void register_status_commands(CLI::App& app);  // status, reload (eldrd)
+void register_loadgen_command(CLI::App& app);
+void register_bench_ring_command(CLI::App& bench);  // bench ring, under `bench`
 
 }  // namespace eldr::cli

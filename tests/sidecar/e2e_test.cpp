@@ -367,7 +367,9 @@ TEST_F(EldrdTest, the_metrics_endpoint_serves_every_family) {
   std::string body;
   ASSERT_TRUE(eventually([&] {
     body = http_get(port, "/metrics");
-    return body.find("eldr_routed_total{worker=\"100\",policy=\"eldr\"} 1") != std::string::npos;
+    // Gauges are refreshed every ~100 ms, counters at once.
+    return body.find("eldr_routed_total{worker=\"100\",policy=\"eldr\"} 1") != std::string::npos &&
+           body.find("eldr_worker_inflight{worker=\"100\"} 1") != std::string::npos;
   })) << body;
   EXPECT_NE(body.find("HTTP/1.1 200"), std::string::npos);
   for (const char* family :

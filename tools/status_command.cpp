@@ -1,0 +1,166 @@
+// eldr status | reload: the live state of an eldrd instance, read-only from
+// its segment (no registration, nothing written), and a table reload request.
+#include <signal.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "eldr/router.hpp"
+#include "eldr/shm.hpp"
+
+namespace eldr::cli {
+
+namespace {
+
+struct StatusArgs {
+  std::string instance = "default";
+  bool json = false;
+  uint32_t timeout_ms = 5000;
+};
+
+const char* state_name(uint8_t state) {
+  return state <= static_cast<uint8_t>(WorkerState::removed)
+             ? worker_state_name(static_cast<WorkerState>(state))
+             : "?";
+}
+
+nlohmann::json to_json(const std::string& instance, const shm::SegmentSnapshot& s) {
+  nlohmann::json j;
+  j["instance"] = instance;
+  j["segment"] = shm::segment_name(instance);
+  j["format"] = std::to_string(s.format_major) + "." + std::to_string(s.format_minor);
+  j["state"] = s.state;
+  j["daemon_pid"] = s.daemon_pid;
+  j["generation"] = s.generation;
+  j["heartbeat_age_ms"] = s.heartbeat_age_ms;
+  j["table_epoch"] = s.table_epoch;
+  j["decisions_published"] = s.decisions_published;
+  j["clients"] = nlohmann::json::array();
+  for (const auto& c : s.clients)
+    j["clients"].push_back({{"slot", c.slot},
+                            {"pid", c.pid},
+                            {"epoch", c.epoch},
+                            {"ring_used", c.ring_used},
+                            {"ring_capacity", c.ring_capacity},
+                            {"records", c.records},
+                            {"rejected", c.rejected},
+                            {"quarantined", c.quarantined}});
+  j["workers"] = nlohmann::json::array();
+  for (const auto& w : s.workers)
+    j["workers"].push_back({{"worker", w.worker},
+                            {"state", state_name(w.state)},
+                            {"healthy", w.healthy != 0},
+                            {"inflight", w.inflight},
+                            {"running", w.running},
+                            {"kv_usage", w.kv_usage},
+                            {"routed", w.routed}});
+  return j;
+}
+
+void print_text(const std::string& instance, const shm::SegmentSnapshot& s) {
+  std::printf("instance %s: segment %s, format v%u.%u, state %s\n", instance.c_str(),
+              shm::segment_name(instance).c_str(), s.format_major, s.format_minor, s.state.c_str());
+  std::printf(
+      "daemon pid %u, generation %llu, heartbeat %llu ms ago, table epoch %llu, "
+      "%llu decisions published\n",
+      s.daemon_pid, static_cast<unsigned long long>(s.generation),
+      static_cast<unsigned long long>(s.heartbeat_age_ms),
+      static_cast<unsigned long long>(s.table_epoch),
+      static_cast<unsigned long long>(s.decisions_published));
+  std::printf("clients: %zu\n", s.clients.size());
+  if (!s.clients.empty()) {
+    std::printf("  %4s %8s %6s %12s %8s %10s %9s\n", "slot", "pid", "epoch", "ring used", "ring %",
+                "records", "rejected");
+    for (const auto& c : s.clients)
+      std::printf(
+          "  %4u %8u %6llu %12llu %7.1f%% %10llu %9llu%s\n", c.slot, c.pid,
+          static_cast<unsigned long long>(c.epoch), static_cast<unsigned long long>(c.ring_used),
+          c.ring_capacity
+              ? 100.0 * static_cast<double>(c.ring_used) / static_cast<double>(c.ring_capacity)
+              : 0.0,
+          static_cast<unsigned long long>(c.records), static_cast<unsigned long long>(c.rejected),
+          c.quarantined ? "  QUARANTINED" : "");
+  }
+  std::printf("workers: %zu\n", s.workers.size());
+  if (!s.workers.empty()) {
+    std::printf("  %6s %-9s %-8s %8s %8s %6s %10s\n", "worker", "state", "health", "inflight",
+                "running", "kv", "routed");
+    for (const auto& w : s.workers)
+      std::printf("  %6d %-9s %-8s %8u %8u %5.0f%% %10llu\n", w.worker, state_name(w.state),
+                  w.healthy ? "ok" : "stale", w.inflight, w.running, 100.0 * w.kv_usage,
+                  static_cast<unsigned long long>(w.routed));
+  }
+}
+
+int run_status(const StatusArgs& a) {
+  auto snapshot = shm::read_snapshot(a.instance);
+  if (!snapshot) return report(snapshot.status());
+  if (a.json)
+    std::printf("%s\n", to_json(a.instance, *snapshot).dump().c_str());
+  else
+    print_text(a.instance, *snapshot);
+  return 0;
+}
+
+// The pid in the segment must be an eldrd: never signal an unrelated process
+// that reused a dead daemon's pid.
+Status check_is_eldrd(uint32_t pid) {
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  if (!comm || !std::getline(comm, name))
+    return {Errc::no_daemon, "daemon pid " + std::to_string(pid) + " is not running"};
+  if (name.rfind("eldrd", 0) != 0)
+    return {Errc::state, "pid " + std::to_string(pid) + " is '" + name + "', not eldrd"};
+  return Status::ok();
+}
+
+int run_reload(const StatusArgs& a) {
+  auto before = shm::read_snapshot(a.instance);
+  if (!before) return report(before.status());
+  if (Status s = check_is_eldrd(before->daemon_pid); !s) return report(s);
+  if (::kill(static_cast<pid_t>(before->daemon_pid), SIGHUP) != 0)
+    return report({errno == EPERM ? Errc::permission : Errc::no_daemon,
+                   "cannot signal eldrd pid " + std::to_string(before->daemon_pid) + ": " +
+                       std::strerror(errno)});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto now = shm::read_snapshot(a.instance);
+    if (now && now->table_epoch > before->table_epoch) {
+      std::printf("reloaded: table epoch %llu -> %llu\n",
+                  static_cast<unsigned long long>(before->table_epoch),
+                  static_cast<unsigned long long>(now->table_epoch));
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return report({Errc::timeout, "eldrd (pid " + std::to_string(before->daemon_pid) +
+                                    ") did not swap in a new table within " +
+                                    std::to_string(a.timeout_ms) +
+                                    " ms; its log says why (no table file, or a bad one)"});
+}
+
+}  // namespace
+
+void register_status_commands(CLI::App& app) {
+  auto a = std::make_shared<StatusArgs>();
+  auto* status = app.add_subcommand("status", "live state of an eldrd instance (read-only)");
+  status->add_option("--instance", a->instance, "eldrd instance name");
+  status->add_flag("--json", a->json, "one JSON object");
+  status->callback([a] { g_exit_code = run_status(*a); });
+
+  auto r = std::make_shared<StatusArgs>();
+  auto* reload =
+      app.add_subcommand("reload", "make eldrd reload its table file (SIGHUP), wait for it");
+  reload->add_option("--instance", r->instance, "eldrd instance name");
+  reload->add_option("--timeout-ms", r->timeout_ms, "how long to wait for the new table epoch");
+  reload->callback([r] { g_exit_code = run_reload(*r); });
+}
+
+}  // namespace eldr::cli
