@@ -70,7 +70,9 @@ class GpuFootprints {
   // rejects with an error decision for its id. The ring allows one claim at
   // a time, so request i+1 is claimed once the GPU has committed request i:
   // with several requests this call waits for the stream to reach each
-  // hand-off (timeout after 10 s: Errc::timeout, the rest not pushed).
+  // hand-off (timeout after 10 s: Errc::timeout, the rest not pushed). The
+  // client's shared-memory segment is registered with CUDA (page-locked,
+  // mapped) on first use and stays so while this object lives.
   Status push_requests(shm::Client& client, std::span<const std::string_view> request_ids,
                        const int32_t* block_table, uint32_t max_blocks, const int32_t* num_blocks,
                        void* stream);
