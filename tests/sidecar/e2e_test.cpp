@@ -8,16 +8,19 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "core/temp_dir.hpp"
@@ -74,7 +77,8 @@ bool eventually(Pred pred, std::chrono::milliseconds budget = 10s) {
   return pred();
 }
 
-pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
+pid_t spawn(const std::vector<std::string>& args, const std::string& log_path,
+            const std::vector<std::string>& extra_env = {}) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
@@ -83,8 +87,12 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& log_path) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  for (const auto& e : extra_env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   EXPECT_EQ(rc, 0) << "spawn " << args[0];
   return rc == 0 ? pid : -1;
@@ -177,11 +185,11 @@ class EldrdTest : public ::testing::Test {
     if (HasFailure()) std::fprintf(stderr, "--- eldrd log ---\n%s\n", read_file(log_path).c_str());
   }
 
-  void start_daemon(std::vector<std::string> extra = {}) {
+  void start_daemon(std::vector<std::string> extra = {}, std::vector<std::string> env = {}) {
     std::vector<std::string> args = {ELDRD_PATH, "--config", config_path, "--instance",
                                      instance,   "--table",  table_path};
     args.insert(args.end(), extra.begin(), extra.end());
-    daemon = spawn(args, log_path);
+    daemon = spawn(args, log_path, env);
     ASSERT_GT(daemon, 0);
     ASSERT_TRUE(eventually([&] {
       auto s = shm::read_snapshot(instance);
@@ -378,6 +386,48 @@ TEST_F(EldrdTest, the_metrics_endpoint_serves_every_family) {
         "eldr_worker_healthy{worker=\"100\"", "eldr_worker_inflight{worker=\"100\"} 1",
         "eldr_table_epoch ", "eldr_clients 1", "eldr_complete_unknown_total 0"})
     EXPECT_NE(body.find(family), std::string::npos) << family;
+}
+
+TEST_F(EldrdTest, systemd_hears_ready_watchdog_pings_and_stopping) {
+  // A NOTIFY_SOCKET of our own stands in for systemd.
+  const std::string socket_path = dir.file("notify.sock");
+  const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(socket_path.size(), sizeof addr.sun_path);
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  timeval tv{0, 100000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string heard;
+  const auto drain = [&] {
+    char buf[1024];
+    ssize_t n;
+    while ((n = recv(fd, buf, sizeof buf, 0)) > 0)
+      heard.append(buf, static_cast<size_t>(n)) += '\n';
+  };
+  start_daemon({}, {"NOTIFY_SOCKET=" + socket_path, "WATCHDOG_USEC=400000"});
+  EXPECT_TRUE(eventually([&] {
+    drain();
+    return heard.find("READY=1") != std::string::npos &&
+           heard.find("WATCHDOG=1") != std::string::npos;
+  })) << heard;
+  EXPECT_NE(heard.find("STATUS=routing for instance " + instance), std::string::npos) << heard;
+  ASSERT_EQ(kill(daemon, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(daemon), 0);
+  daemon = -1;
+  drain();
+  EXPECT_NE(heard.find("STOPPING=1"), std::string::npos) << heard;
+  close(fd);
+}
+
+TEST_F(EldrdTest, a_bad_config_file_is_refused_with_the_key_named) {
+  std::ofstream(config_path) << "ring_bytes = 65536\nrign_slots = 3\n";
+  const pid_t pid = spawn({ELDRD_PATH, "--config", config_path, "--instance", instance}, log_path);
+  EXPECT_EQ(wait_exit(pid), 2);
+  EXPECT_NE(read_file(log_path).find("rign_slots"), std::string::npos) << read_file(log_path);
+  EXPECT_FALSE(shm::read_snapshot(instance).is_ok());
 }
 
 // Child mode: a producer that registers and streams round trips until killed.
