@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -154,3 +156,24 @@ def test_c_route_benchmark_helper(table: eldr.ClusterTable, workload: Workload) 
     assert eldr._eldr._bench_c_route(sut, workload.prefill[0], iterations=10, rounds=3) > 0
     with pytest.raises(eldr.InvalidArgument):
         eldr._eldr._bench_c_route(sut, workload.prefill[0], iterations=0)
+
+
+def test_one_router_shared_by_threads_counts_every_route(table: eldr.ClusterTable,
+                                                         workload: Workload) -> None:
+    sut = eldr.Router(table, tau=WIDE)
+    errors: list = []
+
+    def worker_thread(offset: int) -> None:
+        try:
+            for i in range(200):
+                sut.route(workload.prefill[(offset + i) % len(workload.prefill)])
+        except Exception as err:  # reported by the main thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker_thread, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert sum(w["inflight"] for w in sut.workers()) == 800
