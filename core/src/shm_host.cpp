@@ -69,6 +69,7 @@ struct Host::Impl {
   std::vector<SlotState> slots;
   std::vector<uint8_t> payload;  // private copy of the record being validated
   uint32_t next_slot = 0;        // round-robin start of the next poll
+  Status create_error;           // why the last recreation failed (ok: mapped)
 
   Status create_segment();
   void drain_segment();  // DRAINING, wake everyone
@@ -200,6 +201,7 @@ Host::~Host() {
 }
 
 uint64_t Host::generation() const noexcept { return m_impl->generation; }
+Status Host::segment_status() const { return m_impl->create_error; }
 const SegmentConfig& Host::config() const noexcept { return m_impl->config; }
 
 // ---- consuming --------------------------------------------------------------------
@@ -366,15 +368,17 @@ void Host::Impl::reclaim(uint32_t slot) {
 std::vector<uint32_t> Host::maintain() {
   Impl& m = *m_impl;
   std::vector<uint32_t> reclaimed;
-  if (!m.mapping) return reclaimed;
-  if (m.mapping->unlinked()) {
+  if (m.mapping && m.mapping->unlinked()) {
     // Someone removed /dev/shm/<name> under us (systemd RemoveIPC, a cleanup
     // script): clients can no longer find us. Tell the old segment's clients
     // and build a new one; they re-attach to it.
     m.drain_segment();
     m.mapping.reset();
+  }
+  if (!m.mapping) {
+    // (Re)creation failed before (e.g. /dev/shm full): try again each call.
     Mapping::remove(m.name);
-    if (!m.create_segment()) return reclaimed;  // retried on the next maintain()
+    m.create_error = m.create_segment();
     return reclaimed;
   }
   m.view.header->heartbeat_ns.store(monotonic_ns(), std::memory_order_release);

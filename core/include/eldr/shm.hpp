@@ -214,6 +214,9 @@ class Host {
 
   std::vector<ClientInfo> clients() const;
   uint64_t generation() const noexcept;
+  // Ok while the segment is mapped; after maintain() found it unlinked and
+  // could not recreate it (e.g. /dev/shm full), why (retried every maintain()).
+  Status segment_status() const;
   const SegmentConfig& config() const noexcept;
   // Worker rows and counters published for `eldr status` (read-only readers).
   struct WorkerRow {
