@@ -1,6 +1,10 @@
 package eldr
 
-import "testing"
+import (
+	"sort"
+	"testing"
+	"time"
+)
 
 // The cost of one eldr_router_route through this binding (BenchmarkRoute)
 // against the same call in a C loop (BenchmarkRouteC), same router and
@@ -33,4 +37,39 @@ func BenchmarkRouteC(b *testing.B) {
 	if err := benchRouteLoopC(sut, fp, b.N); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkRouteOverhead interleaves blocks of Go calls and C-loop calls on
+// the same router and reports the medians per call and the binding's extra
+// cost: robust on a busy machine, where two separate benchmarks drift apart.
+//
+//	go test -run '^$' -bench RouteOverhead -benchtime 40x
+func BenchmarkRouteOverhead(b *testing.B) {
+	sut, fp := benchRouter(b)
+	const block = 2000
+	goNs := make([]float64, 0, b.N)
+	cNs := make([]float64, 0, b.N)
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		for j := 0; j < block; j++ {
+			if _, err := sut.Route(fp); err != nil {
+				b.Fatal(err)
+			}
+		}
+		goNs = append(goNs, float64(time.Since(start).Nanoseconds())/block)
+		start = time.Now()
+		if err := benchRouteLoopC(sut, fp, block); err != nil {
+			b.Fatal(err)
+		}
+		cNs = append(cNs, float64(time.Since(start).Nanoseconds())/block)
+	}
+	goMedian, cMedian := median(goNs), median(cNs)
+	b.ReportMetric(goMedian, "go-ns/call")
+	b.ReportMetric(cMedian, "c-ns/call")
+	b.ReportMetric(goMedian-cMedian, "extra-ns/call")
+}
+
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	return v[len(v)/2]
 }
