@@ -111,8 +111,9 @@ void Daemon::run(const std::atomic<bool>& stop, const std::function<void()>& tic
       next_maintain = now + kMaintainPeriodNs;
     }
   }
-  // Hand out what was already committed before we go.
-  while (m_host->poll(*m_service) != 0) {
+  // Answer what was already committed before we go (bounded: producers that
+  // keep pushing must not hold the shutdown up).
+  for (int round = 0; round < 64 && m_host->poll(*m_service) != 0; ++round) {
   }
 }
 
