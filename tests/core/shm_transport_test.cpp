@@ -3,6 +3,7 @@
 // reclaim, daemon restart and segment deletion, the doorbell, status.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -409,6 +410,26 @@ TEST(shm_transport, bad_configurations_are_refused) {
   EXPECT_EQ(Host::create(config).status().code(), Errc::permission);
   config = small_config("", dir);
   EXPECT_EQ(Host::create(config).status().code(), Errc::invalid_argument);
+}
+
+TEST(shm_transport, a_segment_larger_than_dev_shm_fails_at_creation_with_out_of_memory) {
+  TempDir dir("shm");
+  auto config = small_config(unique_instance("huge"), dir);
+  config.max_clients = 4096;
+  config.ring_bytes = 1u << 30;  // 4 TiB of rings
+  struct statvfs fs {};
+  ASSERT_EQ(::statvfs("/dev/shm", &fs), 0);
+  const double shm_bytes = double(fs.f_blocks) * double(fs.f_frsize);
+  // tmpfs refuses an allocation beyond its size at once; an unlimited one
+  // would really try, so skip there.
+  if (fs.f_blocks == 0 || shm_bytes >= double(uint64_t{1} << 42)) GTEST_SKIP();
+  auto sut = Host::create(config);
+  ASSERT_FALSE(sut.is_ok());
+  EXPECT_EQ(sut.status().code(), Errc::out_of_memory);
+  EXPECT_NE(sut.status().message().find("/dev/shm"), std::string::npos);
+  // Nothing is left behind: a normal daemon starts right after.
+  config = small_config(config.instance, dir);
+  EXPECT_TRUE(Host::create(config).is_ok());
 }
 
 }  // namespace
