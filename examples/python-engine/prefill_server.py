@@ -6,6 +6,9 @@ gateway can ask eldr for the decode worker.
   POST /v1/prefill {"request_id": "r1", "prompt_tokens": 128}
     -> 200 {"request_id": "r1", "tokens": 128}
 
+prompt_tokens may also be the prompt's token ids (a list of ints); tokens is
+then their count.
+
 The footprint is a row of a trace file (int16 [N][layers][experts] .npy: see
 make_trace.py, or the prefill.npy of `eldr synth`), picked by a hash of the
 request id so that a retried request pushes the same footprint.
@@ -23,7 +26,7 @@ from typing import Any, Dict
 import numpy as np
 
 import eldr
-from engine_http import Reply, require_int, require_str, serve
+from engine_http import BadRequest, Reply, require_int, require_str, serve
 
 MAX_PROMPT_TOKENS = 1 << 20
 RING_FULL_RETRY_S = 0.5  # a full ring drains in microseconds; longer is a stuck daemon
@@ -32,6 +35,18 @@ RING_FULL_RETRY_S = 0.5  # a full ring drains in microseconds; longer is a stuck
 def footprint_index(request_id: str, n: int) -> int:
     """The trace row a request id maps to (stable across processes and runs)."""
     return zlib.crc32(request_id.encode()) % n
+
+
+def prompt_token_count(body: Dict[str, Any]) -> int:
+    """prompt_tokens is a count, or the prompt's token ids (a list of ints)."""
+    value = body.get("prompt_tokens")
+    if isinstance(value, list):
+        if not 1 <= len(value) <= MAX_PROMPT_TOKENS or not all(
+                isinstance(t, int) and not isinstance(t, bool) for t in value):
+            raise BadRequest(f"'prompt_tokens' as a list must hold 1..{MAX_PROMPT_TOKENS} "
+                             "integer token ids")
+        return len(value)
+    return require_int(body, "prompt_tokens", 1, MAX_PROMPT_TOKENS)
 
 
 class PrefillEngine:
@@ -45,7 +60,7 @@ class PrefillEngine:
 
     def prefill(self, body: Dict[str, Any]) -> Reply:
         request_id = require_str(body, "request_id", 128)
-        prompt_tokens = require_int(body, "prompt_tokens", 1, MAX_PROMPT_TOKENS)
+        prompt_tokens = prompt_token_count(body)
         time.sleep(prompt_tokens * self.us_per_token / 1e6)  # the "forward pass"
         footprint = self.trace[footprint_index(request_id, len(self.trace))]
         try:

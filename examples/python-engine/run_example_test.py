@@ -127,6 +127,9 @@ def main() -> None:
 
             # The contract's error answers.
             assert http(prefill + "/v1/prefill", {"request_id": "x"})[0] == 400
+            assert http(prefill + "/v1/prefill",
+                        {"request_id": "ids", "prompt_tokens": [101, 7, 9]}) == (
+                            200, {"request_id": "ids", "tokens": 3})
             assert http(decode + "/v1/decode",
                         {"request_id": "x", "worker": WORKERS, "max_tokens": 1})[0] == 400
             assert http(decode + "/v1/nothing", {})[0] == 404
@@ -147,7 +150,7 @@ def main() -> None:
                 per_worker[decision.worker].append(decision.similarity)
 
             status, prefill_stats = http(prefill + "/stats")
-            assert prefill_stats["served"] == args.requests, prefill_stats
+            assert prefill_stats["served"] == args.requests + 1, prefill_stats
             assert prefill_stats["push_failures"] == 0, prefill_stats
             status, decode_stats = http(decode + "/stats")
             expected = [len(per_worker.get(w, [])) for w in range(WORKERS)]
