@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -53,6 +54,7 @@ def test_wait_releases_the_gil_while_blocked(daemon: str, workload: Workload) ->
 
         thread = threading.Thread(target=waiter)
         thread.start()
+        time.sleep(0.1)  # let the waiter block first (if it has not, the test is merely weaker)
         engine.push(request, workload.prefill[0])
         thread.join()
     assert "error" not in result, result.get("error")
