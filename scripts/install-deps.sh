@@ -8,7 +8,7 @@ PACKAGES=(
   libflatbuffers-dev flatbuffers-compiler libxxhash-dev nlohmann-json3-dev libcli11-dev
   libboost-dev libmimalloc-dev libtomlplusplus-dev libsystemd-dev libcpp-httplib-dev
   librapidcheck-dev
-  python3-pybind11 python3-numpy python3-pytest python3-matplotlib
+  python3-dev python3-pybind11 python3-numpy python3-pytest python3-matplotlib
   golang-go bindgen systemd curl
 )
 missing=()
