@@ -21,7 +21,8 @@
  *     with the matching _free/_close, which accept NULL.
  *   - Versioned structs: the first field is `uint32_t version`; set it with the
  *     *_INIT macro or the *_init() function. Unknown (newer) versions are
- *     rejected with ELDR_E_UNSUPPORTED.
+ *     rejected with ELDR_E_UNSUPPORTED; version 0 (a struct never
+ *     initialised) with ELDR_E_INVALID_ARGUMENT.
  *   - Footprint: int16 counts, row-major [layers][experts]: for each MoE layer,
  *     how many prefill tokens routed to each expert.
  *
