@@ -1,9 +1,8 @@
 /* Routes one footprint through an installed libeldr.so: proves the exported
  * package and the pkg-config file carry what a C (or cgo) program needs. */
+#include <eldr/eldr.h>
 #include <stdint.h>
 #include <stdio.h>
-
-#include <eldr/eldr.h>
 
 int main(void) {
   /* Two workers, one layer of four experts: worker 0 owns experts 0-1. */
