@@ -149,8 +149,10 @@ Status check_positions(uint64_t producer, uint64_t consumer, uint64_t capacity) 
   return Status::ok();
 }
 
-ReadResult read_record(std::span<const uint8_t> ring, uint64_t producer, uint32_t epoch,
-                       RingCursor& cursor, std::vector<uint8_t>& payload) {
+namespace {
+
+ReadResult read_one(std::span<const uint8_t> ring, uint64_t producer, uint32_t epoch,
+                    RingCursor& cursor, std::vector<uint8_t>& payload) {
   const uint64_t capacity = ring.size();
   // At most one padding record precedes a record (never one at index 0).
   for (int step = 0; step < 2; ++step) {
@@ -220,6 +222,17 @@ ReadResult read_record(std::span<const uint8_t> ring, uint64_t producer, uint32_
     return r;
   }
   return violation(RejectReason::bad_header, "two padding records in a row");
+}
+
+}  // namespace
+
+ReadResult read_record(std::span<const uint8_t> ring, uint64_t producer, uint32_t epoch,
+                       RingCursor& cursor, std::vector<uint8_t>& payload) {
+  const RingCursor start = cursor;
+  ReadResult r = read_one(ring, producer, epoch, cursor, payload);
+  // A violation after a skipped padding record leaves no trace either.
+  if (r.outcome == ReadOutcome::violation) cursor = start;
+  return r;
 }
 
 // ---- payloads -------------------------------------------------------------------

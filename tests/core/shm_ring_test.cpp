@@ -167,6 +167,27 @@ TEST(shm_ring, a_wrong_sequence_is_a_violation_that_keeps_the_cursor) {
   EXPECT_EQ(cursor.consumer, 0u);
 }
 
+// Found by ring_fuzz: the padding before a bad record was consumed.
+TEST(shm_ring, a_violation_after_padding_leaves_the_cursor_before_the_padding) {
+  HeapRing ring;
+  RingWriter sut = ring.writer();
+  RingCursor cursor;
+  const size_t payload = max_payload(kCapacity) - 200;  // leaves a tail under one record
+  while (sut.position() + record_span(payload) <= kCapacity)
+    ASSERT_TRUE(sut.push(RecordType::complete, 1, bytes_of(1, payload)).is_ok());
+  drain(ring, cursor);
+  const uint64_t before_wrap = cursor.consumer;
+  ASSERT_TRUE(sut.push(RecordType::complete, 1, bytes_of(2, payload)).is_ok());
+  ASSERT_EQ(ring.header_at(before_wrap).type, static_cast<uint16_t>(RecordType::padding));
+  RecordHeader h = ring.header_at(0);
+  h.sequence += 3;
+  ring.patch_header(0, h);
+  std::vector<uint8_t> out;
+  EXPECT_EQ(read_record(ring.image(), ring.producer(), kEpoch, cursor, out).outcome,
+            ReadOutcome::violation);
+  EXPECT_EQ(cursor.consumer, before_wrap);
+}
+
 TEST(shm_ring, a_record_of_another_epoch_is_a_violation) {
   HeapRing ring;
   RingWriter stale(ring.control.get(), ring.data.data(), kCapacity, kEpoch - 1);
