@@ -118,9 +118,10 @@ void Daemon::run(const std::atomic<bool>& stop, const std::function<void()>& tic
 }
 
 Status Daemon::reload() {
-  if (m_config.table.empty())
-    return {Errc::state,
-            "no table file configured (running on a synthetic table): nothing to reload"};
+  if (m_config.table.empty()) {
+    ELDR_LOG(warn, "reload: no table file configured (running on a synthetic table)");
+    return {Errc::state, "no table file configured (running on a synthetic table)"};
+  }
   const uint64_t before = m_service->table_epoch();
   Status s = m_service->reload(m_config.table);
   if (s)

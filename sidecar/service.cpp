@@ -386,6 +386,9 @@ Status Service::refit_now() {
     n = std::min<uint64_t>(m_samples_seen.load(), m_options.refit.window);
     window.assign(m_samples.begin(), m_samples.begin() + static_cast<ptrdiff_t>(n * cells));
   }
+  const uint64_t seen = m_samples_seen.load();
+  if (seen == m_samples_at_last_refit)
+    return {Errc::state, "no new footprints since the last refit"};
   const uint32_t k = current->num_clusters();
   if (n < m_options.refit.min_samples || n < k) {
     return {Errc::state, "refit needs " +
@@ -406,6 +409,7 @@ Status Service::refit_now() {
     return fitted.status();
   }
   fitted->fit.source = "eldrd refit";
+  m_samples_at_last_refit = seen;
   Status s = m_router->swap_table(std::make_shared<const ClusterTable>(std::move(*fitted)));
   m_metrics.count_refit(s.is_ok());
   if (s) m_metrics.set_table_epoch(m_router->table_epoch());

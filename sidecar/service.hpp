@@ -126,7 +126,8 @@ class Service final : public shm::RecordHandler {
   std::mutex m_samples_mutex;
   std::vector<int16_t> m_samples;
   std::atomic<uint64_t> m_samples_seen{0};
-  std::mutex m_refit_mutex;  // one refit at a time
+  std::mutex m_refit_mutex;  // one refit at a time; guards the field below
+  uint64_t m_samples_at_last_refit = 0;
 };
 
 }  // namespace eldr::sidecar

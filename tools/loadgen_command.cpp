@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "cli_common.hpp"
@@ -59,8 +60,20 @@ Result<RoundTrip> round_trip(shm::Client& client, const shm::FootprintOut& f, ui
 }
 
 Result<SyntheticWorkload> footprint_pool(const std::string& model, uint32_t n, uint64_t seed) {
-  auto g = find_preset(model);
-  if (!g) return Status{Errc::invalid_argument, "unknown model preset '" + model + "'"};
+  // A preset name, or an explicit geometry "LxExk" (eldrd --synthetic-table LxExk:K).
+  std::optional<Geometry> g = find_preset(model);
+  if (!g) {
+    Geometry explicit_geometry;
+    char tail = 0;
+    if (std::sscanf(model.c_str(), "%ux%ux%u%c", &explicit_geometry.layers,
+                    &explicit_geometry.experts, &explicit_geometry.top_k, &tail) == 3 &&
+        explicit_geometry.validate() && explicit_geometry.top_k >= 1 &&
+        explicit_geometry.top_k <= explicit_geometry.experts)
+      g = explicit_geometry;
+  }
+  if (!g)
+    return Status{Errc::invalid_argument,
+                  "unknown model '" + model + "' (a preset such as qwen3-30b-a3b, or LxExk)"};
   auto opts = synthetic_preset("task", *g, seed);
   if (!opts) return opts.status();
   return generate_synthetic(*opts, n);
@@ -216,7 +229,7 @@ void register_loadgen_command(CLI::App& app) {
   lg->add_option("--requests", a->requests)->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   lg->add_option("--rate", a->rate, "requests per second (0 = closed loop)")
       ->check(CLI::Range(0.0, 1e9));
-  lg->add_option("--model", a->model, "model preset (geometry of the daemon's table)");
+  lg->add_option("--model", a->model, "model preset or LxExk (geometry of the daemon's table)");
   lg->add_flag("--complete", a->complete, "send complete after each decision");
   lg->add_option("--print", a->print, "print the first N decisions");
   lg->add_option("--timeout-ms", a->timeout_ms, "wait for each decision at most this long");

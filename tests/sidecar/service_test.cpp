@@ -328,6 +328,8 @@ TEST_F(ServiceTest, refit_fits_the_recent_footprints_and_keeps_worker_locality) 
   ASSERT_TRUE(sut->refit_now().is_ok());
   EXPECT_EQ(sut->table_epoch(), epoch + 1);
   EXPECT_EQ(sut->router().table()->fit.source, "eldrd refit");
+  EXPECT_EQ(sut->refit_now().code(), Errc::state);  // nothing new to learn from
+  EXPECT_EQ(sut->table_epoch(), epoch + 1);
   // Aligned to the old table: each expert's traffic stays on its worker.
   for (int cell = 0; cell < 4; ++cell) {
     push_top("check" + std::to_string(cell), cell);
