@@ -24,13 +24,13 @@ enum class Errc : int32_t {
   state = -10,            // call not valid in the object's current state
   internal = -11,         // a bug: invariant broken
   // Sidecar and device codes (pinned with the rest).
-  ring_full = -12,     // the producer's ring has no room now: retry later, nothing was written
-  timeout = -13,       // a bounded wait ended before its event
-  no_daemon = -14,     // no ready eldrd segment for this instance (not started, stale, stopping)
-  incompatible = -15,  // segment or peer of another format: magic, ABI or layout hash differ
-  out_of_memory = -16, // an allocation failed (host, shared memory or device)
-  cuda = -17,          // a CUDA runtime call failed
-  permission = -18,    // the OS refused access (segment mode, group, lock file)
+  ring_full = -12,      // the producer's ring has no room now: retry later, nothing was written
+  timeout = -13,        // a bounded wait ended before its event
+  no_daemon = -14,      // no ready eldrd segment for this instance (not started, stale, stopping)
+  incompatible = -15,   // segment or peer of another format: magic, ABI or layout hash differ
+  out_of_memory = -16,  // an allocation failed (host, shared memory or device)
+  cuda = -17,           // a CUDA runtime call failed
+  permission = -18,     // the OS refused access (segment mode, group, lock file)
 };
 
 const char* errc_name(Errc code) noexcept;
