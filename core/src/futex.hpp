@@ -36,4 +36,13 @@ inline void futex_wake(std::atomic<uint32_t>* word, int count = INT_MAX) {
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, count, nullptr, nullptr, 0);
 }
 
+// One spin-wait step: tells the core (and an SMT sibling) we are polling.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 }  // namespace eldr::shm::detail

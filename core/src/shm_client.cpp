@@ -22,6 +22,9 @@ using namespace detail;
 
 namespace {
 
+// How long wait_decision polls before it sleeps on the futex.
+constexpr auto kDecisionSpin = std::chrono::microseconds(50);
+
 struct Attachment {
   std::shared_ptr<Mapping> mapping;  // shared: a waiter keeps it mapped across a re-attach
   SegmentView view;
@@ -305,6 +308,7 @@ Result<DecisionIn> Client::wait_decision(std::string_view request_id, uint32_t t
   // Waiting does not hold the mutex (the producer side stays usable); only
   // the attachment bookkeeping does.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool spun = false;
   for (;;) {
     std::shared_ptr<Mapping> keep_mapped;
     SegmentHeader* h = nullptr;
@@ -327,6 +331,20 @@ Result<DecisionIn> Client::wait_decision(std::string_view request_id, uint32_t t
     if (now >= deadline)
       return Status{Errc::timeout, "no decision for request \"" + std::string(request_id) +
                                        "\" within " + std::to_string(timeout_ms) + " ms"};
+    // Spin first, once per wait: a decision usually lands within tens of
+    // microseconds, and a futex sleep plus the daemon's wake syscall cost more
+    // than that (they were most of the round trip). The daemon skips the wake
+    // syscall while nobody is counted as waiting.
+    if (!spun) {
+      spun = true;
+      const auto spin_until = std::min(deadline, now + kDecisionSpin);
+      uint32_t polls = 0;
+      while (h->decision_seq.load(std::memory_order_acquire) == seen) {
+        cpu_relax();
+        if (++polls % 64 == 0 && std::chrono::steady_clock::now() >= spin_until) break;
+      }
+      if (h->decision_seq.load(std::memory_order_acquire) != seen) continue;
+    }
     const auto slice = std::min<std::chrono::nanoseconds>(
         deadline - now, std::max(m.options.liveness_interval, std::chrono::milliseconds(1)));
     h->decision_waiters.fetch_add(1, std::memory_order_seq_cst);
