@@ -32,6 +32,6 @@ class ProgressBar {
 Result<ClusterTable> load_any_table(const std::string& path, uint32_t json_top_k = 0);
 
 // Nearest-rank percentile of unsorted samples (copied).
-uint64_t percentile(std::vector<uint64_t> samples, double p);
+uint64_t percentile(std::vector<uint64_t> samples, double percent);  // percent in (0, 100]
 
 }  // namespace eldr::cli

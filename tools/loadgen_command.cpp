@@ -150,8 +150,8 @@ int run_loadgen(const LoadgenArgs& a) {
     }
   }
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  const uint64_t p50 = latencies.empty() ? 0 : percentile(latencies, 0.50);
-  const uint64_t p99 = latencies.empty() ? 0 : percentile(latencies, 0.99);
+  const uint64_t p50 = latencies.empty() ? 0 : percentile(latencies, 50);
+  const uint64_t p99 = latencies.empty() ? 0 : percentile(latencies, 99);
   if (a.json) {
     nlohmann::json j;
     j["requests"] = a.requests;
@@ -348,8 +348,8 @@ Result<std::pair<Percentiles, Percentiles>> run_baselines(const RingBenchArgs& a
   } catch (const bip::interprocess_exception& e) {
     return Status{Errc::io, std::string("message_queue: ") + e.what()};
   }
-  return std::pair{Percentiles{percentile(unix_ns, 0.5), percentile(unix_ns, 0.99)},
-                   Percentiles{percentile(queue_ns, 0.5), percentile(queue_ns, 0.99)}};
+  return std::pair{Percentiles{percentile(unix_ns, 50), percentile(unix_ns, 99)},
+                   Percentiles{percentile(queue_ns, 50), percentile(queue_ns, 99)}};
 }
 
 int run_bench_ring(const RingBenchArgs& a) {
@@ -379,7 +379,7 @@ int run_bench_ring(const RingBenchArgs& a) {
     if (Status s = c.push_complete(id); !s) return report(s);
     if (i >= a.warmup) ns.push_back(rt->ns);
   }
-  const Percentiles ring{percentile(ns, 0.50), percentile(ns, 0.99)};
+  const Percentiles ring{percentile(ns, 50), percentile(ns, 99)};
   const size_t bytes = pool->prefill.row(0).size_bytes();
   if (a.json) {
     nlohmann::json j;
