@@ -6,11 +6,13 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
 FUZZ_SEED ?= 1
+FUZZ_TARGETS ?= npy table json ring capi
+SOAK_SECONDS ?= 120
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 ELDR := $(BUILD)/tools/eldr
 
-.PHONY: all deps configure build test test-unit test-asan test-tsan test-fuzz lint demo bench sim-table clean
+.PHONY: all deps configure build test test-full test-soak test-unit test-asan test-tsan test-fuzz lint demo bench sim-table clean
 
 all: build
 
@@ -28,6 +30,13 @@ build: configure
 # locally to explore), then the normal build's tests (last, so
 # that a run ends on ctest's summary line).
 test: test-asan test-tsan test-fuzz test-unit
+
+# make test plus the soak test (minutes of SIGKILLs, reloads and worker churn
+# against one eldrd); CI runs both.
+test-full: test test-soak
+
+test-soak: build
+	$(BUILD)/tests/soak/eldr_soak --eldrd $(BUILD)/sidecar/eldrd --duration $(SOAK_SECONDS)
 
 test-unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
@@ -51,7 +60,7 @@ test-fuzz: deps
 	@test -f $(FUZZ_BUILD)/CMakeCache.txt || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) \
 	  $(SAN_FLAGS) -DELDR_FUZZ=ON -DELDR_BUILD_TESTS=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
-	@for f in npy table json; do \
+	@for f in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$f $(FUZZ_BUILD)/artifacts; \
 	  echo "fuzz $$f: $(FUZZ_SECONDS) s"; \
 	  $(FUZZ_BUILD)/tests/fuzz/$${f}_fuzz -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -print_final_stats=1 \
@@ -69,13 +78,22 @@ lint: deps
 	if [ -n "$$files" ]; then clang-format --dry-run -Werror $$files && echo "lint: $$(echo $$files | wc -w) files clean"; \
 	else echo "lint: no C/C++ files changed"; fi
 
+# The main job three ways: embedded (fit, then every policy), the sidecar
+# (eldrd + an engine through shared memory), and the whole serving chain
+# (eldrd + Python engines + Go gateway + load).
 demo: build
 	$(ELDR) demo --out-dir $(BUILD)/demo
+	scripts/demo-sidecar.sh $(BUILD)
+	/usr/bin/python3 scripts/demo_chain.py $(BUILD)
 
 bench: build
 	$(ELDR) bench route --layers 48 --experts 128 --workers 16 --json
 	$(ELDR) bench fit --requests 1000 --layers 48 --experts 128 --workers 16 --json
 	$(BUILD)/tools/eldr_benchmarks --benchmark_min_time=0.2
+	@inst=bench-$$$$; $(BUILD)/sidecar/eldrd --instance $$inst 2>/dev/null & pid=$$!; \
+	  for i in $$(seq 100); do $(ELDR) status --instance $$inst >/dev/null 2>&1 && break; sleep 0.1; done; \
+	  $(ELDR) bench ring --instance $$inst --requests 20000 --json; rc=$$?; kill $$pid; wait $$pid; exit $$rc
+	PYTHONPATH=$(BUILD)/python /usr/bin/python3 bindings/python/bench_route.py
 
 # The README's paper-shaped table (simulated; about two minutes here).
 sim-table: build

@@ -1,0 +1,177 @@
+#!/usr/bin/python3
+"""The whole serving chain, as `make demo` ends it.
+
+eldrd (embedded default table) + emulated prefill and decode engines
+(examples/python-engine) + the Go gateway (examples/go-gateway) + a load
+generator sending /v1/completions. Prints the decode worker eldr chose per
+request domain and the similarity of each choice, then stops everything.
+
+    /usr/bin/python3 scripts/demo_chain.py [BUILD_DIR] [--requests N]
+"""
+import argparse
+import collections
+import concurrent.futures
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Chain:
+    def __init__(self, build, workdir):
+        self.build = build
+        self.workdir = workdir
+        self.procs = []
+
+    def start(self, name, args, ready=None, env=None):
+        log = open(os.path.join(self.workdir, name + ".log"), "w")
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE if ready else log, stderr=log,
+                                text=True, env=env)
+        self.procs.append((name, proc))
+        if ready:
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                if line.startswith(ready):
+                    return line.split()[-1]
+            raise RuntimeError(f"{name} did not start (log: {log.name})")
+        return None
+
+    def stop(self):
+        for name, proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            print(f"   {name} stopped, exit {proc.returncode}")
+
+
+def wait_http(url, seconds=60):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} never answered")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("build", nargs="?", default="build")
+    parser.add_argument("--requests", type=int, default=240)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    build = os.path.abspath(args.build)
+    eldrd = os.path.join(build, "sidecar", "eldrd")
+    eldr = os.path.join(build, "tools", "eldr")
+    gateway = os.path.join(build, "examples", "go-gateway", "go-gateway")
+    for binary in (eldrd, eldr, gateway):
+        if not os.access(binary, os.X_OK):
+            sys.exit(f"demo_chain: {binary} is not built (make build)")
+    env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"))
+    instance = f"chain-{os.getpid()}"
+    py = "/usr/bin/python3"
+    engines = os.path.join(ROOT, "examples", "python-engine")
+
+    with tempfile.TemporaryDirectory() as workdir:
+        chain = Chain(build, workdir)
+        try:
+            # Requests drawn from the same synthetic model as the daemon's
+            # embedded default table, with their domain labels.
+            subprocess.run([eldr, "synth", "--requests", str(args.requests), "--seed", "7",
+                            "--out-dir", workdir], check=True, stdout=subprocess.DEVNULL)
+            trace = os.path.join(workdir, "prefill.npy")
+            with open(os.path.join(workdir, "labels.txt")) as f:
+                labels = [line.strip() for line in f]
+
+            metrics_port = free_port()
+            print(f"== eldrd --instance {instance} (embedded default table)")
+            chain.start("eldrd", [eldrd, "--instance", instance, "--metrics-port",
+                                  str(metrics_port)])
+            wait_http(f"http://127.0.0.1:{metrics_port}/metrics")
+            decode = chain.start("decode", [py, os.path.join(engines, "decode_server.py"),
+                                            "--instance", instance, "--workers", "8",
+                                            "--us-per-token", "200"], "READY", env)
+            prefill = chain.start("prefill", [py, os.path.join(engines, "prefill_server.py"),
+                                              "--instance", instance, "--trace", trace],
+                                  "READY", env)
+            print(f"== engines: prefill {prefill}, 8 decode workers {decode}")
+            gw_port = free_port()
+            chain.start("gateway", [gateway, "-listen", f"127.0.0.1:{gw_port}", "-prefill",
+                                    prefill + "/v1/prefill", "-decode", decode + "/v1/decode",
+                                    "-instance", instance])
+            wait_http(f"http://127.0.0.1:{gw_port}/healthz")
+            print(f"== Go gateway on 127.0.0.1:{gw_port}; {args.requests} requests, "
+                  f"{args.concurrency} at a time")
+
+            # The prefill engine serves trace row crc32(request_id) mod N, so
+            # ask for ids whose row is known: the request's domain is its label.
+            import zlib
+            ids = {}
+            i = 0
+            while len(ids) < args.requests:
+                rid = f"req-{i}"
+                row = zlib.crc32(rid.encode()) % len(labels)
+                ids.setdefault(row, rid)
+                i += 1
+
+            def send(item):
+                row, rid = item
+                body = json.dumps({"request_id": rid, "prompt_tokens": 64,
+                                   "max_tokens": 16}).encode()
+                req = urllib.request.Request(f"http://127.0.0.1:{gw_port}/v1/completions",
+                                             body, {"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    return row, json.load(r)
+
+            t0 = time.time()
+            with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
+                results = list(pool.map(send, sorted(ids.items())))
+            secs = time.time() - t0
+            per = collections.defaultdict(collections.Counter)
+            sims = collections.defaultdict(list)
+            for row, reply in results:
+                per[labels[row]][reply["worker"]] += 1
+                sims[labels[row]].append(reply["similarity"])
+            print(f"== {len(results)} completions in {secs:.1f} s; decode worker per domain "
+                  "(requests) and mean similarity:")
+            for domain in sorted(per):
+                workers = ", ".join(f"w{w}:{n}" for w, n in sorted(per[domain].items()))
+                mean = sum(sims[domain]) / len(sims[domain])
+                print(f"   {domain:<10} sim {mean:.3f}   {workers}")
+            by_eldr = sum(1 for _, r in results if r.get("routed_by") == "eldr")
+            print(f"   routed by eldr: {by_eldr}/{len(results)}")
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics") as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith(("eldr_decision_latency_seconds_count",
+                                        "eldr_decision_latency_seconds_sum", "eldr_clients")):
+                        print("   " + line)
+            if by_eldr != len(results):
+                sys.exit("demo_chain: some requests were not routed by eldr")
+        finally:
+            print("== stopping")
+            chain.stop()
+
+
+if __name__ == "__main__":
+    main()
