@@ -32,7 +32,7 @@ build: configure
 test: test-asan test-tsan test-fuzz test-unit
 
 # make test plus the soak test (minutes of SIGKILLs, reloads and worker churn
-# against one eldrd); CI runs both.
+# against one eldrd).
 test-full: test test-soak
 
 test-soak: build

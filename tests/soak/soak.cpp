@@ -54,6 +54,14 @@ using Clock = std::chrono::steady_clock;
 volatile sig_atomic_t g_stop = 0;
 void on_stop(int) { g_stop = 1; }
 
+// The conductor's watchdog: a hang anywhere fails the run instead of CI's
+// clock. Every role shares the conductor's process group.
+void on_watchdog(int) {
+  const char msg[] = "eldr_soak: watchdog expired, killing the soak\n";
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  ::kill(0, SIGKILL);
+}
+
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "eldr_soak: %s\n", what.c_str());
   std::exit(2);
@@ -147,7 +155,9 @@ int run_gateway(const std::map<std::string, std::string>& a) {
   while (std::fgets(line, sizeof line, in)) {
     std::string id(line);
     if (!id.empty() && id.back() == '\n') id.pop_back();
-    auto d = client->wait_decision(id, 10000);
+    // Generous for the first miss, short after it: a lost decision fails the
+    // run once, it does not stall it for every id behind it.
+    auto d = client->wait_decision(id, timeouts == 0 ? 10000 : 200);
     if (!d) {
       if (d.status().code() != Errc::timeout) die("gateway wait: " + d.status().to_string());
       ++timeouts;
@@ -200,13 +210,20 @@ int run_reporter(const std::map<std::string, std::string>& a) {
 
 // ---- conductor --------------------------------------------------------------
 
-pid_t spawn(const std::vector<std::string>& argv, const std::vector<int>& keep_fds = {}) {
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<int>& keep_fds = {},
+            const std::string& stderr_path = "") {
   std::vector<char*> cargv;
   for (const auto& s : argv) cargv.push_back(const_cast<char*>(s.c_str()));
   cargv.push_back(nullptr);
   for (int fd : keep_fds) ::fcntl(fd, F_SETFD, 0);  // inherited across exec
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  if (!stderr_path.empty())
+    ::posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path.c_str(),
+                                       O_WRONLY | O_CREAT | O_TRUNC, 0644);
   pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, cargv[0], nullptr, nullptr, cargv.data(), environ);
+  int rc = ::posix_spawn(&pid, cargv[0], &actions, nullptr, cargv.data(), environ);
+  ::posix_spawn_file_actions_destroy(&actions);
   for (int fd : keep_fds) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   if (rc != 0) die("posix_spawn " + argv[0] + ": " + std::strerror(rc));
   return pid;
@@ -251,6 +268,9 @@ int run_conductor(const std::map<std::string, std::string>& a) {
   const uint32_t gateways = std::stoul(arg(a, "gateways", "2"));
   const double kill_every = std::stod(arg(a, "kill-every", "3"));
   const std::string self = std::filesystem::read_symlink("/proc/self/exe");
+  ::setpgid(0, 0);
+  ::signal(SIGALRM, on_watchdog);
+  ::alarm(static_cast<unsigned>(duration) + 180);
   const std::string instance = "soak-" + std::to_string(::getpid());
   const auto dir = std::filesystem::temp_directory_path() / instance;
   std::filesystem::create_directories(dir);
@@ -259,10 +279,14 @@ int run_conductor(const std::map<std::string, std::string>& a) {
   fit_and_save(2, table_b);
   std::filesystem::copy_file(table_a, table);
 
-  pid_t daemon = spawn({eldrd, "--instance", instance, "--table", table});
+  // The daemon's log goes to a file (thousands of reclaim lines); its tail is
+  // printed when a check fails.
+  const std::string daemon_log = dir / "eldrd.log";
+  pid_t daemon = spawn({eldrd, "--instance", instance, "--table", table}, {}, daemon_log);
   auto admin = open_client(instance);  // waits for READY
   std::printf("soak: eldrd pid %d on instance %s, %u producers, %u gateways, %.0f s\n", daemon,
               instance.c_str(), producers, gateways, duration);
+  std::fflush(stdout);
 
   int result_pipe[2];
   if (::pipe2(result_pipe, O_CLOEXEC) != 0) die("pipe");
@@ -358,7 +382,6 @@ int run_conductor(const std::map<std::string, std::string>& a) {
   admin.reset();
   ::kill(daemon, SIGTERM);
   const int daemon_rc = wait_exit(daemon);
-  std::filesystem::remove_all(dir);
 
   const uint64_t logged = ok + errors + timeouts;
   const uint64_t published = snap->decisions_published;
@@ -391,6 +414,11 @@ int run_conductor(const std::map<std::string, std::string>& a) {
   // Warm-up allocates the maps and caches; after it the daemon must not grow.
   check(rss_warm == 0 || rss_end <= rss_warm + rss_warm / 4 + 4096, "eldrd's memory grew");
   check(daemon_rc == 0, "eldrd did not shut down cleanly");
+  if (failures) {
+    std::fprintf(stderr, "eldrd log tail (%s):\n", daemon_log.c_str());
+    std::system(("tail -n 30 '" + daemon_log + "' >&2").c_str());
+  }
+  std::filesystem::remove_all(dir);
   return failures == 0 ? 0 : 1;
 }
 
