@@ -389,7 +389,7 @@ typedef struct eldr_gpu_options {
 /* Overflow flags, sticky until read with eldr_gpu_take_errors. */
 #define ELDR_GPU_ERR_EXPERT_ID 1u   /* an expert id < 0 or >= experts */
 #define ELDR_GPU_ERR_SLOT 2u        /* a slot outside num_blocks * block_size */
-#define ELDR_GPU_ERR_BLOCK_ROW 4u   /* a block row cell would pass 255 */
+#define ELDR_GPU_ERR_BLOCK_ROW 4u   /* a block row cell would pass block_size (<= 255) */
 #define ELDR_GPU_ERR_FOOTPRINT 8u   /* a request sum would pass 32767 */
 #define ELDR_GPU_ERR_BLOCK_ID 16u   /* a block table entry outside num_blocks */
 
