@@ -62,8 +62,12 @@ void on_watchdog(int) {
   ::kill(0, SIGKILL);
 }
 
+bool g_conductor = false;  // leads the process group of every role and the daemon
+
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "eldr_soak: %s\n", what.c_str());
+  // The conductor takes its roles and the daemon with it: nothing outlives a failed soak.
+  if (g_conductor) ::kill(0, SIGKILL);
   std::exit(2);
 }
 
@@ -269,6 +273,7 @@ int run_conductor(const std::map<std::string, std::string>& a) {
   const double kill_every = std::stod(arg(a, "kill-every", "3"));
   const std::string self = std::filesystem::read_symlink("/proc/self/exe");
   ::setpgid(0, 0);
+  g_conductor = true;
   ::signal(SIGALRM, on_watchdog);
   ::alarm(static_cast<unsigned>(duration) + 180);
   const std::string instance = "soak-" + std::to_string(::getpid());
