@@ -25,6 +25,7 @@
 #include "eldr/router.hpp"
 #include "eldr/shm.hpp"
 #include "eldr/synthetic.hpp"
+#include "footprint_pool.hpp"
 
 namespace eldr::cli {
 
@@ -65,35 +66,6 @@ Result<RoundTrip> round_trip(shm::Client& client, const shm::FootprintOut& f, ui
   return RoundTrip{
       *d, static_cast<uint64_t>(
               std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count())};
-}
-
-Result<SyntheticWorkload> footprint_pool(const std::string& model, uint32_t n, uint64_t seed) {
-  // A preset name, or an explicit geometry "LxExk" (eldrd --synthetic-table LxExk:K).
-  std::optional<Geometry> g = find_preset(model);
-  if (!g) {
-    Geometry explicit_geometry;
-    char tail = 0;
-    if (std::sscanf(model.c_str(), "%ux%ux%u%c", &explicit_geometry.layers,
-                    &explicit_geometry.experts, &explicit_geometry.top_k, &tail) == 3 &&
-        explicit_geometry.validate() && explicit_geometry.top_k >= 1 &&
-        explicit_geometry.top_k <= explicit_geometry.experts)
-      g = explicit_geometry;
-  }
-  if (!g)
-    return Status{Errc::invalid_argument,
-                  "unknown model '" + model + "' (a preset such as qwen3-30b-a3b, or LxExk)"};
-  auto opts = synthetic_preset("task", *g, seed);
-  if (!opts) return opts.status();
-  return generate_synthetic(*opts, n);
-}
-
-shm::FootprintOut footprint_of(const SyntheticWorkload& w, uint64_t i, const std::string& id) {
-  shm::FootprintOut f;
-  f.request_id = id;
-  f.layers = w.prefill.layers;
-  f.experts = w.prefill.experts;
-  f.counts = w.prefill.row(i % w.prefill.n);
-  return f;
 }
 
 int run_loadgen(const LoadgenArgs& a) {

@@ -1,0 +1,21 @@
+// Synthetic footprints for the commands that feed a running eldrd (loadgen,
+// bench ring, bench ring-throughput).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "eldr/shm.hpp"
+#include "eldr/status.hpp"
+#include "eldr/synthetic.hpp"
+
+namespace eldr::cli {
+
+// n synthetic "task" footprints of `model`: a preset name, or an explicit
+// geometry "LxExk" (as eldrd --synthetic-table LxExk:K takes it).
+Result<SyntheticWorkload> footprint_pool(const std::string& model, uint32_t n, uint64_t seed);
+
+// Footprint i of the pool (cycled) under request id `id` (which must outlive the result).
+shm::FootprintOut footprint_of(const SyntheticWorkload& pool, uint64_t i, const std::string& id);
+
+}  // namespace eldr::cli
