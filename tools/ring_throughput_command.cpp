@@ -58,6 +58,7 @@ struct ThroughputArgs {
   uint64_t count = 0;  // footprints per producer; 0 = push for `seconds`
   double seconds = 5.0;
   uint32_t timeout_ms = 2000;  // per decision; also the longest tolerated ring-full stall
+  bool complete = false;       // collectors send complete per decision, as engines do
   bool json = false;
   // Producer role (set by the coordinator when it re-executes this binary).
   int32_t producer_index = -1;
@@ -160,6 +161,8 @@ struct Producer {
   uint64_t ok = 0, missing = 0;
   std::map<int32_t, uint64_t> errors;  // by code
   std::vector<std::string> missing_examples;
+  uint64_t completes_failed = 0;
+  std::string complete_failure;
   Clock::time_point collected_at;
   int exit_status = -1;
 };
@@ -207,6 +210,16 @@ Result<shm::DecisionIn> fetch_decision(shm::Client& c, const std::string& id,
   }
 }
 
+// A full ring is retried (the daemon drains it) for up to timeout_ms.
+Status push_complete(shm::Client& c, const std::string& id, uint32_t timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    Status s = c.push_complete(id);
+    if (s || s.code() != Errc::ring_full || Clock::now() >= deadline) return s;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
 // The collector of one producer: every sequence number it reports pushed,
 // in order. A decision not there within timeout_ms is missing; the daemon
 // consumes a ring in order, so after a miss the ids behind it get a short
@@ -229,6 +242,11 @@ void collect(Producer& p, uint32_t index, const ThroughputArgs& a) {
       ++p.errors[d->status];
     } else {
       ++p.ok;
+      if (a.complete) {
+        if (Status s = push_complete(*p.collector, id, a.timeout_ms); !s) {
+          if (p.completes_failed++ == 0) p.complete_failure = id + ": " + s.to_string();
+        }
+      }
     }
     // Keep the pipe drained so a fast producer never blocks on it.
     if (seq % kReportEvery == 0 && !p.finished) read_reports(p, 0);
@@ -321,6 +339,25 @@ class Producers {
   std::vector<Producer> list;
 };
 
+// CPU seconds (user + system) a process has used so far; nullopt when its
+// /proc entry is not readable (another pid namespace).
+std::optional<double> cpu_seconds(uint32_t pid) {
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) return std::nullopt;
+  char line[1024];
+  const bool read = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  if (!read) return std::nullopt;
+  // The command name (field 2) may hold spaces and ')': fields resume after the last ')'.
+  const char* rest = std::strrchr(line, ')');
+  unsigned long long utime = 0, stime = 0;
+  if (rest == nullptr ||
+      std::sscanf(rest + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                  &stime) != 2)
+    return std::nullopt;
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 // One footprint through collector 0's client: the daemon is there and its
 // table has the geometry we push.
 Status probe(shm::Client& c, const ThroughputArgs& a) {
@@ -355,6 +392,7 @@ int run_coordinator(ThroughputArgs a) {
   if (Status s = probe(*producers.list.front().collector, a); !s) return report(s);
   auto before = shm::read_snapshot(a.instance);
   if (!before) return report(before.status());
+  const std::optional<double> daemon_cpu_before = cpu_seconds(before->daemon_pid);
 
   // Start together: every producer has its client and its footprints ready.
   for (uint32_t i = 0; i < a.producers; ++i) {
@@ -381,8 +419,10 @@ int run_coordinator(ThroughputArgs a) {
   }
   producers.reap();
   auto after = shm::read_snapshot(a.instance);
+  const std::optional<double> daemon_cpu_after = cpu_seconds(before->daemon_pid);
 
-  uint64_t pushed = 0, ok = 0, errors = 0, missing = 0, ring_full = 0, failed_producers = 0;
+  uint64_t pushed = 0, ok = 0, errors = 0, missing = 0, ring_full = 0, failed_producers = 0,
+           completes_failed = 0;
   Clock::time_point t1 = t0;
   std::map<int32_t, uint64_t> errors_by_code;
   for (const Producer& p : producers.list) {
@@ -390,6 +430,7 @@ int run_coordinator(ThroughputArgs a) {
     ok += p.ok;
     missing += p.missing;
     ring_full += p.last.ring_full_retries;
+    completes_failed += p.completes_failed;
     for (const auto& [code, n] : p.errors) {
       errors += n;
       errors_by_code[code] += n;
@@ -402,6 +443,13 @@ int run_coordinator(ThroughputArgs a) {
   // Every decision the daemon published in the run window (other clients of
   // the instance included): a cross-check of `pushed`.
   const uint64_t published = after ? after->decisions_published - before->decisions_published : 0;
+  // The daemon's own cost per footprint: what one dedicated core would
+  // sustain, whatever else shared the machine during the run.
+  std::optional<double> daemon_cpu, daemon_us_per_footprint;
+  if (daemon_cpu_before && daemon_cpu_after) {
+    daemon_cpu = *daemon_cpu_after - *daemon_cpu_before;
+    if (published > 0) daemon_us_per_footprint = *daemon_cpu * 1e6 / static_cast<double>(published);
+  }
 
   if (a.json) {
     nlohmann::json j;
@@ -417,6 +465,10 @@ int run_coordinator(ThroughputArgs a) {
     j["footprint_bytes"] = footprint_bytes;
     j["daemon_published"] = published;
     j["failed_producers"] = failed_producers;
+    j["completes"] = a.complete;
+    if (daemon_cpu) j["daemon_cpu_s"] = *daemon_cpu;
+    if (daemon_us_per_footprint) j["daemon_cpu_us_per_footprint"] = *daemon_us_per_footprint;
+    j["completes_failed"] = completes_failed;
     for (const auto& [code, n] : errors_by_code)
       j["errors_by_code"][errc_name(static_cast<Errc>(code))] = n;
     std::printf("%s\n", j.dump().c_str());
@@ -434,17 +486,29 @@ int run_coordinator(ThroughputArgs a) {
         "published %llu decisions in the run\n",
         rate, static_cast<unsigned long long>(ring_full),
         static_cast<unsigned long long>(published));
+    if (daemon_us_per_footprint)
+      std::printf(
+          "  the daemon used %.2f CPU-s: %.1f us per footprint (one dedicated core: ~%.0f "
+          "footprints/s)\n",
+          *daemon_cpu, *daemon_us_per_footprint, 1e6 / *daemon_us_per_footprint);
+    if (a.complete)
+      std::printf("  collectors sent complete after each decision (%llu failed)\n",
+                  static_cast<unsigned long long>(completes_failed));
     for (const auto& [code, n] : errors_by_code)
       std::printf("  error decisions %s: %llu\n", errc_name(static_cast<Errc>(code)),
                   static_cast<unsigned long long>(n));
   }
-  for (const Producer& p : producers.list)
+  for (const Producer& p : producers.list) {
     for (const std::string& m : p.missing_examples)
       std::fprintf(stderr, "eldr bench ring-throughput: missing %s\n", m.c_str());
+    if (p.completes_failed > 0)
+      std::fprintf(stderr, "eldr bench ring-throughput: %llu completes failed, first %s\n",
+                   static_cast<unsigned long long>(p.completes_failed), p.complete_failure.c_str());
+  }
   if (failed_producers > 0)
     std::fprintf(stderr, "eldr bench ring-throughput: %llu producer(s) failed\n",
                  static_cast<unsigned long long>(failed_producers));
-  return missing == 0 && failed_producers == 0 && pushed > 0 ? 0 : 1;
+  return missing == 0 && failed_producers == 0 && completes_failed == 0 && pushed > 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -464,6 +528,9 @@ void register_bench_ring_throughput_command(CLI::App& bench) {
   cmd->add_option("--timeout-ms", a->timeout_ms,
                   "wait for a decision at most this long before it counts as missing")
       ->check(CLI::Range(1u, 600'000u));
+  cmd->add_flag("--complete", a->complete,
+                "collectors send complete after each decision (as engines do when the decode "
+                "ends), so the daemon's request map stays small");
   cmd->add_flag("--json", a->json, "one JSON line");
   // The producer role: the coordinator re-executes this binary with these.
   cmd->add_option("--producer-index", a->producer_index)->group("");

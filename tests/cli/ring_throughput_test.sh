@@ -49,6 +49,13 @@ for field in '"bench":"ring_throughput"' '"producers":2' '"pushed":20000' '"deci
 done
 grep -q '"footprints_per_s"' "$WORK/run.json" || fail "no rate in $(cat "$WORK/run.json")"
 
+# As engines run it: a complete after each decision (two records per request).
+"$ELDR" bench ring-throughput --instance "$INSTANCE" --model 8x32x2 --count 2000 --complete \
+  --json > "$WORK/complete.json" || fail "bench --complete: $(cat "$WORK/complete.json")"
+for field in '"pushed":4000' '"decided":4000' '"missing":0' '"completes_failed":0'; do
+  grep -q "$field" "$WORK/complete.json" || fail "expected $field in $(cat "$WORK/complete.json")"
+done
+
 if "$ELDR" bench ring-throughput --instance "$INSTANCE" --model 16x32x2 --count 10 \
   2> "$WORK/err.txt"; then
   fail "a footprint of another geometry was accepted"
