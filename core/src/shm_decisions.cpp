@@ -13,8 +13,22 @@ namespace {
 
 constexpr int kReadTries = 256;  // torn reads retried before giving up on a cell
 
-uint32_t home_cell(std::string_view id, uint32_t slots) {
-  return static_cast<uint32_t>(XXH3_64bits(id.data(), id.size())) & (slots - 1);
+// The id's candidate cells: kProbeRuns runs of kProbe consecutive cells, the
+// runs' homes taken from the two halves of one XXH3 hash (independent bits).
+// Runs that overlap repeat a cell; that is harmless for both ends.
+static_assert(kProbeRuns == 2, "the runs' homes are the two halves of one 64-bit hash");
+struct Candidates {
+  uint32_t cell[kProbeRuns * kProbe];
+};
+
+Candidates candidate_cells(std::string_view id, uint32_t slots) {
+  const uint64_t hash = XXH3_64bits(id.data(), id.size());
+  Candidates c;
+  for (uint32_t run = 0; run < kProbeRuns; ++run) {
+    const auto home = static_cast<uint32_t>(hash >> (32 * run));
+    for (uint32_t i = 0; i < kProbe; ++i) c.cell[run * kProbe + i] = (home + i) & (slots - 1);
+  }
+  return c;
 }
 
 template <size_t N>
@@ -65,12 +79,13 @@ bool same_id(const DecisionPayload& p, std::string_view id) {
 
 void publish_decision(DecisionCell* cells, uint32_t slots, std::string_view request_id,
                       const DecisionIn& decision, uint64_t publish_ns) {
-  const uint32_t home = home_cell(request_id, slots);
-  uint32_t target = home;
-  bool found = false, have_empty = false;
+  // The id's own cell if it has one, else the first empty candidate, else the
+  // oldest of all candidates (two runs: see kProbeRuns).
+  const Candidates candidates = candidate_cells(request_id, slots);
+  uint32_t target = candidates.cell[0];
+  bool have_empty = false;
   uint64_t oldest = UINT64_MAX;
-  for (uint32_t i = 0; i < kProbe && !found; ++i) {
-    const uint32_t c = (home + i) & (slots - 1);
+  for (uint32_t c : candidates.cell) {
     // The single writer reads its own cells: no torn read possible.
     if (cells[c].seq.load(std::memory_order_relaxed) == 0) {
       if (!have_empty) target = c;
@@ -81,8 +96,9 @@ void publish_decision(DecisionCell* cells, uint32_t slots, std::string_view requ
     load_words(cells[c].words, &p);
     if (same_id(p, request_id)) {
       target = c;
-      found = true;
-    } else if (!have_empty && p.publish_ns < oldest) {
+      break;
+    }
+    if (!have_empty && p.publish_ns < oldest) {
       oldest = p.publish_ns;
       target = c;
     }
@@ -103,10 +119,9 @@ void publish_decision(DecisionCell* cells, uint32_t slots, std::string_view requ
 
 std::optional<DecisionIn> lookup_decision(const DecisionCell* cells, uint32_t slots,
                                           std::string_view request_id) {
-  const uint32_t home = home_cell(request_id, slots);
-  for (uint32_t i = 0; i < kProbe; ++i) {
+  for (uint32_t c : candidate_cells(request_id, slots).cell) {
     DecisionPayload p;
-    if (!read_cell(cells[(home + i) & (slots - 1)], p)) continue;
+    if (!read_cell(cells[c], p)) continue;
     if (!same_id(p, request_id)) continue;
     DecisionIn d;
     d.status = p.status;

@@ -1,7 +1,16 @@
 // The decision table: decision_slots seqlock cells written only by the daemon,
-// read by any client. A request id hashes (XXH3) to a run of kProbe cells; the
-// writer reuses the cell holding the same id, else an empty one, else the
-// oldest of the run. Readers never block the writer: they retry a torn read.
+// read by any client. A request id hashes (XXH3) to two runs of kProbe cells;
+// the writer reuses the cell holding the same id, else an empty one, else the
+// oldest of both runs. Readers never block the writer: they retry a torn read.
+//
+// Retention: the table is bounded and the writer never waits for a reader, so
+// a decision nobody has read is eventually overwritten. With a full table the
+// oldest of 16 cells in two independent runs is, in simulation (20M random
+// ids, 65,536 slots), never younger than 0.34 x decision_slots publishes; a
+// single run of 8 evicted decisions 0.075 x decision_slots old (the soak's
+// lost decisions). A reader that trails the daemon by more than about a third
+// of decision_slots decisions (a stalled gateway) loses its oldest ones:
+// size decision_slots to the decision rate times the longest reader stall.
 #pragma once
 
 #include <cstdint>

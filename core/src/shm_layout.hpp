@@ -183,6 +183,18 @@ static_assert(sizeof(DecisionPayload) == kDecisionWords * 8);
 static_assert(sizeof(DecisionCell) == 192);
 static_assert(sizeof(WorkerPayload) == kWorkerWords * 8 && sizeof(WorkerCell) == 32);
 
+// Decision placement: a request id hashes to two runs of kProbe cells each
+// (two independent homes, "two choices"); the daemon writes the id's own
+// cell, else an empty one, else the oldest of all 2 x kProbe. One run alone
+// evicted decisions only ~8% of decision_slots publishes old (its 8 cells
+// were all recent) while far older ones survived elsewhere; the older of two
+// independent runs keeps every decision for about a third of decision_slots
+// publishes (see shm_decisions.hpp). Readers probe the same cells, so the
+// scheme is folded into kLayoutHash.
+inline constexpr uint32_t kProbe = 8;            // cells per run
+inline constexpr uint32_t kProbeRuns = 2;        // runs per request id
+inline constexpr uint32_t kPlacementScheme = 2;  // 1 was a single run (earlier builds)
+
 constexpr uint64_t fnv1a(std::initializer_list<uint64_t> values) {
   uint64_t h = 1469598103934665603ull;
   for (uint64_t v : values)
@@ -193,7 +205,8 @@ constexpr uint64_t fnv1a(std::initializer_list<uint64_t> values) {
   return h;
 }
 
-// Sizes, alignments and offsets of every shared struct.
+// Sizes, alignments and offsets of every shared struct, and the decision
+// placement every reader must share with the daemon.
 inline constexpr uint64_t kLayoutHash = fnv1a({
     sizeof(SegmentHeader),
     alignof(SegmentHeader),
@@ -260,6 +273,9 @@ inline constexpr uint64_t kLayoutHash = fnv1a({
     offsetof(WorkerPayload, running),
     offsetof(WorkerPayload, kv_usage),
     offsetof(WorkerPayload, routed),
+    kProbe,
+    kProbeRuns,
+    kPlacementScheme,
 });
 
 constexpr uint64_t align_up(uint64_t value, uint64_t alignment) {
@@ -283,7 +299,6 @@ inline constexpr uint32_t kMaxRingBytes = 1u << 30;
 inline constexpr uint32_t kMinDecisionSlots = 64;
 inline constexpr uint32_t kMaxDecisionSlots = 1u << 24;
 inline constexpr uint32_t kMaxWorkersLimit = 1u << 16;
-inline constexpr uint32_t kProbe = 8;  // decision cells probed per request id
 
 constexpr Layout compute_layout(uint32_t max_clients, uint32_t ring_bytes, uint32_t decision_slots,
                                 uint32_t max_workers) {
