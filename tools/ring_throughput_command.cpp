@@ -451,6 +451,9 @@ int run_coordinator(ThroughputArgs a) {
     if (published > 0) daemon_us_per_footprint = *daemon_cpu * 1e6 / static_cast<double>(published);
   }
 
+  // Producers, collectors and the daemon each want a core of their own.
+  const unsigned cores = std::thread::hardware_concurrency();
+  const bool shared_cores = cores < 2 * a.producers + 1;
   if (a.json) {
     nlohmann::json j;
     j["bench"] = "ring_throughput";
@@ -463,6 +466,7 @@ int run_coordinator(ThroughputArgs a) {
     j["seconds"] = seconds;
     j["footprints_per_s"] = rate;
     j["footprint_bytes"] = footprint_bytes;
+    j["cores"] = cores;
     j["daemon_published"] = published;
     j["failed_producers"] = failed_producers;
     j["completes"] = a.complete;
@@ -491,6 +495,11 @@ int run_coordinator(ThroughputArgs a) {
           "  the daemon used %.2f CPU-s: %.1f us per footprint (one dedicated core: ~%.0f "
           "footprints/s)\n",
           *daemon_cpu, *daemon_us_per_footprint, 1e6 / *daemon_us_per_footprint);
+    if (shared_cores)
+      std::printf(
+          "  only %u cores for %u producers, %u collectors and the daemon: they share "
+          "them, so this rate is a floor\n",
+          cores, a.producers, a.producers);
     if (a.complete)
       std::printf("  collectors sent complete after each decision (%llu failed)\n",
                   static_cast<unsigned long long>(completes_failed));
