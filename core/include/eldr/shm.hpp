@@ -129,9 +129,12 @@ class Client {
 struct SegmentConfig {
   std::string instance = "default";
   uint32_t max_clients = 32;
-  uint32_t ring_bytes = 1u << 20;      // per client, power of two, >= 64 KiB
-  uint32_t decision_slots = 1u << 16;  // power of two
-  uint32_t max_workers = 256;          // worker table rows (status)
+  uint32_t ring_bytes = 1u << 20;  // per client, power of two, >= 64 KiB
+  // Power of two. The daemon never waits for a reader: a decision stays
+  // readable for about decision_slots / 3 later publishes, so a gateway that
+  // falls further behind (a stall) loses its oldest unread decisions.
+  uint32_t decision_slots = 1u << 16;
+  uint32_t max_workers = 256;  // worker table rows (status)
   uint32_t mode = 0660;
   std::string group;                  // empty: the daemon's group
   std::string lock_dir = "/dev/shm";  // daemon and client lock files
