@@ -1,6 +1,12 @@
 #include "kernels.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 
 namespace eldr::kernels {
 
@@ -35,110 +41,218 @@ ELDR_INLINE v8f load8(const float* p) noexcept {
 }
 
 typedef int16_t v8s __attribute__((vector_size(16)));
+typedef int32_t v8i __attribute__((vector_size(32)));
 
-// Sum of squares of count*idf over one layer, dense and vectorised.
-ELDR_INLINE float weighted_norm2(const int16_t* row, const float* idf, uint32_t experts) noexcept {
-  v8f acc = {};
-  uint32_t e = 0;
-  for (; e + 8 <= experts; e += 8) {
-    v8s c;
-    __builtin_memcpy(&c, row + e, sizeof(c));
-    const v8f w = __builtin_convertvector(c, v8f) * load8(idf + e);
-    acc += w * w;
-  }
+ELDR_INLINE v8f load_counts8(const int16_t* p) noexcept {
+  v8s c;
+  __builtin_memcpy(&c, p, sizeof(c));
+  return __builtin_convertvector(c, v8f);
+}
+
+ELDR_INLINE float sum8(v8f v) noexcept {
   float sum = 0.0f;
-  for (int i = 0; i < 8; ++i) sum += acc[i];
-  for (; e < experts; ++e) {
-    const float w = static_cast<float>(row[e]) * idf[e];
-    sum += w * w;
-  }
+  for (int i = 0; i < 8; ++i) sum += v[i];
   return sum;
-}
-
-// acc[0..V) += f * w[0..8V): one cell's weights for V*8 clusters.
-template <size_t V>
-ELDR_INLINE void axpy_cell(v8f* acc, float f, const float* w) noexcept {
-  const v8f fv = v8f{} + f;
-  for (size_t v = 0; v < V; ++v) acc[v] += fv * load8(w + 8 * v);
-}
-
-// Cluster columns [col0, col0 + W) of the scores, unnormalised.
-template <size_t W>
-ELDR_INLINE void project_fixed(const int16_t* counts, const uint32_t* mask, size_t mask_len,
-                               uint32_t experts, const float* m, size_t stride, size_t col0,
-                               float* acc) noexcept {
-  static_assert(W % 8 == 0);
-  constexpr size_t V = W / 8;
-  // Independent accumulator chains: one chain would wait on the FMA latency
-  // (4 cycles) for every cell; U chains keep the FMA units busy.
-  constexpr size_t U = V <= 2 ? 4 : 2;
-  constexpr uint32_t kChunk = 512;
-  uint32_t idx[kChunk];
-  float val[kChunk];
-  v8f local[U][V] = {};
-  for (size_t s = 0; s < mask_len; ++s) {
-    const int16_t* row = counts + size_t{mask[s]} * experts;
-    const float* base = m + s * experts * stride + col0;
-    for (uint32_t e0 = 0; e0 < experts; e0 += kChunk) {
-      const uint32_t e1 = experts - e0 < kChunk ? experts : e0 + kChunk;
-      // Most prompts of a few hundred tokens touch most experts: walk such a
-      // layer densely. Sparse layers are compacted first, without branches
-      // (zeros sit in unpredictable places, so a skip branch mispredicts).
-      uint32_t zeros = 0;
-      for (uint32_t e = e0; e < e1; ++e) zeros += row[e] == 0;
-      if (2 * zeros <= e1 - e0) {
-        const int16_t* r = row + e0;
-        const float* w = base + size_t{e0} * stride;
-        const uint32_t n = e1 - e0;
-        uint32_t j = 0;
-        for (; j + U <= n; j += U)
-          for (size_t u = 0; u < U; ++u)
-            axpy_cell<V>(local[u], static_cast<float>(r[j + u]), w + size_t{j + u} * stride);
-        for (; j < n; ++j) axpy_cell<V>(local[0], static_cast<float>(r[j]), w + size_t{j} * stride);
-        continue;
-      }
-      uint32_t n = 0;
-      for (uint32_t e = e0; e < e1; ++e) {
-        idx[n] = e;
-        val[n] = static_cast<float>(row[e]);
-        n += row[e] != 0;
-      }
-      uint32_t j = 0;
-      for (; j + U <= n; j += U)
-        for (size_t u = 0; u < U; ++u)
-          axpy_cell<V>(local[u], val[j + u], base + size_t{idx[j + u]} * stride);
-      for (; j < n; ++j) axpy_cell<V>(local[0], val[j], base + size_t{idx[j]} * stride);
-    }
-  }
-  for (size_t u = 1; u < U; ++u)
-    for (size_t v = 0; v < V; ++v) local[0][v] += local[u][v];
-  __builtin_memcpy(acc + col0, local[0], sizeof(local[0]));
 }
 
 }  // namespace
 
 ELDR_MULTIVERSION
-double project_counts(const int16_t* counts, const uint32_t* mask, size_t mask_len,
-                      uint32_t experts, const float* idf, const float* m, size_t stride,
-                      float* acc) noexcept {
+double weighted_norm2(const int16_t* counts, const uint32_t* mask, size_t mask_len,
+                      uint32_t experts, const float* idf) noexcept {
   double norm2 = 0.0;
-  for (size_t s = 0; s < mask_len; ++s)
-    norm2 += weighted_norm2(counts + size_t{mask[s]} * experts, idf + s * experts, experts);
-  // Clusters in blocks of up to 32 columns (4 AVX registers of accumulators).
-  for (size_t col = 0; col < stride;) {
-    const size_t left = stride - col;
-    if (left >= 32) {
-      project_fixed<32>(counts, mask, mask_len, experts, m, stride, col, acc);
-      col += 32;
-    } else if (left >= 16) {
-      project_fixed<16>(counts, mask, mask_len, experts, m, stride, col, acc);
-      col += 16;
-    } else {
-      project_fixed<8>(counts, mask, mask_len, experts, m, stride, col, acc);
-      col += 8;
+  for (size_t s = 0; s < mask_len; ++s) {
+    const int16_t* row = counts + size_t{mask[s]} * experts;
+    const float* w = idf + s * experts;
+    // Four chains: one would wait on the FMA latency at every step.
+    v8f acc[4] = {};
+    uint32_t e = 0;
+    for (; e + 32 <= experts; e += 32)
+      for (uint32_t u = 0; u < 4; ++u) {
+        const v8f v = load_counts8(row + e + 8 * u) * load8(w + e + 8 * u);
+        acc[u] += v * v;
+      }
+    for (; e + 8 <= experts; e += 8) {
+      const v8f v = load_counts8(row + e) * load8(w + e);
+      acc[0] += v * v;
     }
+    float sum = sum8((acc[0] + acc[1]) + (acc[2] + acc[3]));
+    for (; e < experts; ++e) {
+      const float v = static_cast<float>(row[e]) * w[e];
+      sum += v * v;
+    }
+    norm2 += sum;
   }
   return norm2;
+}
+
+ELDR_MULTIVERSION
+float masked_dot(const int16_t* counts, const uint32_t* mask, size_t mask_len, uint32_t experts,
+                 const float* w) noexcept {
+  // Four chains hide the FMA latency; one per layer would not.
+  v8f acc[4] = {};
+  float tail = 0.0f;
+  for (size_t s = 0; s < mask_len; ++s) {
+    const int16_t* row = counts + size_t{mask[s]} * experts;
+    const float* ws = w + s * experts;
+    uint32_t e = 0;
+    for (; e + 32 <= experts; e += 32)
+      for (uint32_t u = 0; u < 4; ++u)
+        acc[u] += load_counts8(row + e + 8 * u) * load8(ws + e + 8 * u);
+    for (; e + 8 <= experts; e += 8) acc[0] += load_counts8(row + e) * load8(ws + e);
+    for (; e < experts; ++e) tail += static_cast<float>(row[e]) * ws[e];
+  }
+  return sum8((acc[0] + acc[1]) + (acc[2] + acc[3])) + tail;
+}
+
+ELDR_MULTIVERSION
+bool any_negative(const int16_t* values, size_t n) noexcept {
+  // OR of everything: the sign bit survives. No early exit, no branch.
+  typedef int16_t v16s __attribute__((vector_size(32)));
+  v16s acc = {};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    v16s v;
+    __builtin_memcpy(&v, values + i, sizeof(v));
+    acc |= v;
+  }
+  int16_t any = 0;
+  for (int k = 0; k < 16; ++k) any |= acc[k];
+  for (; i < n; ++i) any |= values[i];
+  return any < 0;
+}
+
+namespace {
+
+// One cell: nearest integer, ties to even, as vcvtps2dq rounds; the product
+// order matches the vector code, so every ISA gives the same signature.
+inline int16_t quantize_cell(int16_t count, float idf, float scale) noexcept {
+  return static_cast<int16_t>(std::nearbyint(static_cast<float>(count) * idf * scale));
+}
+
+// The part of one masked layer that cells [i, end) start with: its count
+// row and idf weights, experts [e0, e1).
+struct LayerPart {
+  const int16_t* row;
+  const float* idf;
+  uint32_t e0, e1;
+};
+
+inline LayerPart layer_part(const int16_t* counts, const uint32_t* mask, uint32_t experts,
+                            const float* idf, size_t i, size_t end) noexcept {
+  const size_t s = i / experts;
+  const uint32_t e0 = static_cast<uint32_t>(i % experts);
+  return {counts + size_t{mask[s]} * experts, idf + s * experts, e0,
+          static_cast<uint32_t>(std::min<size_t>(experts, e0 + (end - i)))};
+}
+
+}  // namespace
+
+void reference::quantize_signature(const int16_t* counts, const uint32_t* mask, uint32_t experts,
+                                   const float* idf, float scale, size_t first, size_t n,
+                                   int16_t* x) noexcept {
+  for (size_t i = first; i < first + n;) {
+    const LayerPart p = layer_part(counts, mask, experts, idf, i, first + n);
+    int16_t* out = x + (i - first) - p.e0;
+    for (uint32_t e = p.e0; e < p.e1; ++e) out[e] = quantize_cell(p.row[e], p.idf[e], scale);
+    i += p.e1 - p.e0;
+  }
+}
+
+namespace {
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) void quantize_signature_avx2(const int16_t* counts,
+                                                             const uint32_t* mask, uint32_t experts,
+                                                             const float* idf, float scale,
+                                                             size_t first, size_t n,
+                                                             int16_t* x) noexcept {
+  const __m256 sv = _mm256_set1_ps(scale);
+  for (size_t i = first; i < first + n;) {
+    const LayerPart p = layer_part(counts, mask, experts, idf, i, first + n);
+    int16_t* out = x + (i - first) - p.e0;
+    uint32_t e = p.e0;
+    for (; e + 16 <= p.e1; e += 16) {
+      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.row + e));
+      const __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(c)));
+      const __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(c, 1)));
+      const __m256i ql =
+          _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(lo, _mm256_loadu_ps(p.idf + e)), sv));
+      const __m256i qh =
+          _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(hi, _mm256_loadu_ps(p.idf + e + 8)), sv));
+      // packs interleaves the 128-bit lanes; the permute restores cell order.
+      const __m256i q = _mm256_permute4x64_epi64(_mm256_packs_epi32(ql, qh), 0xD8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + e), q);
+    }
+    for (; e < p.e1; ++e) out[e] = quantize_cell(p.row[e], p.idf[e], scale);
+    i += p.e1 - p.e0;
+  }
+}
+
+bool has_avx2() noexcept {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#endif
+
+}  // namespace
+
+void quantize_signature(const int16_t* counts, const uint32_t* mask, uint32_t experts,
+                        const float* idf, float scale, size_t first, size_t n,
+                        int16_t* x) noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (has_avx2()) return quantize_signature_avx2(counts, mask, experts, idf, scale, first, n, x);
+#endif
+  reference::quantize_signature(counts, mask, experts, idf, scale, first, n, x);
+}
+
+void reference::dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks,
+                              int64_t* out) noexcept {
+  for (size_t c = 0; c < 8; ++c) {
+    int64_t acc = 0;
+    for (size_t j = 0; j < chunks; ++j) {
+      const int16_t* qc = q + (j * 8 + c) * 16;
+      for (size_t k = 0; k < 16; ++k) acc += int32_t{x[j * 16 + k]} * qc[k];
+    }
+    out[c] += acc;
+  }
+}
+
+namespace {
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// One vpmaddwd per 16 cells and cluster: 16 multiply-adds per instruction,
+// twice the fp32 FMA rate, from half the bytes of an fp32 matrix.
+__attribute__((target("avx2"))) void dot_q16_block_avx2(const int16_t* x, const int16_t* q,
+                                                        size_t chunks, int64_t* out) noexcept {
+  __m256i a[8];
+  for (auto& v : a) v = _mm256_setzero_si256();
+  for (size_t j = 0; j < chunks; ++j) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + j * 16));
+    const __m256i* qj = reinterpret_cast<const __m256i*>(q + j * 128);
+    for (int c = 0; c < 8; ++c)
+      a[c] = _mm256_add_epi32(a[c], _mm256_madd_epi16(xv, _mm256_loadu_si256(qj + c)));
+  }
+  // Transpose-and-add the eight accumulators into one vector of 8 totals.
+  const __m256i t0 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+  const __m256i t1 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(a[4], a[5]), _mm256_hadd_epi32(a[6], a[7]));
+  const __m256i sum = _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20),
+                                       _mm256_permute2x128_si256(t0, t1, 0x31));
+  alignas(32) int32_t totals[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(totals), sum);
+  for (int c = 0; c < 8; ++c) out[c] += totals[c];
+}
+#endif
+
+}  // namespace
+
+void dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks, int64_t* out) noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (has_avx2()) return dot_q16_block_avx2(x, q, chunks, out);
+#endif
+  reference::dot_q16_block(x, q, chunks, out);
 }
 
 }  // namespace eldr::kernels

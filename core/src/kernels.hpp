@@ -19,14 +19,39 @@ namespace eldr::kernels {
 // Sum of a[i] * b[i].
 float dot(const float* a, const float* b, size_t n) noexcept;
 
-// Scores of one footprint against K clusters, without materialising the
-// signature: acc[c] = sum over masked cells i of count_i * m[i][c], where
-// m[i][c] = idf_i * centroid_c[i] is stored cell-major with row stride
-// `stride` (>= k, multiple of 8); returns |count * idf|^2 over the mask.
-// counts: the full [L][E] footprint; mask: |mask| layer ids; idf: |mask|*E.
-// acc must hold `stride` floats. Allocation-free.
-double project_counts(const int16_t* counts, const uint32_t* mask, size_t mask_len,
-                      uint32_t experts, const float* idf, const float* m, size_t stride,
-                      float* acc) noexcept;
+// |count * idf|^2 over the masked layers of a [L][E] footprint; idf holds
+// |mask| * E weights. Allocation-free.
+double weighted_norm2(const int16_t* counts, const uint32_t* mask, size_t mask_len,
+                      uint32_t experts, const float* idf) noexcept;
+
+// sum over masked cells i of count_i * w[i] (w: |mask| * E, the cell order of
+// idf): one cluster's unnormalised score, in fp32. Allocation-free.
+float masked_dot(const int16_t* counts, const uint32_t* mask, size_t mask_len, uint32_t experts,
+                 const float* w) noexcept;
+
+// Whether any value is < 0. Allocation-free.
+bool any_negative(const int16_t* values, size_t n) noexcept;
+
+// Quantised signature, cells [first, first + n) of the masked footprint:
+// x[j] = round(count * idf * scale) as int16, where the caller picks scale so
+// that every value fits (scale = S / |count * idf| with S <= 32000).
+void quantize_signature(const int16_t* counts, const uint32_t* mask, uint32_t experts,
+                        const float* idf, float scale, size_t first, size_t n, int16_t* x) noexcept;
+
+// Integer scores of one quantised signature chunk against 8 clusters:
+// out[c] += sum_j x[j] * q[j / 16][c][j % 16] over j < 16 * chunks, with q laid
+// out as [chunks][8 clusters][16 cells] int16 (x: 16 * chunks cells). The
+// caller bounds |x| and every |q_c| by 2^15 in L2 norm, so no partial sum
+// overflows int32 (Cauchy-Schwarz holds for every subset of cells).
+// Exact integer arithmetic: every ISA gives the same result.
+void dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks, int64_t* out) noexcept;
+
+// Plain scalar versions of the two int16 kernels, which the vector code must
+// equal bit for bit (tested); used where the CPU lacks AVX2.
+namespace reference {
+void quantize_signature(const int16_t* counts, const uint32_t* mask, uint32_t experts,
+                        const float* idf, float scale, size_t first, size_t n, int16_t* x) noexcept;
+void dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks, int64_t* out) noexcept;
+}  // namespace reference
 
 }  // namespace eldr::kernels

@@ -8,6 +8,8 @@
 
 namespace eldr {
 
+using detail::RouterScoring;
+
 namespace {
 constexpr uint32_t kMaxSlots = 4096;  // bounds the hot path's stack arrays
 }
@@ -51,42 +53,151 @@ const char* worker_state_name(WorkerState state) noexcept {
   return "unknown";
 }
 
-// Everything a decision needs from one table, precomputed once: the
-// centroid*idf products transposed cell-major, so scoring one footprint walks
-// its non-zero cells and does one short vector FMA each.
-struct Router::Scoring {
+// Everything a decision needs from one table, precomputed once.
+//
+// Scores are exact fp32 cosines (one masked dot per cluster, `weights`). A
+// decision rarely needs all of them exactly: the locality band only asks which
+// scores lie above top - tau. So a first pass scores every cluster from int16
+// copies of the signature and the centroids (`quantized`, one vpmaddwd per 16
+// cells), with a proven bound `error[c]` on its distance to the exact score;
+// a cluster is scored exactly only where a decision depends on where inside
+// that interval its score lies (see ClusterScores).
+struct detail::RouterScoring {
+  // Both vectors are unit length, scaled to +-32000: every |value| and both L2
+  // norms stay below 32000 * 1.001 + 0.51 * sqrt(cells) < 2^15.03 for any
+  // geometry (cells <= 2^22), so x . q and all its partial sums stay below
+  // 2^31 (Cauchy-Schwarz) and the int32 lanes of the integer pass never wrap.
+  static constexpr double kScale = 32000.0;
+  static constexpr size_t kChunk = 16;  // cells per vpmaddwd
+
   std::shared_ptr<const ClusterTable> table;
   uint32_t clusters = 0;
-  size_t stride = 0;           // clusters rounded up to a multiple of 8
-  std::vector<float> weights;  // [dim][stride]
+  uint32_t blocks = 0;             // groups of 8 clusters
+  size_t dim = 0;                  // masked cells
+  size_t chunks = 0;               // dim rounded up to kChunk, in chunks
+  std::vector<float> weights;      // [clusters][dim]: idf * centroid
+  std::vector<int16_t> quantized;  // [blocks][chunks][8][kChunk]: round(centroid * kScale)
+  std::vector<float> error;        // [clusters]: |int16 score - exact fp32 score| bound
   uint64_t epoch = 0;
 
-  static std::shared_ptr<const Scoring> build(std::shared_ptr<const ClusterTable> t,
-                                              uint64_t epoch) {
-    auto s = std::make_shared<Scoring>();
+  static std::shared_ptr<const RouterScoring> build(std::shared_ptr<const ClusterTable> t,
+                                                    uint64_t epoch) {
+    auto s = std::make_shared<RouterScoring>();
     s->clusters = t->num_clusters();
-    s->stride = (size_t{s->clusters} + 7) / 8 * 8;
-    const size_t dim = t->dim();
-    s->weights.assign(dim * s->stride, 0.0f);
+    s->blocks = (s->clusters + 7) / 8;
+    s->dim = t->dim();
+    s->chunks = (s->dim + kChunk - 1) / kChunk;
+    s->weights.resize(size_t{s->clusters} * s->dim);
+    s->quantized.assign(size_t{s->blocks} * s->chunks * 8 * kChunk, 0);
+    s->error.resize(s->clusters);
+    // The signature's rounding error, |e_x| <= 0.51 * sqrt(cells) (0.5 per
+    // cell, plus the fp32 error of count * idf * scale), and the fp32 exact
+    // score's own summation error, gamma_dim = dim * u / (1 - dim * u) for a
+    // sum of terms whose magnitudes add up to at most |sig| |c| <= 1.001.
+    const double padded = static_cast<double>(s->chunks * kChunk);
+    const double ex = 0.51 * std::sqrt(padded);
+    const double u = std::ldexp(1.0, -24);
+    const double gamma = s->dim * u / (1.0 - s->dim * u);
     for (uint32_t c = 0; c < s->clusters; ++c) {
-      auto cen = t->centroid(c);
-      for (size_t i = 0; i < dim; ++i) s->weights[i * s->stride + c] = t->idf[i] * cen[i];
+      const auto cen = t->centroid(c);
+      float* w = &s->weights[size_t{c} * s->dim];
+      double eq2 = 0.0;
+      for (size_t i = 0; i < s->dim; ++i) {
+        w[i] = t->idf[i] * cen[i];
+        const double scaled = cen[i] * kScale;
+        const double q = std::nearbyint(scaled);
+        eq2 += (scaled - q) * (scaled - q);
+        s->quantized[((c / 8) * s->chunks + i / kChunk) * 8 * kChunk + (c % 8) * kChunk +
+                     i % kChunk] = static_cast<int16_t>(q);
+      }
+      // x . q = S^2 (sig . c) + S (sig . e_q) + S (e_x . c) + e_x . e_q, and
+      // |sig| <= 1.0001, |c| <= 1.001 (the table's unit tolerance).
+      const double eq = std::sqrt(eq2);
+      s->error[c] = static_cast<float>((1.0001 * eq + 1.001 * ex + ex * eq / kScale) / kScale +
+                                       1.001 * gamma + 1e-6);
     }
     s->table = std::move(t);
     s->epoch = epoch;
     return s;
   }
-
-  // Cluster scores for one footprint into out[0..clusters). Allocation-free.
-  void score(std::span<const int16_t> counts, float* out) const {
-    const ClusterTable& t = *table;
-    const double norm2 =
-        kernels::project_counts(counts.data(), t.layer_mask.data(), t.layer_mask.size(),
-                                t.geometry.experts, t.idf.data(), weights.data(), stride, out);
-    const float inv = norm2 > 0.0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
-    for (uint32_t c = 0; c < clusters; ++c) out[c] *= inv;
-  }
 };
+
+namespace {
+
+// One footprint's cluster scores as intervals that tighten on demand:
+// lower(c) <= exact(c) <= upper(c), where exact(c) is the fp32 cosine (the
+// same value whichever path asks for it). With `approximate`, one int16 pass
+// bounds every cluster; exact(c) costs one fp32 dot and is cached.
+// Allocation-free: the buffers live in the object (on the caller's stack).
+class ClusterScores {
+ public:
+  ClusterScores(const RouterScoring& s, std::span<const int16_t> counts, bool approximate)
+      : m_s(s), m_counts(counts.data()) {
+    const ClusterTable& t = *s.table;
+    const double norm2 = kernels::weighted_norm2(m_counts, t.layer_mask.data(), t.layer_mask.size(),
+                                                 t.geometry.experts, t.idf.data());
+    m_inv_norm = norm2 > 0.0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
+    std::fill_n(m_known, s.clusters, false);
+    m_approximate = approximate && norm2 > 0.0;
+    if (m_approximate) approximate_all(norm2);
+  }
+
+  // c = kNoCluster (a worker the table does not know) scores 0.
+  float exact(uint32_t c) {
+    if (c == kNoCluster) return 0.0f;
+    if (!m_known[c]) {
+      const ClusterTable& t = *m_s.table;
+      m_exact[c] = kernels::masked_dot(m_counts, t.layer_mask.data(), t.layer_mask.size(),
+                                       t.geometry.experts, &m_s.weights[size_t{c} * m_s.dim]) *
+                   m_inv_norm;
+      m_known[c] = true;
+    }
+    return m_exact[c];
+  }
+  float lower(uint32_t c) {
+    return c == kNoCluster || m_known[c] || !m_approximate ? exact(c) : m_approx[c] - m_s.error[c];
+  }
+  float upper(uint32_t c) {
+    return c == kNoCluster || m_known[c] || !m_approximate ? exact(c) : m_approx[c] + m_s.error[c];
+  }
+
+ private:
+  void approximate_all(double norm2) {
+    const ClusterTable& t = *m_s.table;
+    constexpr size_t kCells = 4096;  // signature cells per pass, on the stack
+    static_assert(kCells % RouterScoring::kChunk == 0);
+    const float scale = static_cast<float>(RouterScoring::kScale / std::sqrt(norm2));
+    int64_t totals[kMaxClusters + 8];
+    std::fill_n(totals, size_t{m_s.blocks} * 8, int64_t{0});
+    alignas(32) int16_t x[kCells];
+    const size_t padded = m_s.chunks * RouterScoring::kChunk;
+    for (size_t first = 0; first < padded; first += kCells) {
+      const size_t n = std::min(kCells, padded - first);
+      const size_t real = std::min(n, m_s.dim - first);
+      kernels::quantize_signature(m_counts, t.layer_mask.data(), t.geometry.experts, t.idf.data(),
+                                  scale, first, real, x);
+      std::fill(x + real, x + n, int16_t{0});
+      for (uint32_t b = 0; b < m_s.blocks; ++b)
+        kernels::dot_q16_block(x,
+                               &m_s.quantized[(b * m_s.chunks + first / RouterScoring::kChunk) * 8 *
+                                              RouterScoring::kChunk],
+                               n / RouterScoring::kChunk, totals + 8 * b);
+    }
+    constexpr double kInv = 1.0 / (RouterScoring::kScale * RouterScoring::kScale);
+    for (uint32_t c = 0; c < m_s.clusters; ++c)
+      m_approx[c] = static_cast<float>(static_cast<double>(totals[c]) * kInv);
+  }
+
+  const RouterScoring& m_s;
+  const int16_t* m_counts;
+  float m_inv_norm = 0.0f;
+  bool m_approximate = false;
+  float m_approx[kMaxClusters];
+  float m_exact[kMaxClusters];
+  bool m_known[kMaxClusters];
+};
+
+}  // namespace
 
 struct alignas(64) Router::Slot {
   std::atomic<int32_t> id{-1};
@@ -146,16 +257,15 @@ float Router::tau_for(const Scoring& scoring) const noexcept {
 
 float Router::tau() const noexcept { return tau_for(*m_scoring.load()); }
 
-uint32_t Router::gather_active(const Scoring& scoring, const float* cluster_score, uint32_t n,
-                               std::span<const uint32_t> loads, uint32_t* active, float* score,
-                               int64_t* load) const noexcept {
+uint32_t Router::gather_active(uint32_t clusters, uint32_t n, std::span<const uint32_t> loads,
+                               uint32_t* active, uint32_t* cluster, int64_t* load) const noexcept {
   uint32_t m = 0;
   for (uint32_t i = 0; i < n; ++i) {
     const Slot& s = m_slots[i];
     if (s.get_state() != WorkerState::active) continue;
     const uint32_t c = s.cluster.load(std::memory_order_relaxed);
     active[m] = i;
-    score[m] = c < scoring.clusters ? cluster_score[c] : 0.0f;
+    cluster[m] = c < clusters ? c : kNoCluster;
     if (load) load[m] = loads.empty() ? s.inflight.load(std::memory_order_relaxed) : loads[i];
     ++m;
   }
@@ -169,26 +279,83 @@ Status check_counts(const ClusterTable& t, std::span<const int16_t> counts) {
     return {Errc::shape_mismatch, "footprint has " + std::to_string(counts.size()) +
                                       " cells, the table's geometry " + t.geometry.to_string() +
                                       " needs " + std::to_string(t.geometry.cells())};
-  int16_t lowest = 0;
-  for (int16_t v : counts) lowest = std::min(lowest, v);
-  if (lowest < 0) return {Errc::out_of_range, "footprint has a negative count"};
+  if (kernels::any_negative(counts.data(), counts.size()))
+    return {Errc::out_of_range, "footprint has a negative count"};
   return Status::ok();
 }
 
-// Lowest score inside the locality band over m > 0 candidates: within tau of
-// the best; with min2, a one-member band widens to the second-best score.
-float band_floor(const float* score, uint32_t m, float tau, bool min2) {
-  const float top = *std::max_element(score, score + m);
-  float floor = top - tau;
-  const auto members = std::count_if(score, score + m, [&](float s) { return s >= floor; });
-  if (min2 && tau > 0.0f && members == 1) {
-    float second = -1.0f;
-    for (uint32_t j = 0; j < m; ++j)
-      if (score[j] < top) second = std::max(second, score[j]);
-    if (second >= 0.0f) floor = second;
-  }
-  return floor;
+// Largest exact score among the candidates j with keep(j) (-inf if none):
+// only those whose interval reaches the best lower bound are scored exactly.
+template <class Keep>
+float exact_max(ClusterScores& cs, const uint32_t* cluster, uint32_t m, Keep keep) {
+  float reach = -INFINITY;
+  for (uint32_t j = 0; j < m; ++j)
+    if (keep(j)) reach = std::max(reach, cs.lower(cluster[j]));
+  float best = -INFINITY;
+  for (uint32_t j = 0; j < m; ++j)
+    if (keep(j) && cs.upper(cluster[j]) >= reach) best = std::max(best, cs.exact(cluster[j]));
+  return best;
 }
+
+// exact(c) >= floor, scoring c exactly only when its interval straddles floor.
+bool at_least(ClusterScores& cs, uint32_t c, float floor) {
+  if (cs.lower(c) >= floor) return true;
+  if (cs.upper(c) < floor) return false;
+  return cs.exact(c) >= floor;
+}
+
+// The locality band over m > 0 candidates: j is a member iff its exact score
+// is >= floor, floor = best - tau; with min2, a one-member band widens to the
+// second-best score. Decided from the intervals where they settle it: the
+// best score lies in [max lower, max upper], so j is a member when its lower
+// bound clears (max upper) - tau and not one when its upper bound stays under
+// (max lower) - tau; only the rest need the exact floor.
+class Band {
+ public:
+  Band(ClusterScores& cs, const uint32_t* cluster, uint32_t m, float tau, bool min2)
+      : m_cs(cs), m_cluster(cluster), m_m(m), m_tau(tau), m_min2(min2 && tau > 0.0f) {
+    for (uint32_t j = 0; j < m; ++j) {
+      m_best_lower = std::max(m_best_lower, cs.lower(cluster[j]));
+      m_best_upper = std::max(m_best_upper, cs.upper(cluster[j]));
+    }
+    if (m_min2) exact_floor();  // the widening rule counts exact members
+  }
+
+  bool contains(uint32_t j) {
+    const uint32_t c = m_cluster[j];
+    if (!m_floor_known) {
+      if (m_cs.lower(c) >= m_best_upper - m_tau) return true;
+      if (m_cs.upper(c) < m_best_lower - m_tau) return false;
+      exact_floor();
+    }
+    return at_least(m_cs, c, m_floor);
+  }
+
+ private:
+  void exact_floor() {
+    const float top = exact_max(m_cs, m_cluster, m_m, [](uint32_t) { return true; });
+    m_floor = top - m_tau;
+    m_floor_known = true;
+    if (!m_min2) return;
+    uint32_t members = 0;
+    for (uint32_t j = 0; j < m_m && members < 2; ++j)
+      members += at_least(m_cs, m_cluster[j], m_floor);
+    if (members != 1) return;
+    const float second = exact_max(m_cs, m_cluster, m_m, [&](uint32_t j) {
+      return m_cs.upper(m_cluster[j]) < top || m_cs.exact(m_cluster[j]) < top;
+    });
+    if (second >= 0.0f) m_floor = second;
+  }
+
+  ClusterScores& m_cs;
+  const uint32_t* m_cluster;
+  uint32_t m_m;
+  float m_tau;
+  bool m_min2;
+  float m_best_lower = -INFINITY, m_best_upper = -INFINITY;
+  float m_floor = 0.0f;
+  bool m_floor_known = false;
+};
 
 }  // namespace
 
@@ -207,14 +374,11 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
                                               " worker slots"};
   }
 
-  float cluster_score[kMaxClusters];
-  scoring->score(counts, cluster_score);
-
-  // Active slots with their score and load, gathered once per decision.
+  // Active slots with their cluster and load, gathered once per decision.
   uint32_t active[kMaxSlots];
-  float score[kMaxSlots];
+  uint32_t cluster[kMaxSlots];
   int64_t load[kMaxSlots];
-  const uint32_t m = gather_active(*scoring, cluster_score, n, hints.loads, active, score, load);
+  const uint32_t m = gather_active(scoring->clusters, n, hints.loads, active, cluster, load);
   if (m == 0) {
     m_rejected.fetch_add(1, std::memory_order_relaxed);
     return Status{Errc::no_worker, "no active worker to route to"};
@@ -242,12 +406,18 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
     return 0u;  // unreachable: m > 0 and keep() selected at least one
   };
 
+  // Only the locality policies look at scores before the pick; the others
+  // score the picked worker alone, for the decision's similarity.
+  const bool locality = m_options.policy == Policy::eldr || m_options.policy == Policy::eldr_guard;
+  ClusterScores cs(*scoring, counts, locality);
   uint32_t pick = 0, band = 0;
   switch (m_options.policy) {
     case Policy::eldr:
     case Policy::eldr_guard: {
-      const float floor = band_floor(score, m, tau_for(*scoring), m_options.min2_band);
-      pick = least_loaded([&](uint32_t j) { return score[j] >= floor; }, false, band);
+      Band in_band(cs, cluster, m, tau_for(*scoring), m_options.min2_band);
+      bool member[kMaxSlots];
+      for (uint32_t j = 0; j < m; ++j) member[j] = in_band.contains(j);
+      pick = least_loaded([&](uint32_t j) { return member[j]; }, false, band);
       if (m_options.policy == Policy::eldr_guard) {
         int64_t lowest = load[0], total = 0;
         for (uint32_t j = 0; j < m; ++j) {
@@ -260,7 +430,8 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
           // Spill: the least-loaded worker, the most similar among ties.
           uint32_t best = m;
           for (uint32_t j = 0; j < m; ++j)
-            if (load[j] == lowest && (best == m || score[j] > score[best])) best = j;
+            if (load[j] == lowest && (best == m || cs.exact(cluster[j]) > cs.exact(cluster[best])))
+              best = j;
           pick = best;
         }
       }
@@ -320,7 +491,7 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
   Decision d;
   d.worker_id = chosen.id.load(std::memory_order_relaxed);
   d.worker_index = active[pick];
-  d.similarity = score[pick];
+  d.similarity = cs.exact(cluster[pick]);
   d.band_size = band;
   d.policy = m_options.policy;
   d.table_epoch = scoring->epoch;
@@ -335,19 +506,19 @@ Result<uint32_t> Router::scores(std::span<const int16_t> counts, std::span<float
   if (out_scores.size() != n || in_band.size() != n)
     return Status{Errc::invalid_argument, "scores and in_band must hold worker_slots() = " +
                                               std::to_string(n) + " entries"};
-  float cluster_score[kMaxClusters];
-  scoring->score(counts, cluster_score);
   uint32_t active[kMaxSlots];
-  float score[kMaxSlots];
-  const uint32_t m = gather_active(*scoring, cluster_score, n, {}, active, score, nullptr);
+  uint32_t cluster[kMaxSlots];
+  const uint32_t m = gather_active(scoring->clusters, n, {}, active, cluster, nullptr);
   std::fill(out_scores.begin(), out_scores.end(), 0.0f);
   std::fill(in_band.begin(), in_band.end(), uint8_t{0});
   if (m == 0) return 0u;
-  const float floor = band_floor(score, m, tau_for(*scoring), m_options.min2_band);
+  // Every score is reported, so every score is exact: no int16 pass.
+  ClusterScores cs(*scoring, counts, false);
+  Band band_of(cs, cluster, m, tau_for(*scoring), m_options.min2_band);
   uint32_t band = 0;
   for (uint32_t j = 0; j < m; ++j) {
-    out_scores[active[j]] = score[j];
-    in_band[active[j]] = score[j] >= floor;
+    out_scores[active[j]] = cs.exact(cluster[j]);
+    in_band[active[j]] = band_of.contains(j);
     band += in_band[active[j]];
   }
   return band;

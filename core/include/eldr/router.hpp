@@ -23,6 +23,10 @@
 
 namespace eldr {
 
+namespace detail {
+struct RouterScoring;  // one table's precomputed scoring data (router.cpp)
+}
+
 // eldr_guard (ours, beyond the paper): the locality band, but a pick may not
 // run further ahead of the least-loaded active worker than a slack that grows
 // with the pool's load (RouterOptions::guard_*); past that the request spills
@@ -137,16 +141,15 @@ class Router {
   RouterStats stats() const noexcept;
 
  private:
-  struct Scoring;  // immutable per table: transposed centroid*idf matrix
+  using Scoring = detail::RouterScoring;  // immutable per table
   struct Slot;
   explicit Router(const RouterOptions& options);
   Result<uint32_t> find_slot(int32_t worker_id) const;  // not removed
   float tau_for(const Scoring& scoring) const noexcept;
-  // Active slots (index, score and, when `load` is set, in-flight count) of the
-  // first n slots, gathered once per call; returns how many.
-  uint32_t gather_active(const Scoring& scoring, const float* cluster_score, uint32_t n,
-                         std::span<const uint32_t> loads, uint32_t* active, float* score,
-                         int64_t* load) const noexcept;
+  // Active slots (index, cluster or kNoCluster and, when `load` is set,
+  // in-flight count) of the first n slots, gathered once per call; returns how many.
+  uint32_t gather_active(uint32_t clusters, uint32_t n, std::span<const uint32_t> loads,
+                         uint32_t* active, uint32_t* cluster, int64_t* load) const noexcept;
   uint64_t next_random() noexcept;
 
   RouterOptions m_options;
