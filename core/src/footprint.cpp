@@ -4,6 +4,8 @@
 #include <limits>
 #include <string>
 
+#include "kernels.hpp"
+
 namespace eldr {
 
 namespace {
@@ -19,7 +21,11 @@ Status validate_footprint(const Geometry& geometry, std::span<const int16_t> cou
     return {Errc::shape_mismatch, "footprint has " + std::to_string(counts.size()) +
                                       " cells, geometry " + geometry.to_string() + " needs " +
                                       std::to_string(geometry.cells())};
-  for (size_t i = 0; i < counts.size(); ++i) {
+  // One branch-free pass decides; the cell loop runs only to name a bad cell.
+  const kernels::Range16 range = kernels::range16(counts.data(), counts.size());
+  const bool bad =
+      range.min < 0 || (tokens && range.max >= 0 && static_cast<uint32_t>(range.max) > *tokens);
+  for (size_t i = 0; bad && i < counts.size(); ++i) {
     if (counts[i] < 0)
       return {Errc::out_of_range,
               "negative count " + std::to_string(counts[i]) + " at " + cell_name(geometry, i)};
@@ -31,10 +37,8 @@ Status validate_footprint(const Geometry& geometry, std::span<const int16_t> cou
   if (tokens && geometry.top_k != 0) {
     const uint64_t expected = uint64_t{geometry.top_k} * *tokens;
     for (uint32_t l = 0; l < geometry.layers; ++l) {
-      uint64_t sum = 0;
-      for (uint32_t e = 0; e < geometry.experts; ++e)
-        sum += static_cast<uint64_t>(counts[size_t{l} * geometry.experts + e]);
-      if (sum != expected)
+      const int64_t sum = kernels::sum16(&counts[size_t{l} * geometry.experts], geometry.experts);
+      if (static_cast<uint64_t>(sum) != expected)
         return {Errc::out_of_range, "layer " + std::to_string(l) + " sums to " +
                                         std::to_string(sum) +
                                         ", expected k*tokens = " + std::to_string(expected)};

@@ -106,20 +106,48 @@ float masked_dot(const int16_t* counts, const uint32_t* mask, size_t mask_len, u
 }
 
 ELDR_MULTIVERSION
-bool any_negative(const int16_t* values, size_t n) noexcept {
-  // OR of everything: the sign bit survives. No early exit, no branch.
+Range16 range16(const int16_t* values, size_t n) noexcept {
+  // Lane-wise min and max, no early exit and no branch: it vectorises.
   typedef int16_t v16s __attribute__((vector_size(32)));
-  v16s acc = {};
+  v16s lo = v16s{} + INT16_MAX, hi = v16s{} + INT16_MIN;
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     v16s v;
     __builtin_memcpy(&v, values + i, sizeof(v));
-    acc |= v;
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
   }
-  int16_t any = 0;
-  for (int k = 0; k < 16; ++k) any |= acc[k];
-  for (; i < n; ++i) any |= values[i];
-  return any < 0;
+  Range16 r{INT16_MAX, INT16_MIN};
+  for (int k = 0; k < 16; ++k) {
+    r.min = std::min(r.min, lo[k]);
+    r.max = std::max(r.max, hi[k]);
+  }
+  for (; i < n; ++i) {
+    r.min = std::min(r.min, values[i]);
+    r.max = std::max(r.max, values[i]);
+  }
+  return r;
+}
+
+ELDR_MULTIVERSION
+int64_t sum16(const int16_t* values, size_t n) noexcept {
+  // int32 lanes cannot overflow within 65,536 values; longer runs are split.
+  typedef int16_t v16s __attribute__((vector_size(32)));
+  typedef int32_t v16i __attribute__((vector_size(64)));
+  int64_t total = 0;
+  for (size_t first = 0; first < n; first += 65536) {
+    const size_t end = std::min(n, first + 65536);
+    v16i acc = {};
+    size_t i = first;
+    for (; i + 16 <= end; i += 16) {
+      v16s v;
+      __builtin_memcpy(&v, values + i, sizeof(v));
+      acc += __builtin_convertvector(v, v16i);
+    }
+    for (int k = 0; k < 16; ++k) total += acc[k];
+    for (; i < end; ++i) total += values[i];
+  }
+  return total;
 }
 
 namespace {

@@ -29,8 +29,13 @@ double weighted_norm2(const int16_t* counts, const uint32_t* mask, size_t mask_l
 float masked_dot(const int16_t* counts, const uint32_t* mask, size_t mask_len, uint32_t experts,
                  const float* w) noexcept;
 
-// Whether any value is < 0. Allocation-free.
-bool any_negative(const int16_t* values, size_t n) noexcept;
+// Smallest and largest of n values ({INT16_MAX, INT16_MIN} when n = 0), and
+// their sum: the footprint checks, without a branch per cell.
+struct Range16 {
+  int16_t min, max;
+};
+Range16 range16(const int16_t* values, size_t n) noexcept;
+int64_t sum16(const int16_t* values, size_t n) noexcept;
 
 // Quantised signature, cells [first, first + n) of the masked footprint:
 // x[j] = round(count * idf * scale) as int16, where the caller picks scale so

@@ -279,7 +279,7 @@ Status check_counts(const ClusterTable& t, std::span<const int16_t> counts) {
     return {Errc::shape_mismatch, "footprint has " + std::to_string(counts.size()) +
                                       " cells, the table's geometry " + t.geometry.to_string() +
                                       " needs " + std::to_string(t.geometry.cells())};
-  if (kernels::any_negative(counts.data(), counts.size()))
+  if (kernels::range16(counts.data(), counts.size()).min < 0)
     return {Errc::out_of_range, "footprint has a negative count"};
   return Status::ok();
 }
