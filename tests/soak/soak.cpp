@@ -60,11 +60,22 @@ using Clock = std::chrono::steady_clock;
 volatile sig_atomic_t g_stop = 0;
 void on_stop(int) { g_stop = 1; }
 
+// A SIGKILLed eldrd cannot remove its segment (46 MB) and lock file, and no
+// later daemon reuses a soak's instance name: the conductor removes them
+// (unlink is async-signal-safe; the paths are set before the daemon starts).
+char g_segment_path[512] = {};
+char g_lock_path[512] = {};
+void remove_daemon_files() {
+  if (g_segment_path[0] != '\0') ::unlink(g_segment_path);
+  if (g_lock_path[0] != '\0') ::unlink(g_lock_path);
+}
+
 // The conductor's watchdog: a hang anywhere fails the run instead of CI's
 // clock. Every role shares the conductor's process group.
 void on_watchdog(int) {
   const char msg[] = "eldr_soak: watchdog expired, killing the soak\n";
   [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  remove_daemon_files();
   ::kill(0, SIGKILL);
 }
 
@@ -73,7 +84,10 @@ bool g_conductor = false;  // leads the process group of every role and the daem
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "eldr_soak: %s\n", what.c_str());
   // The conductor takes its roles and the daemon with it: nothing outlives a failed soak.
-  if (g_conductor) ::kill(0, SIGKILL);
+  if (g_conductor) {
+    remove_daemon_files();
+    ::kill(0, SIGKILL);
+  }
   std::exit(2);
 }
 
@@ -288,6 +302,9 @@ int run_conductor(const std::map<std::string, std::string>& a) {
   ::signal(SIGALRM, on_watchdog);
   ::alarm(static_cast<unsigned>(duration) + 180);
   const std::string instance = "soak-" + std::to_string(::getpid());
+  const std::string segment_path = "/dev/shm" + shm::segment_name(instance);
+  std::snprintf(g_segment_path, sizeof g_segment_path, "%s", segment_path.c_str());
+  std::snprintf(g_lock_path, sizeof g_lock_path, "%s.lock", segment_path.c_str());
   const auto dir = std::filesystem::temp_directory_path() / instance;
   std::filesystem::create_directories(dir);
   const std::string table = dir / "table.eldr", table_a = dir / "a.eldr", table_b = dir / "b.eldr";
