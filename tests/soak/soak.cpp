@@ -331,6 +331,10 @@ int run_conductor(const std::map<std::string, std::string>& a) {
   for (uint32_t g = 0; g < gateways; ++g) {
     int p[2];
     if (::pipe2(p, O_CLOEXEC) != 0) die("pipe");
+    // A small pipe bounds how far a gateway trails the daemon (its producers
+    // block on it): ~1,400 ids, well inside what the decision table retains
+    // (a third of decision_slots), even when the gateway is descheduled.
+    if (::fcntl(p[1], F_SETPIPE_SZ, 16384) < 0) die("F_SETPIPE_SZ");
     gateway_pid[g] = spawn({self, "--role", "gateway", "--instance", instance, "--fd",
                             std::to_string(p[0]), "--result-fd", std::to_string(result_pipe[1])},
                            {p[0], result_pipe[1]});
