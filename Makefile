@@ -92,7 +92,8 @@ bench: build
 	$(BUILD)/tools/eldr_benchmarks --benchmark_min_time=0.2
 	@inst=bench-$$$$; $(BUILD)/sidecar/eldrd --instance $$inst 2>/dev/null & pid=$$!; \
 	  for i in $$(seq 100); do $(ELDR) status --instance $$inst >/dev/null 2>&1 && break; sleep 0.1; done; \
-	  $(ELDR) bench ring --instance $$inst --requests 20000 --json; rc=$$?; kill $$pid; wait $$pid; exit $$rc
+	  $(ELDR) bench ring --instance $$inst --requests 20000 --json && \
+	  $(ELDR) bench ring-throughput --instance $$inst --seconds 10 --json; rc=$$?; kill $$pid; wait $$pid; exit $$rc
 	PYTHONPATH=$(BUILD)/python /usr/bin/python3 bindings/python/bench_route.py
 
 # The README's paper-shaped table (simulated; about two minutes here).
