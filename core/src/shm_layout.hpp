@@ -114,12 +114,16 @@ struct RecordHeader {
   uint16_t schema;    // payload schema number of that type
   uint64_t sequence;  // per registration: 0, 1, 2, ... (padding records carry none)
   uint32_t epoch;     // low 32 bits of the row's epoch
-  uint32_t checksum;  // XXH32(payload, seed 0), unless flags & kRecordNoChecksum
+  uint32_t checksum;  // record_checksum(payload), unless flags & kRecordNoChecksum
   uint32_t flags;
   uint32_t reserved;
 };
 inline constexpr uint32_t kRecordAlign = 32;
 inline constexpr uint32_t kRecordNoChecksum = 1;  // GPU writers: payload unchecksummed
+// How RecordHeader::checksum is computed (folded into kLayoutHash, so a
+// producer and a daemon that disagree refuse each other's segment).
+// 1: XXH32(payload, seed 0) (earlier builds); 2: low 32 bits of XXH3_64bits(payload).
+inline constexpr uint32_t kRecordChecksumScheme = 2;
 
 // A seqlock cell (single writer: the daemon). The payload is kept in atomic
 // words so that a reader racing the writer is well-defined (relaxed loads,
@@ -276,6 +280,7 @@ inline constexpr uint64_t kLayoutHash = fnv1a({
     kProbe,
     kProbeRuns,
     kPlacementScheme,
+    kRecordChecksumScheme,
 });
 
 constexpr uint64_t align_up(uint64_t value, uint64_t alignment) {

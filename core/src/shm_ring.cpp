@@ -32,6 +32,12 @@ uint16_t current_schema(RecordType type) noexcept {
   return 0;
 }
 
+uint32_t record_checksum(const uint8_t* payload, size_t length) noexcept {
+  // XXH3 runs several times faster than XXH32 on footprint-sized payloads
+  // (vectorised); its low 32 bits detect corruption as well as XXH32 does.
+  return static_cast<uint32_t>(XXH3_64bits(payload, length));
+}
+
 bool valid_ring_capacity(uint64_t capacity) noexcept {
   return capacity >= kMinRingBytes && capacity <= kMaxRingBytes && (capacity & (capacity - 1)) == 0;
 }
@@ -94,7 +100,7 @@ Result<RingWriter::Reservation> RingWriter::reserve(RecordType type, uint16_t sc
 }
 
 void RingWriter::commit(const Reservation& reservation) {
-  const uint32_t checksum = XXH32(reservation.payload, reservation.length, 0);
+  const uint32_t checksum = record_checksum(reservation.payload, reservation.length);
   std::memcpy(&reservation.header->checksum, &checksum, sizeof(checksum));
   const uint32_t flags = 0;
   std::memcpy(&reservation.header->flags, &flags, sizeof(flags));
@@ -211,7 +217,7 @@ ReadResult read_one(std::span<const uint8_t> ring, uint64_t producer, uint32_t e
     r.sequence = h.sequence;
     r.outcome = ReadOutcome::record;
     if ((h.flags & kRecordNoChecksum) == 0) {
-      const uint32_t actual = XXH32(payload.data(), payload.size(), 0);
+      const uint32_t actual = record_checksum(payload.data(), payload.size());
       if (actual != h.checksum) {
         r.outcome = ReadOutcome::rejected;
         r.reason = RejectReason::bad_checksum;

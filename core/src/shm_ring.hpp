@@ -40,6 +40,8 @@ constexpr uint64_t record_span(uint64_t payload) {
 // Largest payload a ring of `capacity` bytes takes: one record <= capacity / 8.
 constexpr uint64_t max_payload(uint64_t capacity) { return capacity / 8 - sizeof(RecordHeader); }
 bool valid_ring_capacity(uint64_t capacity) noexcept;
+// RecordHeader::checksum of a payload (scheme kRecordChecksumScheme).
+uint32_t record_checksum(const uint8_t* payload, size_t length) noexcept;
 
 // The producer's end. Not thread-safe: a ring has exactly one producer.
 class RingWriter {

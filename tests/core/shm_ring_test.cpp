@@ -4,6 +4,8 @@
 #include "../../core/src/shm_ring.hpp"
 
 #include <gtest/gtest.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include <cstring>
 #include <limits>
@@ -213,6 +215,46 @@ TEST(shm_ring, a_bad_checksum_rejects_one_record_and_the_next_still_reads) {
   r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
   ASSERT_EQ(r.outcome, ReadOutcome::record);
   EXPECT_EQ(payload, bytes_of(2, 40));
+}
+
+TEST(shm_ring, the_checksum_is_the_low_half_of_xxh3_and_the_old_xxh32_one_is_rejected) {
+  HeapRing ring;
+  RingWriter sut = ring.writer();
+  const std::vector<uint8_t> body = bytes_of(3, 8000);  // past XXH3's short-input paths
+  ASSERT_TRUE(sut.push(RecordType::complete, 1, body).is_ok());
+  ASSERT_TRUE(sut.push(RecordType::complete, 1, body).is_ok());
+  const RecordHeader first = ring.header_at(0);
+  EXPECT_EQ(first.checksum, static_cast<uint32_t>(XXH3_64bits(body.data(), body.size())));
+  EXPECT_EQ(first.flags, 0u);
+  // A producer of the earlier scheme (XXH32) is refused at the segment by the
+  // layout hash; were its record read anyway, it would not pass as valid.
+  RecordHeader old = first;
+  old.checksum = XXH32(body.data(), body.size(), 0);
+  ring.patch_header(0, old);
+  RingCursor cursor;
+  std::vector<uint8_t> payload;
+  ReadResult r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
+  EXPECT_EQ(r.outcome, ReadOutcome::rejected);
+  EXPECT_EQ(r.reason, RejectReason::bad_checksum);
+  r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
+  ASSERT_EQ(r.outcome, ReadOutcome::record);
+  EXPECT_EQ(payload, body);
+}
+
+TEST(shm_ring, a_flipped_bit_anywhere_in_a_long_payload_is_caught) {
+  const std::vector<uint8_t> body = bytes_of(5, 8000);
+  for (size_t offset : {size_t{0}, size_t{255}, size_t{6000}, body.size() - 1}) {
+    SCOPED_TRACE("payload byte " + std::to_string(offset));
+    HeapRing ring;
+    RingWriter sut = ring.writer();
+    ASSERT_TRUE(sut.push(RecordType::complete, 1, body).is_ok());
+    ring.data[sizeof(RecordHeader) + offset] ^= 0x01;
+    RingCursor cursor;
+    std::vector<uint8_t> payload;
+    const ReadResult r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
+    EXPECT_EQ(r.outcome, ReadOutcome::rejected);
+    EXPECT_EQ(r.reason, RejectReason::bad_checksum);
+  }
 }
 
 TEST(shm_ring, impossible_positions_and_lengths_are_violations) {
