@@ -63,9 +63,8 @@ Service::Service(std::unique_ptr<Router> router, const ServiceOptions& options, 
       m_router(std::move(router)),
       m_sink(sink),
       m_metrics(metrics),
-      m_clock(std::move(clock)) {
-  m_requests.reserve(std::min<size_t>(options.request_map_capacity, 1u << 16));
-}
+      m_clock(std::move(clock)),
+      m_requests(options.request_map_capacity) {}
 
 Service::~Service() = default;
 
@@ -134,10 +133,8 @@ Status Service::sum_block_form(const shm::FootprintIn& f) {
 void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16_t> counts) {
   // A request id pushed again while in flight is a retry: release the first
   // pick so its in-flight count does not leak, then route anew.
-  if (auto it = m_requests.find(f.request_id); it != m_requests.end()) {
-    (void)m_router->complete(it->second->worker);
-    m_request_order.erase(it->second);
-    m_requests.erase(it);
+  if (const std::optional<int32_t> first = m_requests.erase(f.request_id)) {
+    (void)m_router->complete(*first);
     m_metrics.count_rerouted();
   }
   auto decision = m_router->route(counts);
@@ -183,18 +180,13 @@ void Service::reject(std::string_view request_id, Rejection why, const Status& s
 }
 
 void Service::remember_request(std::string_view request_id, int32_t worker) {
-  if (m_requests.size() >= m_options.request_map_capacity) {
+  if (m_requests.full()) {
     // Full: the oldest request was most likely lost by its engine. Release its
     // in-flight count (a load report corrects the worker anyway) and count it.
-    auto oldest = m_request_order.begin();
-    (void)m_router->complete(oldest->worker);
-    m_requests.erase(oldest->id);
-    m_request_order.erase(oldest);
+    (void)m_router->complete(m_requests.pop_oldest());
     m_metrics.count_request_evicted();
   }
-  m_request_order.push_back({std::string(request_id), worker});
-  auto last = std::prev(m_request_order.end());
-  m_requests.emplace(last->id, last);
+  m_requests.push(request_id, worker);
 }
 
 void Service::keep_sample(std::span<const int16_t> counts) {
@@ -211,8 +203,8 @@ void Service::keep_sample(std::span<const int16_t> counts) {
 // ---- completes, reports, control --------------------------------------------------
 
 void Service::on_complete(uint32_t /*client*/, std::string_view request_id) {
-  auto it = m_requests.find(request_id);
-  if (it == m_requests.end()) {
+  const std::optional<int32_t> worker = m_requests.erase(request_id);
+  if (!worker) {
     m_metrics.count_complete_unknown();
     ELDR_LOG(debug, "complete for unknown request '%.*s'", static_cast<int>(request_id.size()),
              request_id.data());
@@ -220,9 +212,7 @@ void Service::on_complete(uint32_t /*client*/, std::string_view request_id) {
   }
   // The router never goes below zero: a worker reset by a load report may
   // already show fewer in flight; that complete is counted, not applied.
-  if (Status s = m_router->complete(it->second->worker); !s) m_metrics.count_complete_unknown();
-  m_request_order.erase(it->second);
-  m_requests.erase(it);
+  if (Status s = m_router->complete(*worker); !s) m_metrics.count_complete_unknown();
 }
 
 void Service::apply_routing_state(int32_t worker, const WorkerHealth& health) {

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,6 +22,7 @@
 #include "eldr/shm.hpp"
 #include "eldr/signature_cache.hpp"
 #include "metrics.hpp"
+#include "request_map.hpp"
 
 namespace eldr::sidecar {
 
@@ -91,10 +91,6 @@ class Service final : public shm::RecordHandler {
     bool stale = false;          // reports stopped: drained by us, re-added on the next report
     bool admin_drained = false;  // drained by a control record: only a control add undoes it
   };
-  struct RequestEntry {
-    std::string id;
-    int32_t worker = -1;
-  };
 
   Service(std::unique_ptr<Router> router, const ServiceOptions& options, DecisionSink& sink,
           Metrics& metrics, Clock clock);
@@ -115,9 +111,7 @@ class Service final : public shm::RecordHandler {
   std::optional<SignatureCache> m_signatures;         // when the table knows top-k
   std::vector<int16_t> m_scratch;                     // block-form sum
 
-  // request id -> worker, oldest first; the map's keys view the list's strings.
-  std::list<RequestEntry> m_request_order;
-  std::unordered_map<std::string_view, std::list<RequestEntry>::iterator> m_requests;
+  RequestMap m_requests;  // request id -> worker, oldest first, bounded
 
   std::unordered_map<int32_t, WorkerHealth> m_health;
   uint64_t m_rejections_logged = 0;

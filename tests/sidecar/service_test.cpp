@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <list>
 #include <map>
+#include <random>
+#include <unordered_map>
 
 #include "core/temp_dir.hpp"
 #include "core/test_tables.hpp"
@@ -286,6 +289,110 @@ TEST_F(ServiceTest, the_request_map_is_bounded_and_an_evicted_request_releases_i
   sut->on_complete(1, "r2");
   sut->on_complete(1, "r3");
   EXPECT_EQ(inflight(101) + inflight(102), 0);
+}
+
+TEST_F(ServiceTest, completes_out_of_order_leave_room_and_the_oldest_held_request_is_evicted) {
+  ServiceOptions o;
+  o.request_map_capacity = 3;
+  make(o);
+  push_top("r1", 0);
+  push_top("r2", 1);
+  push_top("r3", 2);
+  sut->on_complete(1, "r2");  // a hole in the middle of the arrival order
+  push_top("r4", 3);
+  EXPECT_EQ(metrics.request_evicted(), 0u);
+  EXPECT_EQ(sut->requests_in_flight(), 3u);
+  push_top("r5", 3);
+  EXPECT_EQ(metrics.request_evicted(), 1u);
+  EXPECT_EQ(inflight(100), 0);  // r1, the oldest still held
+  EXPECT_EQ(inflight(102), 1);  // r3 kept
+  EXPECT_EQ(inflight(103), 2);
+}
+
+TEST_F(ServiceTest, a_request_pushed_again_becomes_the_newest_in_a_full_map) {
+  ServiceOptions o;
+  o.request_map_capacity = 2;
+  make(o);
+  push_top("a", 0);
+  push_top("b", 1);
+  push_top("a", 2);  // a retry: rerouted, not evicting anything
+  EXPECT_EQ(metrics.rerouted(), 1u);
+  EXPECT_EQ(metrics.request_evicted(), 0u);
+  EXPECT_EQ(inflight(100), 0);
+  push_top("c", 3);  // evicts b, now the oldest
+  EXPECT_EQ(metrics.request_evicted(), 1u);
+  EXPECT_EQ(inflight(101), 0);
+  EXPECT_EQ(inflight(102), 1);
+  sut->on_complete(1, "a");
+  sut->on_complete(1, "c");
+  EXPECT_EQ(inflight(102) + inflight(103), 0);
+  EXPECT_EQ(metrics.complete_unknown(), 0u);
+}
+
+TEST_F(ServiceTest, a_request_id_of_the_longest_length_completes) {
+  make();
+  const std::string longest(shm::kMaxRequestId, 'x');
+  push_top(longest, 2);
+  push_top(longest.substr(1), 2);  // a prefix is another request
+  EXPECT_EQ(inflight(102), 2);
+  sut->on_complete(1, longest);
+  EXPECT_EQ(inflight(102), 1);
+  EXPECT_EQ(sut->requests_in_flight(), 1u);
+  EXPECT_EQ(metrics.complete_unknown(), 0u);
+}
+
+// The request map against a list + hash map model, through wrap-around of
+// its pool, growth past its first allocation, evictions, duplicates and
+// out-of-order removals (ids drawn from a small pool, so probe runs collide).
+TEST(request_map, matches_an_oldest_first_list_model) {
+  for (uint32_t capacity : {1u, 2u, 7u, 300u, 3000u}) {
+    SCOPED_TRACE("capacity " + std::to_string(capacity));
+    RequestMap sut(capacity);
+    std::list<std::pair<std::string, int32_t>> order;
+    std::unordered_map<std::string, std::list<std::pair<std::string, int32_t>>::iterator> model;
+    std::mt19937 rng(20261201u + capacity);
+    const uint32_t ids = capacity * 3 + 5;
+    for (int step = 0; step < 40000; ++step) {
+      const std::string id = "req-" + std::to_string(rng() % ids);
+      const uint32_t op = rng() % 8;
+      if (op < 5) {  // a footprint: a held id is removed first (a retry), a full map evicts
+        if (auto it = model.find(id); it != model.end()) {
+          ASSERT_EQ(sut.erase(id), it->second->second);
+          order.erase(it->second);
+          model.erase(it);
+        }
+        if (sut.full()) {
+          ASSERT_EQ(order.size(), capacity);
+          ASSERT_EQ(sut.pop_oldest(), order.front().second);
+          model.erase(order.front().first);
+          order.pop_front();
+        }
+        const auto worker = static_cast<int32_t>(step);
+        sut.push(id, worker);
+        order.emplace_back(id, worker);
+        model.emplace(id, std::prev(order.end()));
+      } else if (op < 7) {  // a complete
+        auto it = model.find(id);
+        const std::optional<int32_t> got = sut.erase(id);
+        if (it == model.end()) {
+          ASSERT_FALSE(got.has_value());
+        } else {
+          ASSERT_EQ(got, it->second->second);
+          order.erase(it->second);
+          model.erase(it);
+        }
+      } else {
+        auto it = model.find(id);
+        const std::optional<int32_t> got = sut.find(id);
+        if (it == model.end())
+          ASSERT_FALSE(got.has_value());
+        else
+          ASSERT_EQ(got, it->second->second);
+      }
+      ASSERT_EQ(sut.size(), order.size());
+    }
+    for (const auto& [id, worker] : order) ASSERT_EQ(sut.find(id), worker) << id;
+  }
 }
 
 TEST_F(ServiceTest, a_request_id_pushed_again_is_rerouted_without_leaking_in_flight) {
