@@ -17,7 +17,7 @@ std::string cell_name(const Geometry& g, size_t i) {
 Status validate_footprint(const Geometry& geometry, std::span<const int16_t> counts,
                           std::optional<uint32_t> tokens) {
   ELDR_TRY(geometry.validate());
-  if (counts.size() != geometry.cells())
+  if (counts.data() == nullptr || counts.size() != geometry.cells())
     return {Errc::shape_mismatch, "footprint has " + std::to_string(counts.size()) +
                                       " cells, geometry " + geometry.to_string() + " needs " +
                                       std::to_string(geometry.cells())};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "eldr/footprint.hpp"
 #include "eldr/random.hpp"
 #include "kernels.hpp"
 
@@ -154,14 +155,13 @@ class ClusterScores {
     }
     return m_exact[c];
   }
-  float lower(uint32_t c) {
-    return c == kNoCluster || m_known[c] || !m_approximate ? exact(c) : m_approx[c] - m_s.error[c];
-  }
-  float upper(uint32_t c) {
-    return c == kNoCluster || m_known[c] || !m_approximate ? exact(c) : m_approx[c] + m_s.error[c];
-  }
+  float lower(uint32_t c) { return settled(c) ? exact(c) : m_approx[c] - m_s.error[c]; }
+  float upper(uint32_t c) { return settled(c) ? exact(c) : m_approx[c] + m_s.error[c]; }
 
  private:
+  // Whether c's interval is a point: its exact score is known or free.
+  bool settled(uint32_t c) const { return c == kNoCluster || m_known[c] || !m_approximate; }
+
   void approximate_all(double norm2) {
     const ClusterTable& t = *m_s.table;
     constexpr size_t kCells = 4096;  // signature cells per pass, on the stack
@@ -274,14 +274,10 @@ uint32_t Router::gather_active(uint32_t clusters, uint32_t n, std::span<const ui
 
 namespace {
 
+// Counts of the table's geometry, none negative (the prompt's token count is
+// not known here, so the per-layer sums are not checked).
 Status check_counts(const ClusterTable& t, std::span<const int16_t> counts) {
-  if (counts.data() == nullptr || counts.size() != t.geometry.cells())
-    return {Errc::shape_mismatch, "footprint has " + std::to_string(counts.size()) +
-                                      " cells, the table's geometry " + t.geometry.to_string() +
-                                      " needs " + std::to_string(t.geometry.cells())};
-  if (kernels::range16(counts.data(), counts.size()).min < 0)
-    return {Errc::out_of_range, "footprint has a negative count"};
-  return Status::ok();
+  return validate_footprint(t.geometry, counts, std::nullopt);
 }
 
 // Largest exact score among the candidates j with keep(j) (-inf if none):
