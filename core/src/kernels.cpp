@@ -283,4 +283,56 @@ void dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks, int64_t* o
   reference::dot_q16_block(x, q, chunks, out);
 }
 
+namespace {
+
+// Whole 32-byte moves, the last one overlapping (n >= 32). A macro, not a
+// helper: the move must be inlined into each ISA's loop.
+#define ELDR_COPY_IN_32S(MOVE32)                       \
+  do {                                                 \
+    size_t i = 0;                                      \
+    for (; i + 128 <= n; i += 128) {                   \
+      MOVE32(d + i, s + i);                            \
+      MOVE32(d + i + 32, s + i + 32);                  \
+      MOVE32(d + i + 64, s + i + 64);                  \
+      MOVE32(d + i + 96, s + i + 96);                  \
+    }                                                  \
+    for (; i + 32 <= n; i += 32) MOVE32(d + i, s + i); \
+    if (i < n) MOVE32(d + n - 32, s + n - 32);         \
+  } while (0)
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define ELDR_MOVE32_AVX2(to, from)                    \
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), \
+                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from)))
+__attribute__((target("avx2"))) void copy_bytes_avx2(char* d, const char* s, size_t n) noexcept {
+  ELDR_COPY_IN_32S(ELDR_MOVE32_AVX2);
+}
+#endif
+
+// Portable: the compiler picks the widest moves of the baseline ISA.
+#define ELDR_MOVE32_PORTABLE(to, from) \
+  do {                                 \
+    char v[32];                        \
+    __builtin_memcpy(v, from, 32);     \
+    __builtin_memcpy(to, v, 32);       \
+  } while (0)
+void copy_bytes_portable(char* d, const char* s, size_t n) noexcept {
+  ELDR_COPY_IN_32S(ELDR_MOVE32_PORTABLE);
+}
+
+}  // namespace
+
+void copy_bytes(void* dst, const void* src, size_t n) noexcept {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  if (n < 32) {  // far below glibc's rep-movsb threshold
+    std::memcpy(d, s, n);
+    return;
+  }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (has_avx2()) return copy_bytes_avx2(d, s, n);
+#endif
+  copy_bytes_portable(d, s, n);
+}
+
 }  // namespace eldr::kernels

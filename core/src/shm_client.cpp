@@ -11,6 +11,7 @@
 
 #include "eldr/shm.hpp"
 #include "futex.hpp"
+#include "kernels.hpp"
 #include "shm_decisions.hpp"
 #include "shm_layout.hpp"
 #include "shm_ring.hpp"
@@ -157,7 +158,7 @@ struct Client::Impl {
   std::mutex mutex;  // one ring, one producer: calls are serialised
   std::optional<Attachment> att;
   std::optional<RingWriter::Reservation> outstanding;
-  std::vector<uint8_t> scratch;
+  FootprintEncoder encoder;
   uint64_t next_lock_probe_ns = 0;
   std::atomic<uint32_t> slot{0};
   std::atomic<uint64_t> generation{0};
@@ -176,6 +177,9 @@ struct Client::Impl {
   }
   Status ensure_attached();
   Status settle_outstanding();
+  // Pushes one record whose `length` payload bytes fill(payload) writes.
+  template <class Fill>
+  Status push_record(RecordType type, size_t length, Fill&& fill);
   Status push_bytes(RecordType type, std::span<const uint8_t> payload);
   void touch() {
     att->view.row(att->slot)->heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
@@ -252,21 +256,27 @@ Result<std::unique_ptr<Client>> Client::open(std::string_view instance,
 Client::Client(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 Client::~Client() = default;
 
-Status Client::Impl::push_bytes(RecordType type, std::span<const uint8_t> payload) {
+template <class Fill>
+Status Client::Impl::push_record(RecordType type, size_t length, Fill&& fill) {
   ELDR_TRY(settle_outstanding());
-  ELDR_TRY(att->writer.push(type, current_schema(type), payload));
+  ELDR_TRY(att->writer.push_with(type, current_schema(type), length, fill));
   touch();
   ring_doorbell(*att->view.header);
   return Status::ok();
 }
 
+Status Client::Impl::push_bytes(RecordType type, std::span<const uint8_t> payload) {
+  return push_record(type, payload.size(),
+                     [&](uint8_t* to) { kernels::copy_bytes(to, payload.data(), payload.size()); });
+}
+
 Status Client::push_footprint(const FootprintOut& footprint) {
   Impl& m = *m_impl;
   std::lock_guard lock(m.mutex);
-  ELDR_TRY(
-      encode_footprint(footprint, m.scratch));  // validates first: bad input never hits the ring
+  ELDR_TRY(m.encoder.encode(footprint));  // validates first: bad input never hits the ring
   ELDR_TRY(m.ensure_attached());
-  return m.push_bytes(RecordType::footprint, m.scratch);
+  return m.push_record(RecordType::footprint, m.encoder.size(),
+                       [&](uint8_t* to) { m.encoder.write_to(to); });
 }
 
 Status Client::push_complete(std::string_view request_id) {

@@ -67,9 +67,9 @@ struct Host::Impl {
   SegmentView view;
   uint64_t generation = 0;
   std::vector<SlotState> slots;
-  std::vector<uint8_t> payload;  // private copy of the record being validated
-  uint32_t next_slot = 0;        // round-robin start of the next poll
-  Status create_error;           // why the last recreation failed (ok: mapped)
+  PayloadBuffer payload;   // private copy of the record being validated
+  uint32_t next_slot = 0;  // round-robin start of the next poll
+  Status create_error;     // why the last recreation failed (ok: mapped)
 
   Status create_segment();
   void drain_segment();  // DRAINING, wake everyone

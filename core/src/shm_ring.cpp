@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -10,6 +11,7 @@
 #include "eldr/footprint.hpp"
 #include "eldr/footprint_msg_generated.h"
 #include "eldr/geometry.hpp"
+#include "kernels.hpp"
 
 namespace eldr::shm::detail {
 
@@ -114,11 +116,8 @@ void RingWriter::mark_committed_externally(const Reservation& reservation) {
 }
 
 Status RingWriter::push(RecordType type, uint16_t schema, std::span<const uint8_t> payload) {
-  auto r = reserve(type, schema, payload.size());
-  if (!r) return r.status();
-  if (!payload.empty()) std::memcpy(r->payload, payload.data(), payload.size());
-  commit(*r);
-  return Status::ok();
+  return push_with(type, schema, payload.size(),
+                   [&](uint8_t* to) { kernels::copy_bytes(to, payload.data(), payload.size()); });
 }
 
 // ---- consumer -------------------------------------------------------------------
@@ -158,7 +157,7 @@ Status check_positions(uint64_t producer, uint64_t consumer, uint64_t capacity) 
 namespace {
 
 ReadResult read_one(std::span<const uint8_t> ring, uint64_t producer, uint32_t epoch,
-                    RingCursor& cursor, std::vector<uint8_t>& payload) {
+                    RingCursor& cursor, PayloadBuffer& payload) {
   const uint64_t capacity = ring.size();
   // At most one padding record precedes a record (never one at index 0).
   for (int step = 0; step < 2; ++step) {
@@ -207,8 +206,8 @@ ReadResult read_one(std::span<const uint8_t> ring, uint64_t producer, uint32_t e
     if ((h.flags & ~kRecordNoChecksum) != 0)
       return violation(RejectReason::bad_header, "unknown record flags " + std::to_string(h.flags));
 
-    payload.assign(ring.data() + index + sizeof(RecordHeader),
-                   ring.data() + index + sizeof(RecordHeader) + h.length);
+    payload.resize(h.length);
+    kernels::copy_bytes(payload.data(), ring.data() + index + sizeof(RecordHeader), h.length);
     cursor.consumer += span;
     ++cursor.expected_sequence;
     ReadResult r;
@@ -233,7 +232,7 @@ ReadResult read_one(std::span<const uint8_t> ring, uint64_t producer, uint32_t e
 }  // namespace
 
 ReadResult read_record(std::span<const uint8_t> ring, uint64_t producer, uint32_t epoch,
-                       RingCursor& cursor, std::vector<uint8_t>& payload) {
+                       RingCursor& cursor, PayloadBuffer& payload) {
   const RingCursor start = cursor;
   ReadResult r = read_one(ring, producer, epoch, cursor, payload);
   // A violation after a skipped padding record leaves no trace either.
@@ -386,25 +385,60 @@ Status validate_footprint_message(const FootprintOut& f) {
                                 f.block_rows);
 }
 
-Status encode_footprint(const FootprintOut& f, std::vector<uint8_t>& out) {
+FootprintEncoder::FootprintEncoder() : m_builder(1024) {}
+
+Status FootprintEncoder::encode(const FootprintOut& f) {
   ELDR_TRY(validate_footprint_message(f));
-  const size_t estimate = 64 + f.request_id.size() + f.counts.size_bytes() +
-                          f.block_hashes.size_bytes() + f.row_present.size() + f.block_rows.size();
-  flatbuffers::FlatBufferBuilder fbb(estimate);
-  auto id = fbb.CreateString(f.request_id.data(), f.request_id.size());
+  auto& fbb = m_builder;
+  fbb.Clear();
+  m_hole_count = 0;
+  // Holes are measured from the buffer's end: the builder grows downwards,
+  // so that distance survives its reallocations and the final prefix.
+  size_t from_end[4] = {};
+  const auto hole = [&](const void* source, size_t n, size_t element) {
+    uint8_t* at = nullptr;
+    const flatbuffers::uoffset_t vec = fbb.CreateUninitializedVector(n, element, &at);
+    from_end[m_hole_count] =
+        fbb.GetSize() - static_cast<size_t>(at - fbb.GetCurrentBufferPointer());
+    m_holes[m_hole_count++] = {0, static_cast<const uint8_t*>(source), n * element};
+    return vec;
+  };
+  // Built first, the biggest array ends the message; then the small ones.
   flatbuffers::Offset<flatbuffers::Vector<int16_t>> counts;
   flatbuffers::Offset<flatbuffers::Vector<uint64_t>> hashes;
   flatbuffers::Offset<flatbuffers::Vector<uint8_t>> present, rows;
-  if (!f.counts.empty()) counts = fbb.CreateVector(f.counts.data(), f.counts.size());
+  if (!f.counts.empty()) counts.o = hole(f.counts.data(), f.counts.size(), sizeof(int16_t));
+  if (!f.block_rows.empty()) rows.o = hole(f.block_rows.data(), f.block_rows.size(), 1);
   if (!f.block_hashes.empty())
-    hashes = fbb.CreateVector(f.block_hashes.data(), f.block_hashes.size());
-  if (!f.row_present.empty())
-    present = fbb.CreateVector(f.row_present.data(), f.row_present.size());
-  if (!f.block_rows.empty()) rows = fbb.CreateVector(f.block_rows.data(), f.block_rows.size());
-  auto msg = fb::CreateFootprintMsg(fbb, id, f.layers, f.experts, counts, hashes, present, rows,
-                                    f.prefill_end_ns);
+    hashes.o = hole(f.block_hashes.data(), f.block_hashes.size(), sizeof(uint64_t));
+  if (!f.row_present.empty()) present.o = hole(f.row_present.data(), f.row_present.size(), 1);
+  const auto id = fbb.CreateString(f.request_id.data(), f.request_id.size());
+  const auto msg = fb::CreateFootprintMsg(fbb, id, f.layers, f.experts, counts, hashes, present,
+                                          rows, f.prefill_end_ns);
   fb::FinishFootprintMsgBuffer(fbb, msg);
-  out.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  for (size_t i = 0; i < m_hole_count; ++i) m_holes[i].offset = fbb.GetSize() - from_end[i];
+  std::sort(m_holes.begin(), m_holes.begin() + static_cast<ptrdiff_t>(m_hole_count),
+            [](const Hole& a, const Hole& b) { return a.offset < b.offset; });
+  return Status::ok();
+}
+
+void FootprintEncoder::write_to(uint8_t* dst) const noexcept {
+  const uint8_t* built = m_builder.GetBufferPointer();
+  size_t at = 0;  // the builder's bytes between holes, then each hole from its source
+  for (size_t i = 0; i < m_hole_count; ++i) {
+    const Hole& h = m_holes[i];
+    kernels::copy_bytes(dst + at, built + at, h.offset - at);
+    kernels::copy_bytes(dst + h.offset, h.source, h.bytes);
+    at = h.offset + h.bytes;
+  }
+  kernels::copy_bytes(dst + at, built + at, size() - at);
+}
+
+Status encode_footprint(const FootprintOut& f, std::vector<uint8_t>& out) {
+  FootprintEncoder encoder;
+  ELDR_TRY(encoder.encode(f));
+  out.resize(encoder.size());
+  encoder.write_to(out.data());
   return Status::ok();
 }
 

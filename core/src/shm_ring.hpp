@@ -3,9 +3,13 @@
 // image (bytes + positions), so the fuzzer can feed it arbitrary bytes.
 #pragma once
 
+#include <flatbuffers/flatbuffers.h>
+
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "eldr/shm.hpp"
@@ -66,6 +70,15 @@ class RingWriter {
   // For a writer that publishes the position itself (GPU): the reservation is
   // then committed when the control word reaches its commit_position.
   void mark_committed_externally(const Reservation& reservation);
+  // reserve(), fill(payload) writes exactly `length` bytes, commit().
+  template <class Fill>
+  Status push_with(RecordType type, uint16_t schema, size_t length, Fill&& fill) {
+    auto r = reserve(type, schema, length);
+    if (!r) return r.status();
+    fill(r->payload);
+    commit(*r);
+    return Status::ok();
+  }
   Status push(RecordType type, uint16_t schema, std::span<const uint8_t> payload);
 
   uint64_t position() const noexcept { return m_position; }
@@ -105,6 +118,26 @@ struct ReadResult {
   Status why;
 };
 
+// The reader's private copy of a payload. resize() leaves new bytes
+// uninitialised (read_record overwrites all of them): a 12 KiB footprint after
+// a 20-byte complete costs no memset.
+template <class T>
+struct UninitialisedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitialisedAllocator<U>;
+  };
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using PayloadBuffer = std::vector<uint8_t, UninitialisedAllocator<uint8_t>>;
+
 // Checks that a producer position is possible at all for this cursor.
 Status check_positions(uint64_t producer, uint64_t consumer, uint64_t capacity);
 
@@ -114,7 +147,7 @@ Status check_positions(uint64_t producer, uint64_t consumer, uint64_t capacity);
 // padding, copies the payload into `payload` and verifies its checksum. The
 // ring may be concurrently scribbled on: only the copies are trusted.
 ReadResult read_record(std::span<const uint8_t> ring, uint64_t producer, uint32_t epoch,
-                       RingCursor& cursor, std::vector<uint8_t>& payload);
+                       RingCursor& cursor, PayloadBuffer& payload);
 
 // A validated payload. Spans point into the payload buffer it was decoded from.
 struct DecodedRecord {
@@ -132,7 +165,34 @@ struct DecodedRecord {
 Status decode_record(RecordType type, uint16_t schema, std::span<const uint8_t> payload,
                      DecodedRecord& out);
 
-// Builds the footprint payload (the producer side of decode_record).
+// The producer side of decode_record: footprint payloads built in a reused
+// FlatBuffers builder that holds only the message's small parts. Each bulk
+// array (counts, block hashes, row flags, block rows) is left as a hole in it
+// (CreateUninitializedVector), and write_to() fills the holes straight from
+// the caller's memory: one copy of a 12 KiB footprint into the ring instead of
+// three (into the builder, out of it, into the ring). Not thread-safe.
+class FootprintEncoder {
+ public:
+  FootprintEncoder();
+  // Validates the footprint (validate_footprint_message), then lays it out.
+  // Its arrays must stay valid and unchanged until write_to().
+  Status encode(const FootprintOut& footprint);
+  size_t size() const noexcept { return m_builder.GetSize(); }
+  // Writes the size() bytes of the message to dst.
+  void write_to(uint8_t* dst) const noexcept;
+
+ private:
+  struct Hole {
+    size_t offset = 0;  // in the finished message
+    const uint8_t* source = nullptr;
+    size_t bytes = 0;
+  };
+  flatbuffers::FlatBufferBuilder m_builder;
+  std::array<Hole, 4> m_holes{};  // ascending offsets
+  size_t m_hole_count = 0;
+};
+
+// The payload of one footprint, in a fresh vector (tests, tools).
 Status encode_footprint(const FootprintOut& footprint, std::vector<uint8_t>& out);
 Status validate_footprint_message(const FootprintOut& footprint);
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -221,6 +222,23 @@ TEST(router_scoring, int16_kernels_equal_their_portable_reference) {
   kernels::dot_q16_block(x.data(), q.data(), chunks, fast);
   kernels::reference::dot_q16_block(x.data(), q.data(), chunks, reference);
   for (int c = 0; c < 8; ++c) EXPECT_EQ(fast[c], reference[c]) << "cluster " << c;
+}
+
+// The ring's copy must equal memcpy at every length and relative alignment
+// (it replaces memcpy for payloads; the tail uses an overlapping move).
+TEST(router_scoring, copy_bytes_equals_memcpy) {
+  std::vector<uint8_t> source(1200);
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i * 37 + 11);
+  for (size_t n : {0, 1, 31, 32, 33, 127, 128, 129, 200, 1000}) {
+    for (size_t from = 0; from < 8; from += 3) {
+      for (size_t to = 0; to < 8; to += 5) {
+        std::vector<uint8_t> expected(n + 80, 0x5a), got(n + 80, 0x5a);
+        std::memcpy(expected.data() + to, source.data() + from, n);
+        kernels::copy_bytes(got.data() + to, source.data() + from, n);
+        EXPECT_EQ(got, expected) << "n " << n << " from " << from << " to " << to;
+      }
+    }
+  }
 }
 
 }  // namespace

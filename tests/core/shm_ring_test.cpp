@@ -7,6 +7,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -49,13 +50,13 @@ std::vector<uint8_t> bytes_of(uint64_t seed, size_t n) {
 // Reads everything committed, consuming it; returns the payloads.
 std::vector<std::vector<uint8_t>> drain(HeapRing& ring, RingCursor& cursor) {
   std::vector<std::vector<uint8_t>> out;
-  std::vector<uint8_t> payload;
+  PayloadBuffer payload;
   for (;;) {
     ReadResult r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
     if (r.outcome == ReadOutcome::empty) break;
     EXPECT_EQ(r.outcome, ReadOutcome::record) << r.why.to_string();
     if (r.outcome != ReadOutcome::record) break;
-    out.push_back(payload);
+    out.emplace_back(payload.begin(), payload.end());
     ring.control->consumer.store(cursor.consumer, std::memory_order_release);
   }
   return out;
@@ -142,7 +143,7 @@ TEST(shm_ring, a_reserved_record_stays_invisible_until_committed) {
   ASSERT_TRUE(r.is_ok());
   std::memset(r->payload, 0xab, 32);  // half written
   RingCursor cursor;
-  std::vector<uint8_t> payload;
+  PayloadBuffer payload;
   EXPECT_EQ(read_record(ring.image(), ring.producer(), kEpoch, cursor, payload).outcome,
             ReadOutcome::empty);
   std::memset(r->payload + 32, 0xcd, 32);
@@ -161,7 +162,7 @@ TEST(shm_ring, a_wrong_sequence_is_a_violation_that_keeps_the_cursor) {
   h.sequence = 5;
   ring.patch_header(0, h);
   RingCursor cursor;
-  std::vector<uint8_t> payload;
+  PayloadBuffer payload;
   ReadResult r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
   EXPECT_EQ(r.outcome, ReadOutcome::violation);
   EXPECT_EQ(r.reason, RejectReason::bad_header);
@@ -184,7 +185,7 @@ TEST(shm_ring, a_violation_after_padding_leaves_the_cursor_before_the_padding) {
   RecordHeader h = ring.header_at(0);
   h.sequence += 3;
   ring.patch_header(0, h);
-  std::vector<uint8_t> out;
+  PayloadBuffer out;
   EXPECT_EQ(read_record(ring.image(), ring.producer(), kEpoch, cursor, out).outcome,
             ReadOutcome::violation);
   EXPECT_EQ(cursor.consumer, before_wrap);
@@ -195,7 +196,7 @@ TEST(shm_ring, a_record_of_another_epoch_is_a_violation) {
   RingWriter stale(ring.control.get(), ring.data.data(), kCapacity, kEpoch - 1);
   ASSERT_TRUE(stale.push(RecordType::complete, 1, bytes_of(1, 8)).is_ok());
   RingCursor cursor;
-  std::vector<uint8_t> payload;
+  PayloadBuffer payload;
   ReadResult r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
   EXPECT_EQ(r.outcome, ReadOutcome::violation);
   EXPECT_NE(r.why.message().find("epoch"), std::string::npos);
@@ -208,13 +209,13 @@ TEST(shm_ring, a_bad_checksum_rejects_one_record_and_the_next_still_reads) {
   ASSERT_TRUE(sut.push(RecordType::complete, 1, bytes_of(2, 40)).is_ok());
   ring.data[sizeof(RecordHeader) + 3] ^= 0x40;  // flip a payload bit of record 0
   RingCursor cursor;
-  std::vector<uint8_t> payload;
+  PayloadBuffer payload;
   ReadResult r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
   EXPECT_EQ(r.outcome, ReadOutcome::rejected);
   EXPECT_EQ(r.reason, RejectReason::bad_checksum);
   r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
   ASSERT_EQ(r.outcome, ReadOutcome::record);
-  EXPECT_EQ(payload, bytes_of(2, 40));
+  EXPECT_EQ(std::vector<uint8_t>(payload.begin(), payload.end()), bytes_of(2, 40));
 }
 
 TEST(shm_ring, the_checksum_is_the_low_half_of_xxh3_and_the_old_xxh32_one_is_rejected) {
@@ -232,13 +233,13 @@ TEST(shm_ring, the_checksum_is_the_low_half_of_xxh3_and_the_old_xxh32_one_is_rej
   old.checksum = XXH32(body.data(), body.size(), 0);
   ring.patch_header(0, old);
   RingCursor cursor;
-  std::vector<uint8_t> payload;
+  PayloadBuffer payload;
   ReadResult r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
   EXPECT_EQ(r.outcome, ReadOutcome::rejected);
   EXPECT_EQ(r.reason, RejectReason::bad_checksum);
   r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
   ASSERT_EQ(r.outcome, ReadOutcome::record);
-  EXPECT_EQ(payload, body);
+  EXPECT_EQ(std::vector<uint8_t>(payload.begin(), payload.end()), body);
 }
 
 TEST(shm_ring, a_flipped_bit_anywhere_in_a_long_payload_is_caught) {
@@ -250,7 +251,7 @@ TEST(shm_ring, a_flipped_bit_anywhere_in_a_long_payload_is_caught) {
     ASSERT_TRUE(sut.push(RecordType::complete, 1, body).is_ok());
     ring.data[sizeof(RecordHeader) + offset] ^= 0x01;
     RingCursor cursor;
-    std::vector<uint8_t> payload;
+    PayloadBuffer payload;
     const ReadResult r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
     EXPECT_EQ(r.outcome, ReadOutcome::rejected);
     EXPECT_EQ(r.reason, RejectReason::bad_checksum);
@@ -261,7 +262,7 @@ TEST(shm_ring, impossible_positions_and_lengths_are_violations) {
   HeapRing ring;
   RingWriter sut = ring.writer();
   ASSERT_TRUE(sut.push(RecordType::complete, 1, bytes_of(1, 40)).is_ok());
-  std::vector<uint8_t> payload;
+  PayloadBuffer payload;
   const uint64_t good = ring.producer();
   for (uint64_t producer : {good + 1, uint64_t{kCapacity} + 32, uint64_t{1} << 63}) {
     RingCursor cursor;
@@ -295,7 +296,7 @@ TEST(shm_ring, arbitrary_bytes_and_positions_never_crash_the_reader) {
   std::mt19937_64 rng(seed);
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::vector<uint8_t> image(kCapacity);
-  std::vector<uint8_t> payload;
+  PayloadBuffer payload;
   for (int round = 0; round < 200; ++round) {
     for (size_t i = 0; i < image.size(); i += 8) {
       const uint64_t word = rng();
@@ -350,6 +351,62 @@ TEST(shm_ring, a_footprint_survives_encode_and_decode) {
   EXPECT_EQ(sut.footprint.layers, 2u);
   EXPECT_EQ(std::vector<int16_t>(sut.footprint.counts.begin(), sut.footprint.counts.end()), counts);
   EXPECT_EQ(sut.footprint.prefill_end_ns, 1234u);
+}
+
+// The encoder leaves the bulk arrays as holes in its builder and fills them
+// from the caller's memory: its bytes must decode to exactly the footprint,
+// whatever shape the previous message in the same (reused) builder had.
+TEST(shm_ring, a_reused_encoder_writes_each_message_whole) {
+  std::mt19937 rng(5);
+  FootprintEncoder sut;
+  for (int round = 0; round < 40; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const uint32_t layers = 1 + rng() % 5, experts = 1 + rng() % 37;  // odd sizes: padding
+    const std::string id(1 + rng() % 120, static_cast<char>('a' + round % 26));
+    std::vector<int16_t> counts(size_t{layers} * experts);
+    for (auto& c : counts) c = static_cast<int16_t>(rng() % 300);
+    std::vector<uint64_t> hashes(1 + rng() % 6);
+    for (auto& h : hashes) h = (uint64_t{rng()} << 32) | rng();
+    std::vector<uint8_t> present(hashes.size());
+    size_t rows_present = 0;
+    for (auto& p : present) rows_present += (p = static_cast<uint8_t>(rng() % 2));
+    std::vector<uint8_t> rows(rows_present * layers * experts);
+    for (auto& r : rows) r = static_cast<uint8_t>(rng());
+    FootprintOut f;
+    f.request_id = id;
+    f.layers = layers;
+    f.experts = experts;
+    f.prefill_end_ns = rng();
+    const bool dense = round % 2 == 0;
+    if (dense) {
+      f.counts = counts;
+    } else {
+      f.block_hashes = hashes;
+      if (round % 4 == 1)
+        f.row_present = present;
+      else
+        rows.resize(hashes.size() * layers * experts, 7);
+      f.block_rows = rows;
+    }
+    ASSERT_TRUE(sut.encode(f).is_ok());
+    std::vector<uint8_t> bytes(sut.size() + 64, 0xee);  // poisoned, with a tail to stay untouched
+    sut.write_to(bytes.data());
+    EXPECT_TRUE(std::all_of(bytes.end() - 64, bytes.end(), [](uint8_t b) { return b == 0xee; }));
+    bytes.resize(sut.size());
+    DecodedRecord got;
+    ASSERT_TRUE(decode_record(RecordType::footprint, kFootprintSchema, bytes, got).is_ok());
+    EXPECT_EQ(got.footprint.request_id, id);
+    EXPECT_EQ(got.footprint.layers, layers);
+    EXPECT_EQ(got.footprint.experts, experts);
+    EXPECT_EQ(got.footprint.prefill_end_ns, f.prefill_end_ns);
+    const auto same = [](auto a, auto b) {
+      return std::equal(a.begin(), a.end(), b.begin(), b.end());
+    };
+    EXPECT_TRUE(same(got.footprint.counts, f.counts));
+    EXPECT_TRUE(same(got.footprint.block_hashes, f.block_hashes));
+    EXPECT_TRUE(same(got.footprint.row_present, f.row_present));
+    EXPECT_TRUE(same(got.footprint.block_rows, f.block_rows));
+  }
 }
 
 TEST(shm_ring, block_form_footprints_are_checked_for_consistency) {
@@ -449,7 +506,7 @@ TEST(shm_ring, a_producer_and_a_consumer_thread_agree_on_every_record) {
     }
   });
   RingCursor cursor;
-  std::vector<uint8_t> payload;
+  PayloadBuffer payload;
   uint64_t received = 0;
   while (received < kRecords) {
     ReadResult r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
@@ -464,7 +521,7 @@ TEST(shm_ring, a_producer_and_a_consumer_thread_agree_on_every_record) {
     ASSERT_EQ(tag, received);
     std::vector<uint8_t> expected = bytes_of(received, payload.size());
     std::memcpy(expected.data(), &tag, sizeof(tag));
-    ASSERT_EQ(payload, expected);
+    ASSERT_EQ(std::vector<uint8_t>(payload.begin(), payload.end()), expected);
     ring.control->consumer.store(cursor.consumer, std::memory_order_release);
     ++received;
   }

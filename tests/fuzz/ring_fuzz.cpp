@@ -45,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // The daemon's own cursor is always record-aligned.
   RingCursor cursor{p.consumer & ~uint64_t{kRecordAlign - 1}, p.expected_sequence};
-  std::vector<uint8_t> payload;
+  PayloadBuffer payload;
   for (int step = 0; step < 512; ++step) {
     const RingCursor before = cursor;
     const ReadResult r = read_record(ring, p.producer, p.epoch, cursor, payload);
