@@ -21,8 +21,9 @@ struct Candidates {
   uint32_t cell[kProbeRuns * kProbe];
 };
 
-Candidates candidate_cells(std::string_view id, uint32_t slots) {
-  const uint64_t hash = XXH3_64bits(id.data(), id.size());
+uint64_t id_hash(std::string_view id) { return XXH3_64bits(id.data(), id.size()); }
+
+Candidates candidate_cells(uint64_t hash, uint32_t slots) {
   Candidates c;
   for (uint32_t run = 0; run < kProbeRuns; ++run) {
     const auto home = static_cast<uint32_t>(hash >> (32 * run));
@@ -38,11 +39,13 @@ void store_words(std::atomic<uint64_t> (&words)[N], const void* pod) {
   for (size_t i = 0; i < N; ++i) words[i].store(tmp[i], std::memory_order_relaxed);
 }
 
+// Words [first, last) of a cell into the same bytes of a payload.
 template <size_t N>
-void load_words(const std::atomic<uint64_t> (&words)[N], void* pod) {
+void load_words(const std::atomic<uint64_t> (&words)[N], void* pod, size_t first = 0,
+                size_t last = N) {
   uint64_t tmp[N];
-  for (size_t i = 0; i < N; ++i) tmp[i] = words[i].load(std::memory_order_relaxed);
-  std::memcpy(pod, tmp, sizeof(tmp));
+  for (size_t i = first; i < last; ++i) tmp[i] = words[i].load(std::memory_order_relaxed);
+  std::memcpy(static_cast<uint8_t*>(pod) + first * 8, tmp + first, (last - first) * 8);
 }
 
 // Seqlock write: seq odd, payload, seq even (release).
@@ -55,8 +58,10 @@ void seqlock_write(std::atomic<uint64_t>& seq, Cell& words, const Pod& pod) {
   seq.store(s + 2, std::memory_order_release);
 }
 
-// Seqlock read of one cell: false when empty or no consistent copy.
-bool read_cell(const DecisionCell& cell, DecisionPayload& out) {
+// Seqlock read of request id `hash`'s decision from one cell: false when the
+// cell is empty, holds another id, or no consistent copy was read. A cell of
+// another id is dismissed on its head words (its first cache line).
+bool read_cell(const DecisionCell& cell, uint64_t hash, DecisionPayload& out) {
   for (int attempt = 0; attempt < kReadTries; ++attempt) {
     const uint64_t before = cell.seq.load(std::memory_order_acquire);
     if (before == 0) return false;
@@ -64,9 +69,11 @@ bool read_cell(const DecisionCell& cell, DecisionPayload& out) {
       if (attempt > 16) std::this_thread::yield();
       continue;
     }
-    load_words(cell.words, &out);
+    load_words(cell.words, &out, 0, kDecisionHeadWords);
+    const bool ours = out.id_hash == hash;
+    if (ours) load_words(cell.words, &out, kDecisionHeadWords, kDecisionWords);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (cell.seq.load(std::memory_order_relaxed) == before) return true;
+    if (cell.seq.load(std::memory_order_relaxed) == before) return ours;
   }
   return false;
 }
@@ -81,7 +88,8 @@ void publish_decision(DecisionCell* cells, uint32_t slots, std::string_view requ
                       const DecisionIn& decision, uint64_t publish_ns) {
   // The id's own cell if it has one, else the first empty candidate, else the
   // oldest of all candidates (two runs: see kProbeRuns).
-  const Candidates candidates = candidate_cells(request_id, slots);
+  const uint64_t hash = id_hash(request_id);
+  const Candidates candidates = candidate_cells(hash, slots);
   uint32_t target = candidates.cell[0];
   bool have_empty = false;
   uint64_t oldest = UINT64_MAX;
@@ -93,10 +101,13 @@ void publish_decision(DecisionCell* cells, uint32_t slots, std::string_view requ
       continue;
     }
     DecisionPayload p;
-    load_words(cells[c].words, &p);
-    if (same_id(p, request_id)) {
-      target = c;
-      break;
+    load_words(cells[c].words, &p, 0, kDecisionHeadWords);
+    if (p.id_hash == hash) {
+      load_words(cells[c].words, &p, kDecisionHeadWords, kDecisionWords);
+      if (same_id(p, request_id)) {
+        target = c;
+        break;
+      }
     }
     if (!have_empty && p.publish_ns < oldest) {
       oldest = p.publish_ns;
@@ -114,15 +125,16 @@ void publish_decision(DecisionCell* cells, uint32_t slots, std::string_view requ
   p.table_epoch = decision.table_epoch;
   p.latency_ns = decision.latency_ns;
   p.publish_ns = publish_ns;
+  p.id_hash = hash;
   seqlock_write(cells[target].seq, cells[target].words, p);
 }
 
 std::optional<DecisionIn> lookup_decision(const DecisionCell* cells, uint32_t slots,
                                           std::string_view request_id) {
-  for (uint32_t c : candidate_cells(request_id, slots).cell) {
+  const uint64_t hash = id_hash(request_id);
+  for (uint32_t c : candidate_cells(hash, slots).cell) {
     DecisionPayload p;
-    if (!read_cell(cells[c], p)) continue;
-    if (!same_id(p, request_id)) continue;
+    if (!read_cell(cells[c], hash, p) || !same_id(p, request_id)) continue;
     DecisionIn d;
     d.status = p.status;
     d.worker = p.worker;

@@ -128,7 +128,7 @@ inline constexpr uint32_t kRecordChecksumScheme = 2;
 // A seqlock cell (single writer: the daemon). The payload is kept in atomic
 // words so that a reader racing the writer is well-defined (relaxed loads,
 // validated by the sequence).
-inline constexpr size_t kDecisionWords = 22;
+inline constexpr size_t kDecisionWords = 23;
 struct alignas(kCacheLine) DecisionCell {
   std::atomic<uint64_t> seq;  // 0 = empty, odd = being written
   std::atomic<uint64_t> words[kDecisionWords];
@@ -144,8 +144,11 @@ struct DecisionPayload {
   uint64_t table_epoch;
   uint64_t latency_ns;
   uint64_t publish_ns;  // CLOCK_MONOTONIC; the oldest of a probe run is evicted
+  uint64_t id_hash;     // XXH3_64bits(id): a probe dismisses other ids on the first cache line
   char id[kMaxRequestId];
 };
+// The words before the id: all a probe reads of a cell that holds another id.
+inline constexpr size_t kDecisionHeadWords = offsetof(DecisionPayload, id) / 8;
 
 inline constexpr size_t kWorkerWords = 4;
 struct WorkerCell {
@@ -268,6 +271,7 @@ inline constexpr uint64_t kLayoutHash = fnv1a({
     offsetof(DecisionPayload, table_epoch),
     offsetof(DecisionPayload, latency_ns),
     offsetof(DecisionPayload, publish_ns),
+    offsetof(DecisionPayload, id_hash),
     offsetof(DecisionPayload, id),
     kMaxRequestId,
     sizeof(WorkerCell),

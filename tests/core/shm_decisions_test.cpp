@@ -3,8 +3,11 @@
 // table, bounded waits, wake-ups from another thread, the lost-wake-up
 // regression and waiters released by a stopping daemon.
 #define XXH_INLINE_ALL
+#include "../../core/src/shm_decisions.hpp"
+
 #include <xxhash.h>
 
+#include <algorithm>
 #include <future>
 #include <optional>
 #include <random>
@@ -167,6 +170,38 @@ TEST(shm_decisions, every_decision_outlives_the_next_30_percent_of_a_full_table)
   }
   EXPECT_TRUE(lost.empty()) << lost.size() << " decisions evicted within " << kLag
                             << " publishes, first " << lost.front();
+}
+
+// The id hash in a cell only filters probes: a cell whose hash matches but
+// whose id differs (a collision, forged here) is neither returned for the id
+// nor overwritten as the id's own cell.
+TEST(shm_decisions, a_hash_collision_is_told_apart_by_the_id) {
+  constexpr uint32_t kSlots = 8;  // every id's two runs cover every cell
+  std::vector<detail::DecisionCell> cells(kSlots);
+  for (uint32_t i = 0; i < kSlots; ++i)
+    detail::publish_decision(cells.data(), kSlots, "old-" + std::to_string(i), decision(10 + i),
+                             100 + i);
+  detail::publish_decision(cells.data(), kSlots, "other-id", decision(1), 1000);  // evicts old-0
+  const uint64_t mine = XXH3_64bits("mine", 4);
+  constexpr size_t kHashWord = offsetof(detail::DecisionPayload, id_hash) / 8;
+  int forged = 0;
+  for (auto& cell : cells) {
+    const uint64_t length_word = cell.words[0].load();
+    if (static_cast<uint32_t>(length_word) != 8) continue;  // the only 8-byte id
+    cell.words[kHashWord].store(mine);
+    ++forged;
+  }
+  ASSERT_EQ(forged, 1);
+  EXPECT_FALSE(detail::lookup_decision(cells.data(), kSlots, "mine").has_value());
+  detail::publish_decision(cells.data(), kSlots, "mine", decision(2), 2000);  // evicts old-1
+  const auto still_forged = std::count_if(cells.begin(), cells.end(), [&](const auto& cell) {
+    return cell.words[kHashWord].load() == mine && static_cast<uint32_t>(cell.words[0].load()) == 8;
+  });
+  EXPECT_EQ(still_forged, 1);  // "other-id" kept its cell
+  const auto sut = detail::lookup_decision(cells.data(), kSlots, "mine");
+  ASSERT_TRUE(sut.has_value());
+  EXPECT_EQ(sut->worker, 2);
+  EXPECT_FALSE(detail::lookup_decision(cells.data(), kSlots, "old-1").has_value());
 }
 
 TEST(shm_decisions, a_wait_for_a_missing_decision_times_out) {
