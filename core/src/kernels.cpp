@@ -1,5 +1,7 @@
 #include "kernels.hpp"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -321,6 +323,13 @@ void copy_bytes_portable(char* d, const char* s, size_t n) noexcept {
 }
 
 }  // namespace
+
+uint64_t xxh3_64(const void* data, size_t n) noexcept {
+#if defined(ELDR_XXH3_AVX2)
+  if (has_avx2()) return detail::xxh3_64_avx2(data, n);
+#endif
+  return XXH3_64bits(data, n);
+}
 
 void copy_bytes(void* dst, const void* src, size_t n) noexcept {
   auto* d = static_cast<char*>(dst);

@@ -44,6 +44,13 @@ int64_t sum16(const int16_t* values, size_t n) noexcept;
 // land at every offset. Regions must not overlap.
 void copy_bytes(void* dst, const void* src, size_t n) noexcept;
 
+// XXH3_64bits(data, n), with AVX2 where the CPU has it (the same value on
+// every CPU).
+uint64_t xxh3_64(const void* data, size_t n) noexcept;
+namespace detail {
+uint64_t xxh3_64_avx2(const void* data, size_t n) noexcept;  // xxh3_avx2.cpp
+}  // namespace detail
+
 // Quantised signature, cells [first, first + n) of the masked footprint:
 // x[j] = round(count * idf * scale) as int16, where the caller picks scale so
 // that every value fits (scale = S / |count * idf| with S <= 32000).

@@ -1,7 +1,5 @@
 #include "shm_ring.hpp"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -37,7 +35,7 @@ uint16_t current_schema(RecordType type) noexcept {
 uint32_t record_checksum(const uint8_t* payload, size_t length) noexcept {
   // XXH3 runs several times faster than XXH32 on footprint-sized payloads
   // (vectorised); its low 32 bits detect corruption as well as XXH32 does.
-  return static_cast<uint32_t>(XXH3_64bits(payload, length));
+  return static_cast<uint32_t>(kernels::xxh3_64(payload, length));
 }
 
 bool valid_ring_capacity(uint64_t capacity) noexcept {
