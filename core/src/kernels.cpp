@@ -60,32 +60,40 @@ ELDR_INLINE float sum8(v8f v) noexcept {
 }  // namespace
 
 ELDR_MULTIVERSION
-double weighted_norm2(const int16_t* counts, const uint32_t* mask, size_t mask_len,
-                      uint32_t experts, const float* idf) noexcept {
-  double norm2 = 0.0;
+MaskedNorms masked_norms(const int16_t* counts, const uint32_t* mask, size_t mask_len,
+                         uint32_t experts, const float* idf) noexcept {
+  MaskedNorms out{0.0, 0.0};
   for (size_t s = 0; s < mask_len; ++s) {
     const int16_t* row = counts + size_t{mask[s]} * experts;
     const float* w = idf + s * experts;
     // Four chains: one would wait on the FMA latency at every step.
-    v8f acc[4] = {};
+    v8f acc[4] = {}, raw[4] = {};
     uint32_t e = 0;
     for (; e + 32 <= experts; e += 32)
       for (uint32_t u = 0; u < 4; ++u) {
-        const v8f v = load_counts8(row + e + 8 * u) * load8(w + e + 8 * u);
+        const v8f c = load_counts8(row + e + 8 * u);
+        const v8f v = c * load8(w + e + 8 * u);
         acc[u] += v * v;
+        raw[u] += c * c;
       }
     for (; e + 8 <= experts; e += 8) {
-      const v8f v = load_counts8(row + e) * load8(w + e);
+      const v8f c = load_counts8(row + e);
+      const v8f v = c * load8(w + e);
       acc[0] += v * v;
+      raw[0] += c * c;
     }
     float sum = sum8((acc[0] + acc[1]) + (acc[2] + acc[3]));
+    float raw_sum = sum8((raw[0] + raw[1]) + (raw[2] + raw[3]));
     for (; e < experts; ++e) {
-      const float v = static_cast<float>(row[e]) * w[e];
+      const float c = static_cast<float>(row[e]);
+      const float v = c * w[e];
       sum += v * v;
+      raw_sum += c * c;
     }
-    norm2 += sum;
+    out.weighted2 += sum;
+    out.counts2 += raw_sum;
   }
-  return norm2;
+  return out;
 }
 
 ELDR_MULTIVERSION
@@ -152,88 +160,19 @@ int64_t sum16(const int16_t* values, size_t n) noexcept {
   return total;
 }
 
-namespace {
-
-// One cell: nearest integer, ties to even, as vcvtps2dq rounds; the product
-// order matches the vector code, so every ISA gives the same signature.
-inline int16_t quantize_cell(int16_t count, float idf, float scale) noexcept {
-  return static_cast<int16_t>(std::nearbyint(static_cast<float>(count) * idf * scale));
-}
-
-// The part of one masked layer that cells [i, end) start with: its count
-// row and idf weights, experts [e0, e1).
-struct LayerPart {
-  const int16_t* row;
-  const float* idf;
-  uint32_t e0, e1;
-};
-
-inline LayerPart layer_part(const int16_t* counts, const uint32_t* mask, uint32_t experts,
-                            const float* idf, size_t i, size_t end) noexcept {
-  const size_t s = i / experts;
-  const uint32_t e0 = static_cast<uint32_t>(i % experts);
-  return {counts + size_t{mask[s]} * experts, idf + s * experts, e0,
-          static_cast<uint32_t>(std::min<size_t>(experts, e0 + (end - i)))};
-}
-
-}  // namespace
-
-void reference::quantize_signature(const int16_t* counts, const uint32_t* mask, uint32_t experts,
-                                   const float* idf, float scale, size_t first, size_t n,
-                                   int16_t* x) noexcept {
+void gather_counts(const int16_t* counts, const uint32_t* mask, uint32_t experts, uint32_t shift,
+                   size_t first, size_t n, int16_t* x) noexcept {
+  const int32_t half = shift == 0 ? 0 : int32_t{1} << (shift - 1);
   for (size_t i = first; i < first + n;) {
-    const LayerPart p = layer_part(counts, mask, experts, idf, i, first + n);
-    int16_t* out = x + (i - first) - p.e0;
-    for (uint32_t e = p.e0; e < p.e1; ++e) out[e] = quantize_cell(p.row[e], p.idf[e], scale);
-    i += p.e1 - p.e0;
+    const size_t s = i / experts;
+    const uint32_t e0 = static_cast<uint32_t>(i % experts);
+    const uint32_t e1 = static_cast<uint32_t>(std::min<size_t>(experts, e0 + (first + n - i)));
+    const int16_t* row = counts + size_t{mask[s]} * experts;
+    int16_t* out = x + (i - first) - e0;
+    for (uint32_t e = e0; e < e1; ++e)
+      out[e] = static_cast<int16_t>((int32_t{row[e]} + half) >> shift);
+    i += e1 - e0;
   }
-}
-
-namespace {
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("avx2"))) void quantize_signature_avx2(const int16_t* counts,
-                                                             const uint32_t* mask, uint32_t experts,
-                                                             const float* idf, float scale,
-                                                             size_t first, size_t n,
-                                                             int16_t* x) noexcept {
-  const __m256 sv = _mm256_set1_ps(scale);
-  for (size_t i = first; i < first + n;) {
-    const LayerPart p = layer_part(counts, mask, experts, idf, i, first + n);
-    int16_t* out = x + (i - first) - p.e0;
-    uint32_t e = p.e0;
-    for (; e + 16 <= p.e1; e += 16) {
-      const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.row + e));
-      const __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(c)));
-      const __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_extracti128_si256(c, 1)));
-      const __m256i ql =
-          _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(lo, _mm256_loadu_ps(p.idf + e)), sv));
-      const __m256i qh =
-          _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(hi, _mm256_loadu_ps(p.idf + e + 8)), sv));
-      // packs interleaves the 128-bit lanes; the permute restores cell order.
-      const __m256i q = _mm256_permute4x64_epi64(_mm256_packs_epi32(ql, qh), 0xD8);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + e), q);
-    }
-    for (; e < p.e1; ++e) out[e] = quantize_cell(p.row[e], p.idf[e], scale);
-    i += p.e1 - p.e0;
-  }
-}
-
-bool has_avx2() noexcept {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
-}
-#endif
-
-}  // namespace
-
-void quantize_signature(const int16_t* counts, const uint32_t* mask, uint32_t experts,
-                        const float* idf, float scale, size_t first, size_t n,
-                        int16_t* x) noexcept {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (has_avx2()) return quantize_signature_avx2(counts, mask, experts, idf, scale, first, n, x);
-#endif
-  reference::quantize_signature(counts, mask, experts, idf, scale, first, n, x);
 }
 
 void reference::dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks,
@@ -251,6 +190,11 @@ void reference::dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks,
 namespace {
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+bool has_avx2() noexcept {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+
 // One vpmaddwd per 16 cells and cluster: 16 multiply-adds per instruction,
 // twice the fp32 FMA rate, from half the bytes of an fp32 matrix.
 __attribute__((target("avx2"))) void dot_q16_block_avx2(const int16_t* x, const int16_t* q,

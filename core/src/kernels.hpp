@@ -19,10 +19,15 @@ namespace eldr::kernels {
 // Sum of a[i] * b[i].
 float dot(const float* a, const float* b, size_t n) noexcept;
 
-// |count * idf|^2 over the masked layers of a [L][E] footprint; idf holds
-// |mask| * E weights. Allocation-free.
-double weighted_norm2(const int16_t* counts, const uint32_t* mask, size_t mask_len,
-                      uint32_t experts, const float* idf) noexcept;
+// Over the masked layers of a [L][E] footprint: |count * idf|^2 (the
+// signature's norm) and |count|^2 (the raw counts the int16 pass multiplies),
+// each summed in fp32 per layer, then in double. Allocation-free.
+struct MaskedNorms {
+  double weighted2;
+  double counts2;
+};
+MaskedNorms masked_norms(const int16_t* counts, const uint32_t* mask, size_t mask_len,
+                         uint32_t experts, const float* idf) noexcept;
 
 // sum over masked cells i of count_i * w[i] (w: |mask| * E, the cell order of
 // idf): one cluster's unnormalised score, in fp32. Allocation-free.
@@ -51,13 +56,13 @@ namespace detail {
 uint64_t xxh3_64_avx2(const void* data, size_t n) noexcept;  // xxh3_avx2.cpp
 }  // namespace detail
 
-// Quantised signature, cells [first, first + n) of the masked footprint:
-// x[j] = round(count * idf * scale) as int16, where the caller picks scale so
-// that every value fits (scale = S / |count * idf| with S <= 32000).
-void quantize_signature(const int16_t* counts, const uint32_t* mask, uint32_t experts,
-                        const float* idf, float scale, size_t first, size_t n, int16_t* x) noexcept;
+// Cells [first, first + n) of the masked footprint as int16, each count
+// rounded to a multiple of 2^shift and divided by it: x[j] =
+// (count + 2^(shift-1)) >> shift (the count itself when shift = 0).
+void gather_counts(const int16_t* counts, const uint32_t* mask, uint32_t experts, uint32_t shift,
+                   size_t first, size_t n, int16_t* x) noexcept;
 
-// Integer scores of one quantised signature chunk against 8 clusters:
+// Integer scores of one chunk of counts against 8 clusters:
 // out[c] += sum_j x[j] * q[j / 16][c][j % 16] over j < 16 * chunks, with q laid
 // out as [chunks][8 clusters][16 cells] int16 (x: 16 * chunks cells). The
 // caller bounds |x| and every |q_c| by 2^15 in L2 norm, so no partial sum
@@ -65,11 +70,9 @@ void quantize_signature(const int16_t* counts, const uint32_t* mask, uint32_t ex
 // Exact integer arithmetic: every ISA gives the same result.
 void dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks, int64_t* out) noexcept;
 
-// Plain scalar versions of the two int16 kernels, which the vector code must
-// equal bit for bit (tested); used where the CPU lacks AVX2.
+// Plain scalar version of the int16 kernel, which the vector code must equal
+// bit for bit (tested); used where the CPU lacks AVX2.
 namespace reference {
-void quantize_signature(const int16_t* counts, const uint32_t* mask, uint32_t experts,
-                        const float* idf, float scale, size_t first, size_t n, int16_t* x) noexcept;
 void dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks, int64_t* out) noexcept;
 }  // namespace reference
 

@@ -56,19 +56,24 @@ const char* worker_state_name(WorkerState state) noexcept {
 
 // Everything a decision needs from one table, precomputed once.
 //
-// Scores are exact fp32 cosines (one masked dot per cluster, `weights`). A
-// decision rarely needs all of them exactly: the locality band only asks which
-// scores lie above top - tau. So a first pass scores every cluster from int16
-// copies of the signature and the centroids (`quantized`, one vpmaddwd per 16
-// cells), with a proven bound `error[c]` on its distance to the exact score;
-// a cluster is scored exactly only where a decision depends on where inside
-// that interval its score lies (see ClusterScores).
+// Scores are exact fp32 cosines: s(c) = (count . v_c) / |count * idf| over the
+// masked cells, with v_c = idf * centroid_c (`weights`, one masked dot per
+// cluster). A decision rarely needs all of them exactly: the locality band
+// only asks which scores lie above top - tau. So a first pass scores every
+// cluster in integers, the footprint's own int16 counts against int16 copies
+// of v_c (`quantized`, one vpmaddwd per 16 cells), with a proven bound on its
+// distance to the exact score; a cluster is scored exactly only where a
+// decision depends on where inside that interval its score lies (see
+// ClusterScores). Using the counts as they are leaves no signature to build.
 struct detail::RouterScoring {
-  // Both vectors are unit length, scaled to +-32000: every |value| and both L2
-  // norms stay below 32000 * 1.001 + 0.51 * sqrt(cells) < 2^15.03 for any
-  // geometry (cells <= 2^22), so x . q and all its partial sums stay below
-  // 2^31 (Cauchy-Schwarz) and the int32 lanes of the integer pass never wrap.
+  // q_c = round(lambda_c v_c) with lambda_c = kScale / |v_c|: every |q| <=
+  // kScale + 0.5 and |q_c| <= kScale + 0.5 sqrt(cells) < 33,100 for any
+  // geometry (cells <= 2^22). The counts enter as they are while |count| <=
+  // kMaxCountNorm (else shifted right, see ClusterScores), so x . q_c and all
+  // its partial sums stay below 64,000 * 33,100 < 2^31 (Cauchy-Schwarz) and
+  // the int32 lanes of the integer pass never wrap.
   static constexpr double kScale = 32000.0;
+  static constexpr double kMaxCountNorm = 64000.0;
   static constexpr size_t kChunk = 16;  // cells per vpmaddwd
 
   std::shared_ptr<const ClusterTable> table;
@@ -76,9 +81,14 @@ struct detail::RouterScoring {
   uint32_t blocks = 0;             // groups of 8 clusters
   size_t dim = 0;                  // masked cells
   size_t chunks = 0;               // dim rounded up to kChunk, in chunks
-  std::vector<float> weights;      // [clusters][dim]: idf * centroid
-  std::vector<int16_t> quantized;  // [blocks][chunks][8][kChunk]: round(centroid * kScale)
-  std::vector<float> error;        // [clusters]: |int16 score - exact fp32 score| bound
+  size_t first_cell = 0;           // masked cells are counts[first_cell, +dim) when contiguous
+  bool contiguous = false;         // the mask is consecutive layers
+  std::vector<float> weights;      // [clusters][dim]: v_c = idf * centroid
+  std::vector<int16_t> quantized;  // [blocks][chunks][8][kChunk]: q_c = round(lambda_c v_c)
+  std::vector<double> inv_lambda;  // [clusters]: 1 / lambda_c (0 for a zero v_c)
+  std::vector<double> q_error;     // [clusters]: |q_c / lambda_c - v_c|
+  std::vector<double> v_norm;      // [clusters]: |v_c|
+  double fp32_error = 0.0;         // the exact score's own fp32 error bound, plus slack
   uint64_t epoch = 0;
 
   static std::shared_ptr<const RouterScoring> build(std::shared_ptr<const ClusterTable> t,
@@ -88,34 +98,42 @@ struct detail::RouterScoring {
     s->blocks = (s->clusters + 7) / 8;
     s->dim = t->dim();
     s->chunks = (s->dim + kChunk - 1) / kChunk;
+    const auto& mask = t->layer_mask;
+    s->contiguous = true;
+    for (size_t i = 1; i < mask.size(); ++i) s->contiguous &= mask[i] == mask[i - 1] + 1;
+    s->first_cell = mask.empty() ? 0 : size_t{mask[0]} * t->geometry.experts;
     s->weights.resize(size_t{s->clusters} * s->dim);
     s->quantized.assign(size_t{s->blocks} * s->chunks * 8 * kChunk, 0);
-    s->error.resize(s->clusters);
-    // The signature's rounding error, |e_x| <= 0.51 * sqrt(cells) (0.5 per
-    // cell, plus the fp32 error of count * idf * scale), and the fp32 exact
-    // score's own summation error, gamma_dim = dim * u / (1 - dim * u) for a
-    // sum of terms whose magnitudes add up to at most |sig| |c| <= 1.001.
-    const double padded = static_cast<double>(s->chunks * kChunk);
-    const double ex = 0.51 * std::sqrt(padded);
+    s->inv_lambda.assign(s->clusters, 0.0);
+    s->q_error.assign(s->clusters, 0.0);
+    s->v_norm.assign(s->clusters, 0.0);
+    // The fp32 exact score's summation error, gamma_dim = dim * u / (1 - dim *
+    // u), for terms whose magnitudes add up to at most |count * idf| |c| <=
+    // 1.001 |count * idf| (the table's unit tolerance), plus 1e-6 for the
+    // roundings of the scale and of the float results.
     const double u = std::ldexp(1.0, -24);
-    const double gamma = s->dim * u / (1.0 - s->dim * u);
+    s->fp32_error = 1.001 * (s->dim * u / (1.0 - s->dim * u)) + 1e-6;
     for (uint32_t c = 0; c < s->clusters; ++c) {
       const auto cen = t->centroid(c);
       float* w = &s->weights[size_t{c} * s->dim];
-      double eq2 = 0.0;
+      double v2 = 0.0;
       for (size_t i = 0; i < s->dim; ++i) {
         w[i] = t->idf[i] * cen[i];
-        const double scaled = cen[i] * kScale;
+        v2 += double{w[i]} * w[i];
+      }
+      if (v2 == 0.0) continue;  // scores 0 on both paths
+      const double lambda = kScale / std::sqrt(v2);
+      double e2 = 0.0;
+      for (size_t i = 0; i < s->dim; ++i) {
+        const double scaled = w[i] * lambda;
         const double q = std::nearbyint(scaled);
-        eq2 += (scaled - q) * (scaled - q);
+        e2 += (scaled - q) * (scaled - q);
         s->quantized[((c / 8) * s->chunks + i / kChunk) * 8 * kChunk + (c % 8) * kChunk +
                      i % kChunk] = static_cast<int16_t>(q);
       }
-      // x . q = S^2 (sig . c) + S (sig . e_q) + S (e_x . c) + e_x . e_q, and
-      // |sig| <= 1.0001, |c| <= 1.001 (the table's unit tolerance).
-      const double eq = std::sqrt(eq2);
-      s->error[c] = static_cast<float>((1.0001 * eq + 1.001 * ex + ex * eq / kScale) / kScale +
-                                       1.001 * gamma + 1e-6);
+      s->inv_lambda[c] = 1.0 / lambda;
+      s->q_error[c] = std::sqrt(e2) / lambda;
+      s->v_norm[c] = std::sqrt(v2);
     }
     s->table = std::move(t);
     s->epoch = epoch;
@@ -135,12 +153,13 @@ class ClusterScores {
   ClusterScores(const RouterScoring& s, std::span<const int16_t> counts, bool approximate)
       : m_s(s), m_counts(counts.data()) {
     const ClusterTable& t = *s.table;
-    const double norm2 = kernels::weighted_norm2(m_counts, t.layer_mask.data(), t.layer_mask.size(),
-                                                 t.geometry.experts, t.idf.data());
-    m_inv_norm = norm2 > 0.0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
+    const kernels::MaskedNorms norms = kernels::masked_norms(
+        m_counts, t.layer_mask.data(), t.layer_mask.size(), t.geometry.experts, t.idf.data());
+    m_inv_norm =
+        norms.weighted2 > 0.0 ? static_cast<float>(1.0 / std::sqrt(norms.weighted2)) : 0.0f;
     std::fill_n(m_known, s.clusters, false);
-    m_approximate = approximate && norm2 > 0.0;
-    if (m_approximate) approximate_all(norm2);
+    m_approximate = approximate && norms.weighted2 > 0.0;
+    if (m_approximate) approximate_all(norms.counts2);
   }
 
   // c = kNoCluster (a worker the table does not know) scores 0.
@@ -155,37 +174,66 @@ class ClusterScores {
     }
     return m_exact[c];
   }
-  float lower(uint32_t c) { return settled(c) ? exact(c) : m_approx[c] - m_s.error[c]; }
-  float upper(uint32_t c) { return settled(c) ? exact(c) : m_approx[c] + m_s.error[c]; }
+  float lower(uint32_t c) { return settled(c) ? exact(c) : m_approx[c] - m_bound[c]; }
+  float upper(uint32_t c) { return settled(c) ? exact(c) : m_approx[c] + m_bound[c]; }
 
  private:
   // Whether c's interval is a point: its exact score is known or free.
   bool settled(uint32_t c) const { return c == kNoCluster || m_known[c] || !m_approximate; }
 
-  void approximate_all(double norm2) {
+  // counts2: |count|^2 over the masked cells, as masked_norms summed it.
+  void approximate_all(double counts2) {
     const ClusterTable& t = *m_s.table;
-    constexpr size_t kCells = 4096;  // signature cells per pass, on the stack
+    // An upper bound on |count|: fp32 sums of at most experts + 16 terms per
+    // layer are off by less than (experts + 16) u relative.
+    const double count_norm =
+        std::sqrt(counts2 * (1.0 + (t.geometry.experts + 16) * std::ldexp(1.0, -23)));
+    // x = count / 2^shift, rounded: the counts as they are (shift 0) unless
+    // the prompt is so long that |x| could pass kMaxCountNorm.
+    const size_t padded = m_s.chunks * RouterScoring::kChunk;
+    const double half_ulp = 0.5 * std::sqrt(static_cast<double>(padded));
+    uint32_t shift = 0;
+    while (count_norm > RouterScoring::kMaxCountNorm &&
+           std::ldexp(count_norm, -static_cast<int>(shift)) + half_ulp >
+               RouterScoring::kMaxCountNorm)
+      ++shift;
+    constexpr size_t kCells = 4096;  // cells per pass, on the stack
     static_assert(kCells % RouterScoring::kChunk == 0);
-    const float scale = static_cast<float>(RouterScoring::kScale / std::sqrt(norm2));
     int64_t totals[kMaxClusters + 8];
     std::fill_n(totals, size_t{m_s.blocks} * 8, int64_t{0});
     alignas(32) int16_t x[kCells];
-    const size_t padded = m_s.chunks * RouterScoring::kChunk;
+    const bool direct = shift == 0 && m_s.contiguous;
     for (size_t first = 0; first < padded; first += kCells) {
       const size_t n = std::min(kCells, padded - first);
       const size_t real = std::min(n, m_s.dim - first);
-      kernels::quantize_signature(m_counts, t.layer_mask.data(), t.geometry.experts, t.idf.data(),
-                                  scale, first, real, x);
-      std::fill(x + real, x + n, int16_t{0});
+      const int16_t* xs = m_counts + m_s.first_cell + first;
+      if (!direct || real < n) {  // gathered, shifted, or the zero-padded last chunk
+        kernels::gather_counts(m_counts, t.layer_mask.data(), t.geometry.experts, shift, first,
+                               real, x);
+        std::fill(x + real, x + n, int16_t{0});
+        xs = x;
+      }
       for (uint32_t b = 0; b < m_s.blocks; ++b)
-        kernels::dot_q16_block(x,
+        kernels::dot_q16_block(xs,
                                &m_s.quantized[(b * m_s.chunks + first / RouterScoring::kChunk) * 8 *
                                               RouterScoring::kChunk],
                                n / RouterScoring::kChunk, totals + 8 * b);
     }
-    constexpr double kInv = 1.0 / (RouterScoring::kScale * RouterScoring::kScale);
-    for (uint32_t c = 0; c < m_s.clusters; ++c)
-      m_approx[c] = static_cast<float>(static_cast<double>(totals[c]) * kInv);
+    // count = 2^shift x + r with |r| <= 2^(shift-1) sqrt(cells), and
+    // q_c = lambda_c v_c + e_c, so
+    //   count . v_c = 2^shift (x . q_c) / lambda_c - 2^shift (x . e_c) / lambda_c + r . v_c
+    // and the int16 score is off the exact one by at most
+    //   (|count| + |r|) |e_c| / lambda_c + |r| |v_c|, over |count * idf|.
+    const double remainder = shift == 0 ? 0.0 : std::ldexp(half_ulp, static_cast<int>(shift));
+    const double inv_norm = m_inv_norm;
+    for (uint32_t c = 0; c < m_s.clusters; ++c) {
+      m_approx[c] =
+          static_cast<float>(std::ldexp(static_cast<double>(totals[c]), static_cast<int>(shift)) *
+                             m_s.inv_lambda[c] * inv_norm);
+      m_bound[c] = static_cast<float>(
+          inv_norm * ((count_norm + remainder) * m_s.q_error[c] + remainder * m_s.v_norm[c]) +
+          m_s.fp32_error);
+    }
   }
 
   const RouterScoring& m_s;
@@ -193,6 +241,7 @@ class ClusterScores {
   float m_inv_norm = 0.0f;
   bool m_approximate = false;
   float m_approx[kMaxClusters];
+  float m_bound[kMaxClusters];
   float m_exact[kMaxClusters];
   bool m_known[kMaxClusters];
 };

@@ -5,6 +5,9 @@
 // right next to a worker so that its interval straddles the edge.
 #include <gtest/gtest.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -110,6 +113,8 @@ const Case kCases[] = {
     {48, 128, 16, {}},                // the paper's shape, all layers
     {12, 200, 40, {0, 3, 6, 9, 11}},  // cells span the 4096-cell passes
     {40, 128, 5, {}},                 // 5120 cells: two passes of the int16 stage
+    {8, 40, 6, {2, 3, 4}},            // consecutive layers from layer 2, a partial last chunk
+    {6, 32, 5, {1, 2, 3}},            // consecutive layers read in place, whole chunks
 };
 
 TEST(router_scoring, decisions_equal_those_of_exact_scores) {
@@ -191,17 +196,20 @@ TEST(router_scoring, int16_kernels_equal_their_portable_reference) {
   const uint32_t experts = 40;
   const std::vector<uint32_t> mask = {0, 2, 3};
   std::vector<int16_t> counts(4 * experts);
-  std::vector<float> idf(mask.size() * experts);
   for (auto& v : counts) v = static_cast<int16_t>(rng() % 32768);
-  for (auto& v : idf) v = static_cast<float>(rng() % 1000) / 997.0f;
-  for (size_t first : {0, 5, 40, 77}) {
-    const size_t n = idf.size() - first;
-    std::vector<int16_t> fast(n), reference(n);
-    kernels::quantize_signature(counts.data(), mask.data(), experts, idf.data(), 0.37f, first, n,
-                                fast.data());
-    kernels::reference::quantize_signature(counts.data(), mask.data(), experts, idf.data(), 0.37f,
-                                           first, n, reference.data());
-    EXPECT_EQ(fast, reference) << "first " << first;
+  // The masked counts, rounded to multiples of 2^shift (ties up) and divided.
+  for (uint32_t shift : {0u, 3u}) {
+    for (size_t first : {0, 5, 40, 77}) {
+      const size_t n = mask.size() * experts - first;
+      std::vector<int16_t> sut(n), expected(n);
+      kernels::gather_counts(counts.data(), mask.data(), experts, shift, first, n, sut.data());
+      for (size_t j = 0; j < n; ++j) {
+        const size_t cell = first + j;
+        const double v = counts[mask[cell / experts] * experts + cell % experts];
+        expected[j] = static_cast<int16_t>(std::floor(v / (1 << shift) + 0.5));
+      }
+      EXPECT_EQ(sut, expected) << "shift " << shift << " first " << first;
+    }
   }
   // Unit vectors at the router's scale: every partial sum stays in int32.
   const size_t chunks = 24;
@@ -237,6 +245,21 @@ TEST(router_scoring, copy_bytes_equals_memcpy) {
         kernels::copy_bytes(got.data() + to, source.data() + from, n);
         EXPECT_EQ(got, expected) << "n " << n << " from " << from << " to " << to;
       }
+    }
+  }
+}
+
+// The record checksum must not depend on the CPU: the AVX2 build of XXH3
+// (taken on CPUs that have it) equals the plain one at every length class (short, mid, long
+// with a partial stripe) and misalignment.
+TEST(router_scoring, dispatched_xxh3_equals_plain_xxh3) {
+  std::vector<uint8_t> data(13000);
+  std::mt19937 rng(3);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());
+  for (size_t n : {0, 1, 3, 16, 17, 128, 129, 240, 241, 1024, 1025, 12352, 12999}) {
+    for (size_t from : {0, 1}) {
+      EXPECT_EQ(kernels::xxh3_64(data.data() + from, n), XXH3_64bits(data.data() + from, n))
+          << "n " << n << " from " << from;
     }
   }
 }
