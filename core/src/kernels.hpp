@@ -65,8 +65,8 @@ void gather_counts(const int16_t* counts, const uint32_t* mask, uint32_t experts
 // Integer scores of one chunk of counts against 8 clusters:
 // out[c] += sum_j x[j] * q[j / 16][c][j % 16] over j < 16 * chunks, with q laid
 // out as [chunks][8 clusters][16 cells] int16 (x: 16 * chunks cells). The
-// caller bounds |x| and every |q_c| by 2^15 in L2 norm, so no partial sum
-// overflows int32 (Cauchy-Schwarz holds for every subset of cells).
+// caller keeps |x| |q_c| (L2 norms) below 2^31, so no partial sum overflows
+// int32 (Cauchy-Schwarz holds for every subset of cells).
 // Exact integer arithmetic: every ISA gives the same result.
 void dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks, int64_t* out) noexcept;
 
