@@ -169,8 +169,11 @@ void gather_counts(const int16_t* counts, const uint32_t* mask, uint32_t experts
     const uint32_t e1 = static_cast<uint32_t>(std::min<size_t>(experts, e0 + (first + n - i)));
     const int16_t* row = counts + size_t{mask[s]} * experts;
     int16_t* out = x + (i - first) - e0;
-    for (uint32_t e = e0; e < e1; ++e)
-      out[e] = static_cast<int16_t>((int32_t{row[e]} + half) >> shift);
+    if (shift == 0)
+      std::copy(row + e0, row + e1, out + e0);
+    else
+      for (uint32_t e = e0; e < e1; ++e)
+        out[e] = static_cast<int16_t>((int32_t{row[e]} + half) >> shift);
     i += e1 - e0;
   }
 }

@@ -78,11 +78,17 @@ struct detail::RouterScoring {
 
   std::shared_ptr<const ClusterTable> table;
   uint32_t clusters = 0;
-  uint32_t blocks = 0;             // groups of 8 clusters
-  size_t dim = 0;                  // masked cells
-  size_t chunks = 0;               // dim rounded up to kChunk, in chunks
-  size_t first_cell = 0;           // masked cells are counts[first_cell, +dim) when contiguous
-  bool contiguous = false;         // the mask is consecutive layers
+  uint32_t blocks = 0;  // groups of 8 clusters
+  size_t dim = 0;       // masked cells
+  size_t chunks = 0;    // dim rounded up to kChunk, in chunks
+  // Masked layers that follow each other, as whole chunks of the footprint
+  // the int16 pass reads in place (empty when experts % kChunk != 0).
+  struct Run {
+    size_t cell = 0;    // first cell in the footprint
+    size_t chunk = 0;   // first chunk in the masked cells
+    size_t chunks = 0;  // length
+  };
+  std::vector<Run> runs;
   std::vector<float> weights;      // [clusters][dim]: v_c = idf * centroid
   std::vector<int16_t> quantized;  // [blocks][chunks][8][kChunk]: q_c = round(lambda_c v_c)
   std::vector<double> inv_lambda;  // [clusters]: 1 / lambda_c (0 for a zero v_c)
@@ -98,10 +104,15 @@ struct detail::RouterScoring {
     s->blocks = (s->clusters + 7) / 8;
     s->dim = t->dim();
     s->chunks = (s->dim + kChunk - 1) / kChunk;
+    const uint32_t experts = t->geometry.experts;
     const auto& mask = t->layer_mask;
-    s->contiguous = true;
-    for (size_t i = 1; i < mask.size(); ++i) s->contiguous &= mask[i] == mask[i - 1] + 1;
-    s->first_cell = mask.empty() ? 0 : size_t{mask[0]} * t->geometry.experts;
+    for (size_t i = 0; experts % kChunk == 0 && i < mask.size(); ++i) {
+      if (i > 0 && mask[i] == mask[i - 1] + 1) {
+        s->runs.back().chunks += experts / kChunk;
+        continue;
+      }
+      s->runs.push_back({size_t{mask[i]} * experts, i * experts / kChunk, experts / kChunk});
+    }
     s->weights.resize(size_t{s->clusters} * s->dim);
     s->quantized.assign(size_t{s->blocks} * s->chunks * 8 * kChunk, 0);
     s->inv_lambda.assign(s->clusters, 0.0);
@@ -197,27 +208,29 @@ class ClusterScores {
            std::ldexp(count_norm, -static_cast<int>(shift)) + half_ulp >
                RouterScoring::kMaxCountNorm)
       ++shift;
-    constexpr size_t kCells = 4096;  // cells per pass, on the stack
-    static_assert(kCells % RouterScoring::kChunk == 0);
     int64_t totals[kMaxClusters + 8];
     std::fill_n(totals, size_t{m_s.blocks} * 8, int64_t{0});
-    alignas(32) int16_t x[kCells];
-    const bool direct = shift == 0 && m_s.contiguous;
-    for (size_t first = 0; first < padded; first += kCells) {
-      const size_t n = std::min(kCells, padded - first);
-      const size_t real = std::min(n, m_s.dim - first);
-      const int16_t* xs = m_counts + m_s.first_cell + first;
-      if (!direct || real < n) {  // gathered, shifted, or the zero-padded last chunk
+    const auto score_chunks = [&](const int16_t* x, size_t chunk, size_t chunks) {
+      for (uint32_t b = 0; b < m_s.blocks; ++b)
+        kernels::dot_q16_block(x,
+                               &m_s.quantized[(b * m_s.chunks + chunk) * 8 * RouterScoring::kChunk],
+                               chunks, totals + 8 * b);
+    };
+    if (shift == 0 && !m_s.runs.empty()) {  // the counts in place
+      for (const RouterScoring::Run& r : m_s.runs)
+        score_chunks(m_counts + r.cell, r.chunk, r.chunks);
+    } else {  // gathered (and shifted) into a buffer, a pass at a time
+      constexpr size_t kCells = 4096;
+      static_assert(kCells % RouterScoring::kChunk == 0);
+      alignas(32) int16_t x[kCells];
+      for (size_t first = 0; first < padded; first += kCells) {
+        const size_t n = std::min(kCells, padded - first);
+        const size_t real = std::min(n, m_s.dim - first);
         kernels::gather_counts(m_counts, t.layer_mask.data(), t.geometry.experts, shift, first,
                                real, x);
         std::fill(x + real, x + n, int16_t{0});
-        xs = x;
+        score_chunks(x, first / RouterScoring::kChunk, n / RouterScoring::kChunk);
       }
-      for (uint32_t b = 0; b < m_s.blocks; ++b)
-        kernels::dot_q16_block(xs,
-                               &m_s.quantized[(b * m_s.chunks + first / RouterScoring::kChunk) * 8 *
-                                              RouterScoring::kChunk],
-                               n / RouterScoring::kChunk, totals + 8 * b);
     }
     // count = 2^shift x + r with |r| <= 2^(shift-1) sqrt(cells), and
     // q_c = lambda_c v_c + e_c, so

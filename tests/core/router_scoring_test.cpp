@@ -115,6 +115,7 @@ const Case kCases[] = {
     {40, 128, 5, {}},                 // 5120 cells: two passes of the int16 stage
     {8, 40, 6, {2, 3, 4}},            // consecutive layers from layer 2, a partial last chunk
     {6, 32, 5, {1, 2, 3}},            // consecutive layers read in place, whole chunks
+    {10, 32, 7, {0, 1, 4, 6, 7, 9}},  // four runs of layers read in place
 };
 
 TEST(router_scoring, decisions_equal_those_of_exact_scores) {
