@@ -395,10 +395,10 @@ Status validate_footprint_message(const FootprintOut& f) {
 FootprintEncoder::FootprintEncoder() : m_builder(1024) {}
 
 Status FootprintEncoder::encode(const FootprintOut& f) {
-  ELDR_TRY(validate_footprint_message(f));
   auto& fbb = m_builder;
-  fbb.Clear();
+  fbb.Clear();  // a refused footprint leaves an empty message, never the previous one
   m_hole_count = 0;
+  ELDR_TRY(validate_footprint_message(f));
   // Holes are measured from the buffer's end: the builder grows downwards,
   // so that distance survives its reallocations and the final prefix.
   size_t from_end[4] = {};
