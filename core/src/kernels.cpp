@@ -271,24 +271,6 @@ void copy_bytes_portable(char* d, const char* s, size_t n) noexcept {
 
 }  // namespace
 
-namespace {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("prfchw"))) void prefetchw_lines(const char* p, size_t n) noexcept {
-  for (size_t i = 0; i < n; i += 64) _m_prefetchw(const_cast<char*>(p + i));
-}
-#endif
-}  // namespace
-
-void prefetch_for_write(const void* p, size_t n) noexcept {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const bool has_prefetchw = __builtin_cpu_supports("prfchw");
-  if (has_prefetchw) prefetchw_lines(static_cast<const char*>(p), n);
-#else
-  (void)p;
-  (void)n;
-#endif
-}
-
 uint64_t xxh3_64(const void* data, size_t n) noexcept {
 #if defined(ELDR_XXH3_AVX2)
   if (has_avx2()) return detail::xxh3_64_avx2(data, n);

@@ -49,12 +49,6 @@ int64_t sum16(const int16_t* values, size_t n) noexcept;
 // land at every offset. Regions must not overlap.
 void copy_bytes(void* dst, const void* src, size_t n) noexcept;
 
-// Asks for the cache lines of [p, p + n) in a writable state ahead of a
-// write (PREFETCHW where the CPU has it, else nothing): a producer that
-// prefetches its next ring record while it waits finds those lines its own
-// instead of fetching each from the consumer's core at write time.
-void prefetch_for_write(const void* p, size_t n) noexcept;
-
 // XXH3_64bits(data, n), with AVX2 where the CPU has it (the same value on
 // every CPU).
 uint64_t xxh3_64(const void* data, size_t n) noexcept;

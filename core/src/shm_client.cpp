@@ -262,9 +262,6 @@ Status Client::Impl::push_record(RecordType type, size_t length, Fill&& fill) {
   ELDR_TRY(att->writer.push_with(type, current_schema(type), length, fill));
   touch();
   ring_doorbell(*att->view.header);
-  // While the caller waits for its decision, own the lines the next record
-  // of this size will fill (the daemon read them a lap ago).
-  if (type == RecordType::footprint) att->writer.prefetch_next(length);
   return Status::ok();
 }
 

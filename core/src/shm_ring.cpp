@@ -118,15 +118,6 @@ Status RingWriter::push(RecordType type, uint16_t schema, std::span<const uint8_
                    [&](uint8_t* to) { kernels::copy_bytes(to, payload.data(), payload.size()); });
 }
 
-void RingWriter::prefetch_next(size_t length) const noexcept {
-  if (m_data == nullptr || length > max_payload(m_capacity)) return;
-  constexpr uint64_t kSmallRecords = 256;  // a complete or a load report may come first
-  const uint64_t span = record_span(length);
-  uint64_t index = m_position & (m_capacity - 1);
-  if (index + span > m_capacity) index = 0;  // it will follow a padding record
-  kernels::prefetch_for_write(m_data + index, std::min(span + kSmallRecords, m_capacity - index));
-}
-
 // ---- consumer -------------------------------------------------------------------
 
 namespace {

@@ -80,9 +80,6 @@ class RingWriter {
     return Status::ok();
   }
   Status push(RecordType type, uint16_t schema, std::span<const uint8_t> payload);
-  // Prefetches, for writing, where the next record of `length` payload bytes
-  // will go (a hint only: it changes no byte of the ring).
-  void prefetch_next(size_t length) const noexcept;
 
   uint64_t position() const noexcept { return m_position; }
   uint64_t next_sequence() const noexcept { return m_sequence; }
