@@ -129,12 +129,6 @@ void publish_decision(DecisionCell* cells, uint32_t slots, std::string_view requ
   seqlock_write(cells[target].seq, cells[target].words, p);
 }
 
-void prefetch_decision_cells(const DecisionCell* cells, uint32_t slots,
-                             std::string_view request_id) noexcept {
-  for (uint32_t c : candidate_cells(id_hash(request_id), slots).cell)
-    __builtin_prefetch(&cells[c], 1 /* for writing */);
-}
-
 std::optional<DecisionIn> lookup_decision(const DecisionCell* cells, uint32_t slots,
                                           std::string_view request_id) {
   const uint64_t hash = id_hash(request_id);

@@ -27,11 +27,6 @@ namespace eldr::shm::detail {
 // Writes (or overwrites) request_id's decision. Single writer only.
 void publish_decision(DecisionCell* cells, uint32_t slots, std::string_view request_id,
                       const DecisionIn& decision, uint64_t publish_ns);
-// Starts loading request_id's candidate cells (their head lines) into the
-// cache: the daemon calls it when it reads a footprint, so that the publish
-// after routing does not wait on 16 cache misses.
-void prefetch_decision_cells(const DecisionCell* cells, uint32_t slots,
-                             std::string_view request_id) noexcept;
 // The decision for request_id, if a consistent copy of its cell was read.
 std::optional<DecisionIn> lookup_decision(const DecisionCell* cells, uint32_t slots,
                                           std::string_view request_id);

@@ -260,8 +260,6 @@ size_t Host::poll(RecordHandler& handler, size_t max_records) {
           ++s.records;
           switch (r.type) {
             case RecordType::footprint:
-              prefetch_decision_cells(m.view.decisions(), m.config.decision_slots,
-                                      d.footprint.request_id);
               d.footprint.client = slot;
               d.footprint.seen_ns = seen;
               handler.on_footprint(d.footprint);
