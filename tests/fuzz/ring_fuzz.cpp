@@ -24,7 +24,7 @@ struct Preamble {
 static_assert(sizeof(Preamble) == 32);
 
 template <class T>
-bool inside(std::span<const T> s, const std::vector<uint8_t>& buffer) {
+bool inside(std::span<const T> s, std::span<const uint8_t> buffer) {
   if (s.empty()) return true;
   const auto* begin = reinterpret_cast<const uint8_t*>(s.data());
   return begin >= buffer.data() && begin + s.size_bytes() <= buffer.data() + buffer.size();
