@@ -59,6 +59,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& config,
   if (!host) return host.status();
   d->m_host = std::move(*host);
   d->m_sink.host = d->m_host.get();
+  d->m_sink.metrics = &d->m_metrics;
   auto service =
       Service::create(std::move(table), ServiceOptions::from(config), d->m_sink, d->m_metrics);
   if (!service) return service.status();

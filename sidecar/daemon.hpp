@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "config.hpp"
@@ -41,8 +42,10 @@ class Daemon {
  private:
   struct HostSink final : DecisionSink {
     shm::Host* host = nullptr;
+    Metrics* metrics = nullptr;
     void publish(std::string_view request_id, const shm::DecisionIn& decision) override {
-      host->publish(request_id, decision);
+      if (const std::optional<uint64_t> evicted_age = host->publish(request_id, decision))
+        metrics->observe_decision_evicted(*evicted_age);
     }
   };
   explicit Daemon(const DaemonConfig& config);

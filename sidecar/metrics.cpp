@@ -72,14 +72,6 @@ uint64_t Metrics::rejected(Rejection r) const noexcept {
   return i < m_rejected.size() ? m_rejected[i].load(kRelaxed) : 0;
 }
 
-void Metrics::observe_latency(uint64_t ns) noexcept {
-  size_t b = 0;
-  while (b < kLatencyBucketsNs.size() && ns > kLatencyBucketsNs[b]) ++b;
-  m_latency_buckets[b].fetch_add(1, kRelaxed);
-  m_latency_sum_ns.fetch_add(ns, kRelaxed);
-  m_latency_count.fetch_add(1, kRelaxed);
-}
-
 void Metrics::set_workers(std::vector<WorkerGauge> workers) {
   std::lock_guard lock(m_tables);
   m_workers = std::move(workers);
@@ -136,6 +128,33 @@ std::string label(const char* key, const std::string& value) {
 
 }  // namespace
 
+NsHistogram::NsHistogram(std::span<const uint64_t> bounds)
+    : m_bounds(bounds), m_buckets(std::make_unique<std::atomic<uint64_t>[]>(bounds.size() + 1)) {}
+
+void NsHistogram::observe(uint64_t ns) noexcept {
+  size_t b = 0;
+  while (b < m_bounds.size() && ns > m_bounds[b]) ++b;
+  m_buckets[b].fetch_add(1, std::memory_order_relaxed);
+  m_sum_ns.fetch_add(ns, std::memory_order_relaxed);
+  m_count.fetch_add(1, std::memory_order_relaxed);
+}
+
+void NsHistogram::render(std::string& out, const char* name, const char* help) const {
+  family(out, name, "histogram", help);
+  const std::string bucket = std::string(name) + "_bucket";
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b <= m_bounds.size(); ++b) {
+    cumulative += m_buckets[b].load(std::memory_order_relaxed);
+    char le[32] = "+Inf";
+    if (b < m_bounds.size())
+      std::snprintf(le, sizeof le, "%g", static_cast<double>(m_bounds[b]) * 1e-9);
+    sample(out, bucket.c_str(), label("le", le), cumulative);
+  }
+  sample(out, (std::string(name) + "_sum").c_str(), "",
+         static_cast<double>(m_sum_ns.load(std::memory_order_relaxed)) * 1e-9);
+  sample(out, (std::string(name) + "_count").c_str(), "", cumulative);
+}
+
 std::string Metrics::render() const {
   std::vector<WorkerGauge> workers;
   std::vector<shm::ClientInfo> clients;
@@ -166,20 +185,11 @@ std::string Metrics::render() const {
     sample(out, "eldr_rejected_total", label("reason", rejection_name(static_cast<Rejection>(r))),
            m_rejected[r].load(kRelaxed));
 
-  family(out, "eldr_decision_latency_seconds", "histogram",
-         "Record read from a ring -> decision published.");
-  uint64_t cumulative = 0;
-  for (size_t b = 0; b < kLatencyBucketsNs.size(); ++b) {
-    cumulative += m_latency_buckets[b].load(kRelaxed);
-    char le[32];
-    std::snprintf(le, sizeof le, "%g", static_cast<double>(kLatencyBucketsNs[b]) * 1e-9);
-    sample(out, "eldr_decision_latency_seconds_bucket", label("le", le), cumulative);
-  }
-  cumulative += m_latency_buckets.back().load(kRelaxed);
-  sample(out, "eldr_decision_latency_seconds_bucket", label("le", "+Inf"), cumulative);
-  sample(out, "eldr_decision_latency_seconds_sum", "",
-         static_cast<double>(m_latency_sum_ns.load(kRelaxed)) * 1e-9);
-  sample(out, "eldr_decision_latency_seconds_count", "", cumulative);
+  m_latency.render(out, "eldr_decision_latency_seconds",
+                   "Record read from a ring -> decision published.");
+  m_evicted_age.render(out, "eldr_decision_evicted_age_seconds",
+                       "Age of decisions overwritten to make room in the full decision table; a "
+                       "gateway that lags by more than the smallest of them loses decisions.");
 
   family(out, "eldr_ring_used_bytes", "gauge", "Bytes written to a client's ring, not yet read.");
   for (const auto& c : clients)

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +43,25 @@ inline constexpr size_t kPolicyCount = std::size(kAllPolicies);
 inline constexpr std::array<uint64_t, 14> kLatencyBucketsNs = {
     1000,   2000,   5000,    10000,   20000,   50000,    100000,
     200000, 500000, 1000000, 2000000, 5000000, 10000000, 100000000};
+// ... of the age of decisions overwritten in a full decision table.
+inline constexpr std::array<uint64_t, 10> kEvictedAgeBucketsNs = {
+    1000000,    10000000,    100000000,   500000000,    1000000000,
+    5000000000, 10000000000, 60000000000, 300000000000, 3600000000000};
+
+// A Prometheus histogram of nanosecond values, exposed in seconds. Lock-free
+// to observe; `bounds` must outlive it.
+class NsHistogram {
+ public:
+  explicit NsHistogram(std::span<const uint64_t> bounds);
+  void observe(uint64_t ns) noexcept;
+  uint64_t count() const noexcept { return m_count.load(std::memory_order_relaxed); }
+  void render(std::string& out, const char* name, const char* help) const;
+
+ private:
+  std::span<const uint64_t> m_bounds;
+  std::unique_ptr<std::atomic<uint64_t>[]> m_buckets;  // one per bound, then +Inf
+  std::atomic<uint64_t> m_count{0}, m_sum_ns{0};
+};
 
 struct WorkerGauge {
   uint32_t slot = 0;
@@ -58,7 +78,9 @@ class Metrics {
   // ---- service thread, lock-free ----
   void count_routed(uint32_t slot, Policy policy) noexcept;
   void count_rejected(Rejection r) noexcept;
-  void observe_latency(uint64_t ns) noexcept;
+  void observe_latency(uint64_t ns) noexcept { m_latency.observe(ns); }
+  // A decision overwritten `age_ns` after it was published, to make room.
+  void observe_decision_evicted(uint64_t age_ns) noexcept { m_evicted_age.observe(age_ns); }
   void count_complete_unknown() noexcept { m_complete_unknown.fetch_add(1, kRelaxed); }
   void count_request_evicted() noexcept { m_request_evicted.fetch_add(1, kRelaxed); }
   void count_rerouted() noexcept { m_rerouted.fetch_add(1, kRelaxed); }
@@ -80,15 +102,16 @@ class Metrics {
   uint64_t complete_unknown() const noexcept { return m_complete_unknown.load(kRelaxed); }
   uint64_t request_evicted() const noexcept { return m_request_evicted.load(kRelaxed); }
   uint64_t rerouted() const noexcept { return m_rerouted.load(kRelaxed); }
-  uint64_t latency_count() const noexcept { return m_latency_count.load(kRelaxed); }
+  uint64_t latency_count() const noexcept { return m_latency.count(); }
+  uint64_t decisions_evicted() const noexcept { return m_evicted_age.count(); }
 
  private:
   static constexpr auto kRelaxed = std::memory_order_relaxed;
   uint32_t m_max_workers;
   std::unique_ptr<std::atomic<uint64_t>[]> m_routed;  // [slot][policy]
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Rejection::count_)> m_rejected{};
-  std::array<std::atomic<uint64_t>, kLatencyBucketsNs.size() + 1> m_latency_buckets{};
-  std::atomic<uint64_t> m_latency_count{0}, m_latency_sum_ns{0};
+  NsHistogram m_latency{kLatencyBucketsNs};
+  NsHistogram m_evicted_age{kEvictedAgeBucketsNs};
   std::atomic<uint64_t> m_complete_unknown{0}, m_request_evicted{0}, m_rerouted{0},
       m_report_unknown{0}, m_stale_transitions{0}, m_reloads{0}, m_reload_failures{0}, m_refits{0},
       m_refit_failures{0}, m_table_epoch{0};

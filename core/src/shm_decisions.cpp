@@ -84,14 +84,15 @@ bool same_id(const DecisionPayload& p, std::string_view id) {
 
 }  // namespace
 
-void publish_decision(DecisionCell* cells, uint32_t slots, std::string_view request_id,
-                      const DecisionIn& decision, uint64_t publish_ns) {
+std::optional<uint64_t> publish_decision(DecisionCell* cells, uint32_t slots,
+                                         std::string_view request_id, const DecisionIn& decision,
+                                         uint64_t publish_ns) {
   // The id's own cell if it has one, else the first empty candidate, else the
   // oldest of all candidates (two runs: see kProbeRuns).
   const uint64_t hash = id_hash(request_id);
   const Candidates candidates = candidate_cells(hash, slots);
   uint32_t target = candidates.cell[0];
-  bool have_empty = false;
+  bool have_empty = false, own = false;
   uint64_t oldest = UINT64_MAX;
   for (uint32_t c : candidates.cell) {
     // The single writer reads its own cells: no torn read possible.
@@ -106,6 +107,7 @@ void publish_decision(DecisionCell* cells, uint32_t slots, std::string_view requ
       load_words(cells[c].words, &p, kDecisionHeadWords, kDecisionWords);
       if (same_id(p, request_id)) {
         target = c;
+        own = true;
         break;
       }
     }
@@ -127,6 +129,8 @@ void publish_decision(DecisionCell* cells, uint32_t slots, std::string_view requ
   p.publish_ns = publish_ns;
   p.id_hash = hash;
   seqlock_write(cells[target].seq, cells[target].words, p);
+  if (own || have_empty) return std::nullopt;
+  return oldest;
 }
 
 std::optional<DecisionIn> lookup_decision(const DecisionCell* cells, uint32_t slots,

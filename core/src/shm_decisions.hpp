@@ -24,9 +24,11 @@
 
 namespace eldr::shm::detail {
 
-// Writes (or overwrites) request_id's decision. Single writer only.
-void publish_decision(DecisionCell* cells, uint32_t slots, std::string_view request_id,
-                      const DecisionIn& decision, uint64_t publish_ns);
+// Writes (or overwrites) request_id's decision. Single writer only. Returns
+// the publish time of another request's decision it overwrote, if it did.
+std::optional<uint64_t> publish_decision(DecisionCell* cells, uint32_t slots,
+                                         std::string_view request_id, const DecisionIn& decision,
+                                         uint64_t publish_ns);
 // The decision for request_id, if a consistent copy of its cell was read.
 std::optional<DecisionIn> lookup_decision(const DecisionCell* cells, uint32_t slots,
                                           std::string_view request_id);

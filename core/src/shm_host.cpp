@@ -289,17 +289,20 @@ size_t Host::poll(RecordHandler& handler, size_t max_records) {
 
 // ---- decisions and status -----------------------------------------------------------
 
-void Host::publish(std::string_view request_id, const DecisionIn& decision) {
+std::optional<uint64_t> Host::publish(std::string_view request_id, const DecisionIn& decision) {
   Impl& m = *m_impl;
   // Ids reaching the daemon were validated when their record was decoded.
-  if (!m.mapping || !validate_request_id(request_id)) return;
+  if (!m.mapping || !validate_request_id(request_id)) return std::nullopt;
   SegmentHeader* h = m.view.header;
-  publish_decision(m.view.decisions(), m.config.decision_slots, request_id, decision,
-                   monotonic_ns());
+  const uint64_t now = monotonic_ns();
+  const std::optional<uint64_t> evicted =
+      publish_decision(m.view.decisions(), m.config.decision_slots, request_id, decision, now);
   h->decisions_published.fetch_add(1, std::memory_order_relaxed);
   // Dekker pairing with wait_decision: bump the word, then look for sleepers.
   h->decision_seq.fetch_add(1, std::memory_order_seq_cst);
   if (h->decision_waiters.load(std::memory_order_seq_cst) > 0) futex_wake(&h->decision_seq);
+  if (!evicted) return std::nullopt;
+  return now > *evicted ? now - *evicted : 0;
 }
 
 void Host::publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch) {

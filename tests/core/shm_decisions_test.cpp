@@ -204,6 +204,37 @@ TEST(shm_decisions, a_hash_collision_is_told_apart_by_the_id) {
   EXPECT_FALSE(detail::lookup_decision(cells.data(), kSlots, "old-1").has_value());
 }
 
+// A publish that has to overwrite another request's decision says so, with
+// that decision's publish time (the daemon turns it into an age metric); one
+// into an empty cell or the id's own cell overwrites nothing.
+TEST(shm_decisions, a_publish_reports_the_decision_it_evicted) {
+  constexpr uint32_t kSlots = 8;  // every id's two runs cover every cell
+  std::vector<detail::DecisionCell> cells(kSlots);
+  for (uint32_t i = 0; i < kSlots; ++i)
+    EXPECT_FALSE(detail::publish_decision(cells.data(), kSlots, "old-" + std::to_string(i),
+                                          decision(1), 100 + i)
+                     .has_value());
+  EXPECT_FALSE(detail::publish_decision(cells.data(), kSlots, "old-0", decision(2), 500));
+  const auto sut = detail::publish_decision(cells.data(), kSlots, "new", decision(3), 1000);
+  ASSERT_TRUE(sut.has_value());
+  EXPECT_EQ(*sut, 101u);  // old-1: old-0 was republished at 500
+}
+
+// Through the host: the age of what a full table pushed out.
+TEST(shm_decisions, the_host_reports_the_age_of_an_evicted_decision) {
+  TempDir dir("shm");
+  Pair p(dir, "evict");
+  const uint32_t slots = p.host->config().decision_slots;
+  int evictions = 0;
+  for (uint32_t i = 0; i < 4 * slots; ++i) {
+    const auto age = p.host->publish("r" + std::to_string(i), decision(1));
+    if (!age) continue;
+    ++evictions;
+    EXPECT_LT(*age, uint64_t{60'000'000'000});  // published during this test
+  }
+  EXPECT_GT(evictions, static_cast<int>(2 * slots));  // once full, nearly every publish evicts
+}
+
 TEST(shm_decisions, a_wait_for_a_missing_decision_times_out) {
   TempDir dir("shm");
   Pair p(dir, "timeout");

@@ -388,10 +388,10 @@ TEST_F(EldrdTest, the_metrics_endpoint_serves_every_family) {
   })) << body;
   EXPECT_NE(body.find("HTTP/1.1 200"), std::string::npos);
   for (const char* family :
-       {"eldr_ring_used_bytes{",
-        "eldr_rejected_total{reason=", "eldr_decision_latency_seconds_bucket",
-        "eldr_worker_healthy{worker=\"100\"", "eldr_worker_inflight{worker=\"100\"} 1",
-        "eldr_table_epoch ", "eldr_clients 1", "eldr_complete_unknown_total 0"})
+       {"eldr_ring_used_bytes{", "eldr_rejected_total{reason=",
+        "eldr_decision_latency_seconds_bucket", "eldr_worker_healthy{worker=\"100\"",
+        "eldr_worker_inflight{worker=\"100\"} 1", "eldr_table_epoch ", "eldr_clients 1",
+        "eldr_complete_unknown_total 0", "eldr_decision_evicted_age_seconds_count 0"})
     EXPECT_NE(body.find(family), std::string::npos) << family;
 }
 

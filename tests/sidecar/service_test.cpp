@@ -444,6 +444,23 @@ TEST_F(ServiceTest, refit_fits_the_recent_footprints_and_keeps_worker_locality) 
   }
 }
 
+TEST_F(ServiceTest, evicted_decision_ages_are_a_histogram_in_seconds) {
+  make();
+  metrics.observe_decision_evicted(2'000'000'000);  // 2 s
+  metrics.observe_decision_evicted(50'000'000);     // 50 ms
+  EXPECT_EQ(metrics.decisions_evicted(), 2u);
+  const std::string text = metrics.render();
+  for (const char* line :
+       {"# TYPE eldr_decision_evicted_age_seconds histogram",
+        "eldr_decision_evicted_age_seconds_bucket{le=\"0.01\"} 0",
+        "eldr_decision_evicted_age_seconds_bucket{le=\"0.1\"} 1",
+        "eldr_decision_evicted_age_seconds_bucket{le=\"1\"} 1",
+        "eldr_decision_evicted_age_seconds_bucket{le=\"5\"} 2",
+        "eldr_decision_evicted_age_seconds_bucket{le=\"+Inf\"} 2",
+        "eldr_decision_evicted_age_seconds_sum 2.05", "eldr_decision_evicted_age_seconds_count 2"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+}
+
 TEST_F(ServiceTest, maintain_publishes_worker_rows_and_gauges) {
   make();
   push_top("x", 3);

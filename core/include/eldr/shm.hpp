@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -207,7 +208,10 @@ class Host {
   // validates each and calls the handler. Returns how many were consumed.
   size_t poll(RecordHandler& handler, size_t max_records = 256);
   // Publishes (or overwrites) the decision for request_id and wakes waiters.
-  void publish(std::string_view request_id, const DecisionIn& decision);
+  // Returns the age (ns) of another request's decision it overwrote, if the
+  // table was full around this id: a gateway that had not read that one yet
+  // never will (see SegmentConfig::decision_slots).
+  std::optional<uint64_t> publish(std::string_view request_id, const DecisionIn& decision);
   // Heartbeat; reclaims the rings of dead clients (lock released) and returns
   // their slots; recreates the segment if it was unlinked under us.
   std::vector<uint32_t> maintain();
