@@ -3,7 +3,6 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -43,7 +42,6 @@ ELDR_INLINE v8f load8(const float* p) noexcept {
 }
 
 typedef int16_t v8s __attribute__((vector_size(16)));
-typedef int32_t v8i __attribute__((vector_size(32)));
 
 ELDR_INLINE v8f load_counts8(const int16_t* p) noexcept {
   v8s c;
