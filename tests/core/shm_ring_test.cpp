@@ -47,6 +47,23 @@ std::vector<uint8_t> bytes_of(uint64_t seed, size_t n) {
   return v;
 }
 
+std::vector<uint8_t> as_bytes(const PayloadBuffer& payload) {
+  return {payload.begin(), payload.end()};
+}
+
+// The ring's first record fails its checksum and is skipped; the next one
+// reads whole and holds `next`.
+void expect_bad_checksum_then(const HeapRing& ring, const std::vector<uint8_t>& next) {
+  RingCursor cursor;
+  PayloadBuffer payload;
+  ReadResult r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
+  EXPECT_EQ(r.outcome, ReadOutcome::rejected);
+  EXPECT_EQ(r.reason, RejectReason::bad_checksum);
+  r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
+  ASSERT_EQ(r.outcome, ReadOutcome::record);
+  EXPECT_EQ(as_bytes(payload), next);
+}
+
 // Reads everything committed, consuming it; returns the payloads.
 std::vector<std::vector<uint8_t>> drain(HeapRing& ring, RingCursor& cursor) {
   std::vector<std::vector<uint8_t>> out;
@@ -56,7 +73,7 @@ std::vector<std::vector<uint8_t>> drain(HeapRing& ring, RingCursor& cursor) {
     if (r.outcome == ReadOutcome::empty) break;
     EXPECT_EQ(r.outcome, ReadOutcome::record) << r.why.to_string();
     if (r.outcome != ReadOutcome::record) break;
-    out.emplace_back(payload.begin(), payload.end());
+    out.push_back(as_bytes(payload));
     ring.control->consumer.store(cursor.consumer, std::memory_order_release);
   }
   return out;
@@ -208,14 +225,7 @@ TEST(shm_ring, a_bad_checksum_rejects_one_record_and_the_next_still_reads) {
   ASSERT_TRUE(sut.push(RecordType::complete, 1, bytes_of(1, 40)).is_ok());
   ASSERT_TRUE(sut.push(RecordType::complete, 1, bytes_of(2, 40)).is_ok());
   ring.data[sizeof(RecordHeader) + 3] ^= 0x40;  // flip a payload bit of record 0
-  RingCursor cursor;
-  PayloadBuffer payload;
-  ReadResult r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
-  EXPECT_EQ(r.outcome, ReadOutcome::rejected);
-  EXPECT_EQ(r.reason, RejectReason::bad_checksum);
-  r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
-  ASSERT_EQ(r.outcome, ReadOutcome::record);
-  EXPECT_EQ(std::vector<uint8_t>(payload.begin(), payload.end()), bytes_of(2, 40));
+  expect_bad_checksum_then(ring, bytes_of(2, 40));
 }
 
 TEST(shm_ring, the_checksum_is_the_low_half_of_xxh3_and_the_old_xxh32_one_is_rejected) {
@@ -232,14 +242,7 @@ TEST(shm_ring, the_checksum_is_the_low_half_of_xxh3_and_the_old_xxh32_one_is_rej
   RecordHeader old = first;
   old.checksum = XXH32(body.data(), body.size(), 0);
   ring.patch_header(0, old);
-  RingCursor cursor;
-  PayloadBuffer payload;
-  ReadResult r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
-  EXPECT_EQ(r.outcome, ReadOutcome::rejected);
-  EXPECT_EQ(r.reason, RejectReason::bad_checksum);
-  r = read_record(ring.image(), ring.producer(), kEpoch, cursor, payload);
-  ASSERT_EQ(r.outcome, ReadOutcome::record);
-  EXPECT_EQ(std::vector<uint8_t>(payload.begin(), payload.end()), body);
+  expect_bad_checksum_then(ring, body);
 }
 
 TEST(shm_ring, a_flipped_bit_anywhere_in_a_long_payload_is_caught) {
@@ -521,7 +524,7 @@ TEST(shm_ring, a_producer_and_a_consumer_thread_agree_on_every_record) {
     ASSERT_EQ(tag, received);
     std::vector<uint8_t> expected = bytes_of(received, payload.size());
     std::memcpy(expected.data(), &tag, sizeof(tag));
-    ASSERT_EQ(std::vector<uint8_t>(payload.begin(), payload.end()), expected);
+    ASSERT_EQ(as_bytes(payload), expected);
     ring.control->consumer.store(cursor.consumer, std::memory_order_release);
     ++received;
   }
