@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -157,7 +159,7 @@ struct Client::Impl {
   ClientOptions options;
   std::mutex mutex;  // one ring, one producer: calls are serialised
   std::optional<Attachment> att;
-  std::optional<RingWriter::Reservation> outstanding;
+  std::deque<RingWriter::Reservation> claims;  // handed out, not yet committed; in ring order
   FootprintEncoder encoder;
   uint64_t next_lock_probe_ns = 0;
   std::atomic<uint32_t> slot{0};
@@ -172,11 +174,12 @@ struct Client::Impl {
   // Dropping the lock file releases the slot's byte: the daemon drains what
   // was committed, then reclaims the slot.
   void detach() {
-    outstanding.reset();
+    claims.clear();
     att.reset();
   }
   Status ensure_attached();
-  Status settle_outstanding();
+  void settle_claims();
+  Status no_claims_pending();
   // Pushes one record whose `length` payload bytes fill(payload) writes.
   template <class Fill>
   Status push_record(RecordType type, size_t length, Fill&& fill);
@@ -228,17 +231,24 @@ Status Client::Impl::ensure_attached() {
   return Status::ok();
 }
 
-// A claim committed by its writer (the GPU stores the commit word itself)
-// is settled here; one still pending blocks further pushes.
-Status Client::Impl::settle_outstanding() {
-  if (!outstanding) return Status::ok();
+// Drops the claims their writer has committed (the GPU stores the commit
+// word itself): positions only grow, so every claim up to the word's is done.
+void Client::Impl::settle_claims() {
+  if (claims.empty()) return;
   const auto* word = reinterpret_cast<const std::atomic<uint64_t>*>(att->writer.commit_word());
-  if (word->load(std::memory_order_acquire) == outstanding->commit_position) {
-    att->writer.mark_committed_externally(*outstanding);
-    outstanding.reset();
-    return Status::ok();
-  }
-  return {Errc::state, "a claimed record is neither committed nor aborted"};
+  const uint64_t committed = word->load(std::memory_order_acquire);
+  while (!claims.empty() && claims.front().commit_position <= committed) claims.pop_front();
+}
+
+// A CPU record may only follow published ones: committing it would publish
+// the pending claims before their writer has filled them.
+Status Client::Impl::no_claims_pending() {
+  settle_claims();
+  if (claims.empty()) return Status::ok();
+  return {Errc::state, std::to_string(claims.size()) +
+                           " claimed record(s) of this client are neither committed nor aborted "
+                           "(a GPU hand-off still in flight?): push from another client, or "
+                           "after the claims are committed"};
 }
 
 Result<std::unique_ptr<Client>> Client::open(std::string_view instance,
@@ -258,7 +268,7 @@ Client::~Client() = default;
 
 template <class Fill>
 Status Client::Impl::push_record(RecordType type, size_t length, Fill&& fill) {
-  ELDR_TRY(settle_outstanding());
+  ELDR_TRY(no_claims_pending());
   ELDR_TRY(att->writer.push_with(type, current_schema(type), length, fill));
   touch();
   ring_doorbell(*att->view.header);
@@ -369,10 +379,10 @@ Result<Client::Claim> Client::claim(RecordType type, size_t payload_bytes) {
   if (type == RecordType::padding || current_schema(type) == 0)
     return Status{Errc::invalid_argument, "cannot claim a record of that type"};
   ELDR_TRY(m.ensure_attached());
-  ELDR_TRY(m.settle_outstanding());
+  m.settle_claims();
   auto r = m.att->writer.reserve(type, current_schema(type), payload_bytes);
   if (!r) return r.status();
-  m.outstanding = *r;
+  m.claims.push_back(*r);
   m.touch();
   Claim c;
   c.payload = {r->payload, r->length};
@@ -381,16 +391,32 @@ Result<Client::Claim> Client::claim(RecordType type, size_t payload_bytes) {
   return c;
 }
 
+namespace {
+
+// The pending claim `c` names, or end() when it is not pending (committed,
+// aborted, or dropped by a re-attachment).
+auto find_claim(std::deque<RingWriter::Reservation>& claims, const Client::Claim& c) {
+  return std::find_if(claims.begin(), claims.end(), [&](const RingWriter::Reservation& r) {
+    return r.commit_position == c.commit_position && r.payload == c.payload.data();
+  });
+}
+
+}  // namespace
+
 Status Client::commit(const Claim& claim) {
   Impl& m = *m_impl;
   std::lock_guard lock(m.mutex);
-  if (!m.outstanding || !m.att || claim.commit_position != m.outstanding->commit_position ||
-      claim.commit_word != m.att->writer.commit_word())
+  if (!m.att) return {Errc::state, "no such pending claim (dropped by a re-attachment)"};
+  m.settle_claims();
+  const auto it = find_claim(m.claims, claim);
+  if (it == m.claims.end())
     return {Errc::state,
-            "no such outstanding claim (already committed, aborted, or dropped by a "
-            "re-attachment)"};
-  m.att->writer.commit(*m.outstanding);
-  m.outstanding.reset();
+            "no such pending claim (already committed, aborted, or dropped by a re-attachment)"};
+  if (it != m.claims.begin())
+    return {Errc::state, "claims are committed in the order they were made: " +
+                             std::to_string(it - m.claims.begin()) + " earlier one(s) pending"};
+  m.att->writer.commit(*it);
+  m.claims.pop_front();
   ring_doorbell(*m.att->view.header);
   return Status::ok();
 }
@@ -398,10 +424,22 @@ Status Client::commit(const Claim& claim) {
 Status Client::abort(const Claim& claim) {
   Impl& m = *m_impl;
   std::lock_guard lock(m.mutex);
-  if (!m.outstanding || !m.att || claim.commit_position != m.outstanding->commit_position)
-    return {Errc::state, "no such outstanding claim"};
-  m.outstanding.reset();  // nothing was published: the bytes stay invisible
+  if (!m.att) return {Errc::state, "no such pending claim (dropped by a re-attachment)"};
+  m.settle_claims();
+  const auto it = find_claim(m.claims, claim);
+  if (it == m.claims.end()) return {Errc::state, "no such pending claim"};
+  // Nothing past the commit word was published: the bytes stay invisible.
+  m.att->writer.rollback(*it);
+  m.claims.erase(it, m.claims.end());
   return Status::ok();
+}
+
+std::function<void()> Client::doorbell() {
+  Impl& m = *m_impl;
+  std::lock_guard lock(m.mutex);
+  if (!m.att) return [] {};
+  // The closure keeps the segment mapped: it may run after a re-attachment.
+  return [mapping = m.att->mapping, header = m.att->view.header] { ring_doorbell(*header); };
 }
 
 uint32_t Client::slot() const noexcept { return m_impl->slot.load(std::memory_order_relaxed); }

@@ -95,7 +95,11 @@ Result<RingWriter::Reservation> RingWriter::reserve(RecordType type, uint16_t sc
   r.header = header;
   r.payload = reinterpret_cast<uint8_t*>(header) + sizeof(RecordHeader);
   r.length = static_cast<uint32_t>(length);
+  r.start_position = m_position;
   r.commit_position = m_position + need;
+  r.sequence = m_sequence;
+  m_position = r.commit_position;
+  ++m_sequence;
   return r;
 }
 
@@ -105,12 +109,11 @@ void RingWriter::commit(const Reservation& reservation) {
   const uint32_t flags = 0;
   std::memcpy(&reservation.header->flags, &flags, sizeof(flags));
   m_control->producer.store(reservation.commit_position, std::memory_order_release);
-  mark_committed_externally(reservation);
 }
 
-void RingWriter::mark_committed_externally(const Reservation& reservation) {
-  m_position = reservation.commit_position;
-  ++m_sequence;
+void RingWriter::rollback(const Reservation& reservation) {
+  m_position = reservation.start_position;
+  m_sequence = reservation.sequence;
 }
 
 Status RingWriter::push(RecordType type, uint16_t schema, std::span<const uint8_t> payload) {

@@ -58,18 +58,24 @@ class RingWriter {
     uint8_t* payload = nullptr;
     uint32_t length = 0;
     RecordHeader* header = nullptr;
-    uint64_t commit_position = 0;
+    uint64_t start_position = 0;   // where the record (or its padding) begins
+    uint64_t commit_position = 0;  // the producer position that publishes it
+    uint64_t sequence = 0;
   };
   // Writes the record header (and a padding record first if the record would
-  // cross the ring's end) and returns where the payload goes. Nothing is
-  // visible to the consumer until commit(). capacity: record larger than the
-  // ring allows; ring_full: no room now (nothing written).
+  // cross the ring's end) and returns where the payload goes. Reservations
+  // follow one another: several may be outstanding, and storing a later one's
+  // commit_position publishes every earlier one too. Nothing is visible to
+  // the consumer until then. capacity: record larger than the ring allows;
+  // ring_full: no room now (nothing written).
   Result<Reservation> reserve(RecordType type, uint16_t schema, size_t length);
-  // CPU path: checksums the payload, then stores the producer position (release).
+  // CPU path: checksums the payload, then stores the producer position
+  // (release). A writer that publishes the position itself (the GPU) stores
+  // commit_position to commit_word() and leaves the record unchecksummed.
   void commit(const Reservation& reservation);
-  // For a writer that publishes the position itself (GPU): the reservation is
-  // then committed when the control word reaches its commit_position.
-  void mark_committed_externally(const Reservation& reservation);
+  // Takes back `reservation` and every later one, none of which may have
+  // been published: the next reservation starts where it started.
+  void rollback(const Reservation& reservation);
   // reserve(), fill(payload) writes exactly `length` bytes, commit().
   template <class Fill>
   Status push_with(RecordType type, uint16_t schema, size_t length, Fill&& fill) {
@@ -90,7 +96,7 @@ class RingWriter {
   uint8_t* m_data = nullptr;
   uint32_t m_capacity = 0;
   uint32_t m_epoch = 0;
-  uint64_t m_position = 0;         // committed position (ours)
+  uint64_t m_position = 0;         // end of the last reservation
   uint64_t m_cached_consumer = 0;  // last consumer position seen
   uint64_t m_sequence = 0;         // next record's sequence
 };

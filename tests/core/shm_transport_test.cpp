@@ -6,8 +6,11 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
+#include <functional>
 #include <thread>
+#include <vector>
 
 #include "../../core/src/shm_layout.hpp"
 #include "eldr/shm.hpp"
@@ -332,38 +335,160 @@ TEST(shm_transport, the_doorbell_wakes_a_sleeping_daemon) {
   ASSERT_EQ(handler.completes.size(), 1u);
 }
 
-TEST(shm_transport, two_phase_claims_commit_and_abort) {
+TEST(shm_transport, two_phase_claims_commit_in_order_and_block_cpu_pushes_while_pending) {
   TempDir dir("shm");
   const auto config = small_config(unique_instance("claim"), dir);
   auto host = Host::create(config);
   ASSERT_TRUE(host.is_ok());
   auto sut = Client::open(config.instance, quick_options());
   ASSERT_TRUE(sut.is_ok());
-  auto c = (*sut)->claim(RecordType::complete, 5);
-  ASSERT_TRUE(c.is_ok());
-  EXPECT_EQ((*sut)->claim(RecordType::complete, 5).status().code(), Errc::state);
-  std::memcpy(c->payload.data(), "abcde", 5);
+  auto first = (*sut)->claim(RecordType::complete, 5);
+  auto second = (*sut)->claim(RecordType::complete, 3);
+  ASSERT_TRUE(first.is_ok() && second.is_ok());
+  EXPECT_LT(first->commit_position, second->commit_position);
+  std::memcpy(first->payload.data(), "abcde", 5);
+  std::memcpy(second->payload.data(), "xyz", 3);
   RecordingHandler handler;
   EXPECT_EQ((*host)->poll(handler), 0u);  // claimed is not committed
-  ASSERT_TRUE((*sut)->commit(*c).is_ok());
-  EXPECT_EQ((*sut)->commit(*c).code(), Errc::state);
+  // Committing the second first would publish the first with it.
+  EXPECT_EQ((*sut)->commit(*second).code(), Errc::state);
+  // A CPU record would publish the pending claims too.
+  EXPECT_EQ((*sut)->push_complete("cpu").code(), Errc::state);
+  ASSERT_TRUE((*sut)->commit(*first).is_ok());
+  EXPECT_EQ((*sut)->commit(*first).code(), Errc::state);
   EXPECT_EQ((*host)->poll(handler), 1u);
-  EXPECT_EQ(handler.completes.at(0).second, "abcde");
-  // Aborted: never visible, and the next record follows in sequence.
-  auto dropped = (*sut)->claim(RecordType::complete, 3);
-  ASSERT_TRUE(dropped.is_ok());
-  ASSERT_TRUE((*sut)->abort(*dropped).is_ok());
-  // A writer that stores the commit word itself (the GPU path), unchecksummed.
-  auto device = (*sut)->claim(RecordType::complete, 3);
-  ASSERT_TRUE(device.is_ok());
-  std::memcpy(device->payload.data(), "gpu", 3);
-  reinterpret_cast<std::atomic<uint64_t>*>(device->commit_word)
-      ->store(device->commit_position, std::memory_order_release);
+  ASSERT_TRUE((*sut)->commit(*second).is_ok());
   ASSERT_TRUE((*sut)->push_complete("cpu").is_ok());
   EXPECT_EQ((*host)->poll(handler), 2u);
-  EXPECT_EQ(handler.completes.at(1).second, "gpu");
-  EXPECT_EQ(handler.completes.at(2).second, "cpu");
+  ASSERT_EQ(handler.completes.size(), 3u);
+  EXPECT_EQ(handler.completes[0].second, "abcde");
+  EXPECT_EQ(handler.completes[1].second, "xyz");
+  EXPECT_EQ(handler.completes[2].second, "cpu");
   EXPECT_TRUE(handler.rejections.empty());
+}
+
+// The GPU path: claims made back to back without waiting, one store of the
+// last commit position publishes them all (unchecksummed), and the client
+// settles them on its next call.
+TEST(shm_transport, an_external_writer_publishes_several_pending_claims_with_one_store) {
+  TempDir dir("shm");
+  const auto config = small_config(unique_instance("extclaim"), dir);
+  auto host = Host::create(config);
+  ASSERT_TRUE(host.is_ok());
+  auto sut = Client::open(config.instance, quick_options());
+  ASSERT_TRUE(sut.is_ok());
+  std::vector<Client::Claim> claims;
+  for (const char* text : {"one", "two", "three"}) {
+    auto c = (*sut)->claim(RecordType::complete, std::strlen(text));
+    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+    std::memcpy(c->payload.data(), text, std::strlen(text));
+    claims.push_back(*c);
+  }
+  RecordingHandler handler;
+  EXPECT_EQ((*host)->poll(handler), 0u);
+  reinterpret_cast<std::atomic<uint64_t>*>(claims.back().commit_word)
+      ->store(claims.back().commit_position, std::memory_order_release);
+  EXPECT_EQ((*host)->poll(handler), 3u);
+  // Settled: the CPU path flows again, and a committed claim is not pending.
+  ASSERT_TRUE((*sut)->push_complete("four").is_ok());
+  EXPECT_EQ((*sut)->abort(claims[0]).code(), Errc::state);
+  EXPECT_EQ((*host)->poll(handler), 1u);
+  ASSERT_EQ(handler.completes.size(), 4u);
+  EXPECT_EQ(handler.completes[0].second, "one");
+  EXPECT_EQ(handler.completes[2].second, "three");
+  EXPECT_EQ(handler.completes[3].second, "four");
+  EXPECT_TRUE(handler.rejections.empty());
+}
+
+TEST(shm_transport, abort_drops_the_claim_and_every_later_one_and_the_ring_stays_in_sequence) {
+  TempDir dir("shm");
+  const auto config = small_config(unique_instance("abort"), dir);
+  auto host = Host::create(config);
+  ASSERT_TRUE(host.is_ok());
+  auto sut = Client::open(config.instance, quick_options());
+  ASSERT_TRUE(sut.is_ok());
+  auto kept = (*sut)->claim(RecordType::complete, 4);
+  auto dropped = (*sut)->claim(RecordType::complete, 600);
+  auto later = (*sut)->claim(RecordType::complete, 7);
+  ASSERT_TRUE(kept.is_ok() && dropped.is_ok() && later.is_ok());
+  std::memcpy(kept->payload.data(), "kept", 4);
+  std::memset(dropped->payload.data(), 'D', 600);
+  ASSERT_TRUE((*sut)->abort(*dropped).is_ok());
+  EXPECT_EQ((*sut)->abort(*dropped).code(), Errc::state);
+  EXPECT_EQ((*sut)->commit(*later).code(), Errc::state);  // went with `dropped`
+  // The next claim takes the aborted one's place and sequence number.
+  auto next = (*sut)->claim(RecordType::complete, 4);
+  ASSERT_TRUE(next.is_ok());
+  EXPECT_EQ(next->payload.data(), dropped->payload.data());
+  std::memcpy(next->payload.data(), "next", 4);
+  ASSERT_TRUE((*sut)->commit(*kept).is_ok());
+  ASSERT_TRUE((*sut)->commit(*next).is_ok());
+  RecordingHandler handler;
+  EXPECT_EQ((*host)->poll(handler), 2u);
+  ASSERT_EQ(handler.completes.size(), 2u);
+  EXPECT_EQ(handler.completes[0].second, "kept");
+  EXPECT_EQ(handler.completes[1].second, "next");
+  EXPECT_TRUE(handler.rejections.empty());  // no gap in the sequence numbers
+}
+
+// Pending claims count against the ring: they are never handed out twice.
+TEST(shm_transport, pending_claims_fill_the_ring_until_ring_full) {
+  TempDir dir("shm");
+  const auto config = small_config(unique_instance("claimfull"), dir);
+  auto host = Host::create(config);
+  ASSERT_TRUE(host.is_ok());
+  auto sut = Client::open(config.instance, quick_options());
+  ASSERT_TRUE(sut.is_ok());
+  const size_t payload = config.ring_bytes / 16;
+  std::vector<Client::Claim> claims;
+  Status refused;
+  for (int i = 0; i < 64; ++i) {
+    auto c = (*sut)->claim(RecordType::complete, payload);
+    if (!c) {
+      refused = c.status();
+      break;
+    }
+    claims.push_back(*c);
+  }
+  EXPECT_EQ(refused.code(), Errc::ring_full);
+  EXPECT_EQ(claims.size(), 15u);  // 16 records of ring/16 bytes plus headers do not fit
+  for (size_t i = 1; i < claims.size(); ++i)
+    EXPECT_GE(claims[i].commit_position - claims[i - 1].commit_position, payload);
+  EXPECT_LE(claims.back().commit_position, config.ring_bytes);
+  ASSERT_TRUE((*sut)->abort(claims.front()).is_ok());
+  EXPECT_TRUE((*sut)->claim(RecordType::complete, payload).is_ok());
+}
+
+// A writer that commits without the client (the GPU) rings the doorbell
+// through the callable, which works after the client is gone.
+TEST(shm_transport, the_doorbell_callable_wakes_a_sleeping_daemon_after_an_external_commit) {
+  TempDir dir("shm");
+  const auto config = small_config(unique_instance("extbell"), dir);
+  auto host = Host::create(config);
+  ASSERT_TRUE(host.is_ok());
+  auto sut = Client::open(config.instance, quick_options());
+  ASSERT_TRUE(sut.is_ok());
+  auto c = (*sut)->claim(RecordType::complete, 3);
+  ASSERT_TRUE(c.is_ok());
+  std::memcpy(c->payload.data(), "gpu", 3);
+  std::function<void()> ring = (*sut)->doorbell();
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the daemon is asleep by now
+    reinterpret_cast<std::atomic<uint64_t>*>(c->commit_word)
+        ->store(c->commit_position, std::memory_order_release);
+    sut.value().reset();  // the closure keeps the segment mapped
+    ring();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  (*host)->wait_for_work(std::chrono::seconds(20));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  writer.join();
+  // Without the doorbell the wait would last its whole 20 s.
+  EXPECT_LT(waited, std::chrono::seconds(10));
+  RecordingHandler handler;
+  (*host)->poll(handler);
+  ASSERT_EQ(handler.completes.size(), 1u);
+  EXPECT_EQ(handler.completes[0].second, "gpu");
 }
 
 TEST(shm_transport, the_snapshot_shows_clients_workers_and_state) {

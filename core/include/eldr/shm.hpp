@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -104,16 +105,28 @@ class Client {
   // the ring (mapped memory; valid until commit or abort), commit_position the
   // 64-bit value that publishes it when stored to commit_word(). The CPU path
   // calls commit(); a GPU writes the payload, fences (system scope) and stores
-  // the commit itself. At most one claim is outstanding per client.
+  // the commit itself. Claims follow one another in the ring and several may
+  // be pending: storing a later claim's commit_position publishes the earlier
+  // ones too, so the writer commits them in order. While claims are pending,
+  // the push_* calls of this client return Errc::state (their record would
+  // publish the claims unfilled): a GPU hand-off uses a client of its own.
   struct Claim {
     std::span<uint8_t> payload;
     uint64_t* commit_word = nullptr;  // the ring's producer position
     uint64_t commit_position = 0;
   };
   Result<Claim> claim(RecordType type, size_t payload_bytes);
-  Status commit(const Claim& claim);  // store commit_position (release) and ring the doorbell
-  // Drops the outstanding claim unpublished (e.g. the GPU kernel failed).
+  // Stores commit_position (release) and rings the doorbell. The claim must
+  // be the oldest pending one.
+  Status commit(const Claim& claim);
+  // Drops the claim and every later one, unpublished (e.g. the GPU kernel
+  // could not be launched). None of them may have been handed to a writer.
   Status abort(const Claim& claim);
+  // Wakes a sleeping daemon to look at the rings, for writers that commit
+  // without this client (a CUDA host function after the GPU's commit). The
+  // callable keeps the segment mapped, so it may run after this client
+  // re-attached or closed.
+  std::function<void()> doorbell();
 
   uint32_t slot() const noexcept;
   uint64_t daemon_generation() const noexcept;
