@@ -389,10 +389,31 @@ Status validate_footprint_message(const FootprintOut& f) {
 FootprintEncoder::FootprintEncoder() : m_builder(1024) {}
 
 Status FootprintEncoder::encode(const FootprintOut& f) {
-  auto& fbb = m_builder;
-  fbb.Clear();  // a refused footprint leaves an empty message, never the previous one
+  m_builder.Clear();  // a refused footprint leaves an empty message, never the previous one
   m_hole_count = 0;
   ELDR_TRY(validate_footprint_message(f));
+  lay_out(f, f.counts.data(), f.counts.size());
+  return Status::ok();
+}
+
+Status FootprintEncoder::encode_dense_skeleton(std::string_view request_id, uint32_t layers,
+                                               uint32_t experts, uint64_t prefill_end_ns) {
+  m_builder.Clear();
+  m_hole_count = 0;
+  ELDR_TRY(validate_request_id(request_id));
+  ELDR_TRY((Geometry{layers, experts, 0}.validate()));
+  FootprintOut f;
+  f.request_id = request_id;
+  f.layers = layers;
+  f.experts = experts;
+  f.prefill_end_ns = prefill_end_ns;
+  lay_out(f, nullptr, size_t{layers} * experts);
+  return Status::ok();
+}
+
+void FootprintEncoder::lay_out(const FootprintOut& f, const int16_t* counts_source,
+                               size_t counts_cells) {
+  auto& fbb = m_builder;
   // Holes are measured from the buffer's end: the builder grows downwards,
   // so that distance survives its reallocations and the final prefix.
   size_t from_end[4] = {};
@@ -405,10 +426,17 @@ Status FootprintEncoder::encode(const FootprintOut& f) {
     return vec;
   };
   // Built first, the biggest array ends the message; then the small ones.
+  // Counts start 8-byte aligned (the message is in the ring), so a GPU
+  // filling them writes whole words.
   flatbuffers::Offset<flatbuffers::Vector<int16_t>> counts;
   flatbuffers::Offset<flatbuffers::Vector<uint64_t>> hashes;
   flatbuffers::Offset<flatbuffers::Vector<uint8_t>> present, rows;
-  if (!f.counts.empty()) counts.o = hole(f.counts.data(), f.counts.size(), sizeof(int16_t));
+  size_t counts_from_end = 0;
+  if (counts_cells != 0) {
+    fbb.ForceVectorAlignment(counts_cells, sizeof(int16_t), 8);
+    counts.o = hole(counts_source, counts_cells, sizeof(int16_t));
+    counts_from_end = from_end[m_hole_count - 1];
+  }
   if (!f.block_rows.empty()) rows.o = hole(f.block_rows.data(), f.block_rows.size(), 1);
   if (!f.block_hashes.empty())
     hashes.o = hole(f.block_hashes.data(), f.block_hashes.size(), sizeof(uint64_t));
@@ -420,7 +448,7 @@ Status FootprintEncoder::encode(const FootprintOut& f) {
   for (size_t i = 0; i < m_hole_count; ++i) m_holes[i].offset = fbb.GetSize() - from_end[i];
   std::sort(m_holes.begin(), m_holes.begin() + static_cast<ptrdiff_t>(m_hole_count),
             [](const Hole& a, const Hole& b) { return a.offset < b.offset; });
-  return Status::ok();
+  m_counts_offset = counts_cells != 0 ? fbb.GetSize() - counts_from_end : 0;
 }
 
 void FootprintEncoder::write_to(uint8_t* dst) const noexcept {
@@ -429,7 +457,7 @@ void FootprintEncoder::write_to(uint8_t* dst) const noexcept {
   for (size_t i = 0; i < m_hole_count; ++i) {
     const Hole& h = m_holes[i];
     kernels::copy_bytes(dst + at, built + at, h.offset - at);
-    kernels::copy_bytes(dst + h.offset, h.source, h.bytes);
+    if (h.source != nullptr) kernels::copy_bytes(dst + h.offset, h.source, h.bytes);
     at = h.offset + h.bytes;
   }
   kernels::copy_bytes(dst + at, built + at, size() - at);

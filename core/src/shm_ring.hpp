@@ -183,19 +183,31 @@ class FootprintEncoder {
   // Validates the footprint (validate_footprint_message), then lays it out.
   // Its arrays must stay valid and unchanged until write_to().
   Status encode(const FootprintOut& footprint);
+  // A dense footprint whose counts another writer fills in place (the GPU
+  // hand-off): the message has a hole of layers * experts int16 at
+  // counts_offset() (8-byte aligned within the message), which write_to()
+  // leaves untouched. Validates the id and the shape.
+  Status encode_dense_skeleton(std::string_view request_id, uint32_t layers, uint32_t experts,
+                               uint64_t prefill_end_ns);
+  size_t counts_offset() const noexcept { return m_counts_offset; }
   size_t size() const noexcept { return m_builder.GetSize(); }
-  // Writes the size() bytes of the message to dst.
+  // Writes the size() bytes of the message to dst (a skeleton's counts hole
+  // excepted).
   void write_to(uint8_t* dst) const noexcept;
 
  private:
   struct Hole {
     size_t offset = 0;  // in the finished message
-    const uint8_t* source = nullptr;
+    const uint8_t* source = nullptr;  // null: filled by another writer
     size_t bytes = 0;
   };
+  // Lays out a validated footprint; its counts come from counts_source
+  // (null for a skeleton) and number counts_cells.
+  void lay_out(const FootprintOut& footprint, const int16_t* counts_source, size_t counts_cells);
   flatbuffers::FlatBufferBuilder m_builder;
   std::array<Hole, 4> m_holes{};  // ascending offsets
   size_t m_hole_count = 0;
+  size_t m_counts_offset = 0;
 };
 
 // The payload of one footprint, in a fresh vector (tests, tools).

@@ -412,6 +412,51 @@ TEST(shm_ring, a_reused_encoder_writes_each_message_whole) {
   }
 }
 
+// The GPU hand-off's message: everything but the counts comes from the
+// encoder; the counts hole is left as it was, 8-byte aligned, and once
+// filled the bytes equal the CPU encoding of the same footprint.
+TEST(shm_ring, a_dense_skeleton_leaves_only_the_counts_to_fill) {
+  std::mt19937 rng(11);
+  FootprintEncoder sut, cpu;
+  for (int round = 0; round < 20; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const uint32_t layers = 1 + rng() % 6, experts = 1 + rng() % 41;
+    const std::string id(1 + rng() % 120, static_cast<char>('A' + round % 26));
+    const uint64_t ns = rng();
+    ASSERT_TRUE(sut.encode_dense_skeleton(id, layers, experts, ns).is_ok());
+    const size_t hole = sut.counts_offset(), cells = size_t{layers} * experts;
+    EXPECT_EQ(hole % 8, 0u);
+    ASSERT_LE(hole + cells * sizeof(int16_t), sut.size());
+    std::vector<uint8_t> bytes(sut.size(), 0xee);
+    sut.write_to(bytes.data());
+    EXPECT_TRUE(std::all_of(bytes.begin() + static_cast<ptrdiff_t>(hole),
+                            bytes.begin() + static_cast<ptrdiff_t>(hole + 2 * cells),
+                            [](uint8_t b) { return b == 0xee; }))
+        << "the counts hole was written";
+    std::vector<int16_t> counts(cells);
+    for (auto& c : counts) c = static_cast<int16_t>(rng() % 1000);
+    std::memcpy(bytes.data() + hole, counts.data(), 2 * cells);
+    FootprintOut f;
+    f.request_id = id;
+    f.layers = layers;
+    f.experts = experts;
+    f.counts = counts;
+    f.prefill_end_ns = ns;
+    ASSERT_TRUE(cpu.encode(f).is_ok());
+    std::vector<uint8_t> want(cpu.size());
+    cpu.write_to(want.data());
+    EXPECT_EQ(bytes, want);
+    DecodedRecord got;
+    ASSERT_TRUE(decode_record(RecordType::footprint, kFootprintSchema, bytes, got).is_ok());
+    EXPECT_EQ(got.footprint.request_id, id);
+    EXPECT_TRUE(std::equal(got.footprint.counts.begin(), got.footprint.counts.end(),
+                           counts.begin(), counts.end()));
+  }
+  EXPECT_EQ(sut.encode_dense_skeleton("", 2, 4, 0).code(), Errc::invalid_argument);
+  EXPECT_FALSE(sut.encode_dense_skeleton("id", 0, 4, 0).is_ok());
+  EXPECT_FALSE(sut.encode_dense_skeleton("id", 2, 0, 0).is_ok());
+}
+
 TEST(shm_ring, block_form_footprints_are_checked_for_consistency) {
   const std::vector<uint64_t> hashes{11, 22, 33};
   const std::vector<uint8_t> present{1, 0, 1};
