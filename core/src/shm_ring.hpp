@@ -197,7 +197,7 @@ class FootprintEncoder {
 
  private:
   struct Hole {
-    size_t offset = 0;  // in the finished message
+    size_t offset = 0;                // in the finished message
     const uint8_t* source = nullptr;  // null: filled by another writer
     size_t bytes = 0;
   };

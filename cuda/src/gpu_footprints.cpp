@@ -1,22 +1,20 @@
 #include "eldr/cuda/gpu_footprints.hpp"
 
 #include <cuda_runtime_api.h>
-#include <flatbuffers/flatbuffers.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <ctime>
+#include <functional>
 #include <optional>
 #include <string>
-#include <thread>
+#include <type_traits>
 
-#include "eldr/footprint_msg_generated.h"
 #include "eldr/shm.hpp"
 #include "eldr/signature_cache.hpp"
 #include "kernels.hpp"
+#include "shm_ring.hpp"
 
 namespace eldr::gpu {
 
@@ -29,6 +27,8 @@ static_assert(detail::kErrExpertId == kRowErrExpertId && detail::kErrSlot == kRo
                   detail::kErrFootprint == kRowErrFootprint &&
                   detail::kErrBlockId == kRowErrBlockId,
               "the kernels' error bits drifted from the CPU reference's");
+static_assert(kMaxExperts <= detail::kMaxExpertsSupported,
+              "the kernels' shared-memory histograms are sized for fewer experts");
 
 Status cuda_error(cudaError_t e, const std::string& what) {
   cudaGetLastError();  // clear a non-sticky error so the next call starts clean
@@ -139,34 +139,12 @@ uint64_t realtime_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// A FootprintMsg with its counts left for the GPU: the builder's bytes and
-// where the counts start in them.
-struct Skeleton {
-  flatbuffers::FlatBufferBuilder builder;
-  size_t counts_offset = 0;
-};
-
-void build_skeleton(Skeleton& s, std::string_view request_id, const Geometry& g) {
-  auto& fbb = s.builder;
-  fbb.Clear();
-  const size_t cells = g.cells();
-  const auto id = fbb.CreateString(request_id.data(), request_id.size());
-  // 8-byte aligned counts (the payload itself is 32-byte aligned in the ring),
-  // so the hand-off writes whole words.
-  fbb.ForceVectorAlignment(cells, sizeof(int16_t), 8);
-  int16_t* counts = nullptr;
-  const auto vec = fbb.CreateUninitializedVector(cells, &counts);
-  // The builder grows downwards: the distance from the end stays valid.
-  const size_t from_end = fbb.GetSize() - static_cast<size_t>(reinterpret_cast<uint8_t*>(counts) -
-                                                              fbb.GetCurrentBufferPointer());
-  fb::FootprintMsgBuilder msg(fbb);
-  msg.add_request_id(id);
-  msg.add_layers(g.layers);
-  msg.add_experts(g.experts);
-  msg.add_counts(vec);
-  msg.add_prefill_end_ns(realtime_ns());
-  fbb.Finish(msg.Finish(), fb::FootprintMsgIdentifier());
-  s.counts_offset = fbb.GetSize() - from_end;
+// A CUDA host function: wakes the daemon once the stream has passed the
+// hand-off's commit (the GPU cannot make the futex call itself).
+void CUDART_CB ring_doorbell_once(void* bell) {
+  auto* ring = static_cast<std::function<void()>*>(bell);
+  (*ring)();
+  delete ring;
 }
 
 }  // namespace
@@ -203,10 +181,25 @@ struct GpuFootprints::Impl {
   uint32_t* flags = nullptr;       // device: sticky bits
   uint32_t* host_flags = nullptr;  // pinned: take_errors' landing word
   detail::SumScratch scratch;
-  int16_t* footprints = nullptr;  // device [max_requests][L][E]: push staging, lazily
+  int16_t* footprints = nullptr;         // device [max_requests][L][E]: push staging, lazily
+  uint32_t* handoff_arrivals = nullptr;  // device: the batched hand-off's arrival count
   int sm_count = 1;
   std::vector<Range> registered;  // host ranges this object registered
-  Skeleton skeleton;
+  // The client attachment whose ring mapping was last checked; the mapping
+  // is looked up again only when it changes.
+  struct RingKey {
+    const shm::Client* client = nullptr;
+    uint64_t generation = 0;
+    uint64_t reattachments = 0;
+    const uint64_t* commit_word = nullptr;
+    bool operator==(const RingKey&) const = default;
+  };
+  std::optional<RingKey> ring_key;
+  std::optional<Range> ring_range;
+  // Scratch of push_requests, kept between calls.
+  shm::detail::FootprintEncoder encoder;
+  std::vector<shm::Client::Claim> claims;
+  std::vector<int16_t*> counts_addresses;  // device addresses of each claim's counts
 
   ~Impl() {
     DeviceScope scope(options.device);
@@ -217,6 +210,7 @@ struct GpuFootprints::Impl {
     cudaFree(scratch.arrivals);
     cudaFree(scratch.request_flags);
     cudaFree(footprints);
+    cudaFree(handoff_arrivals);
     cudaFreeHost(host_flags);
     cudaGetLastError();
   }
@@ -224,23 +218,34 @@ struct GpuFootprints::Impl {
   size_t padded_row_bytes() const { return size_t{rows.layers} * rows.experts_padded; }
   size_t cells() const { return options.geometry.cells(); }
 
-  // Device address of host memory (the ring), registering the whole mapping
-  // that holds it (the client's shared-memory segment) on first use. The
-  // mapping is looked up on every call (one /proc/self/maps scan) so that a
-  // segment replaced at the same addresses is registered anew.
-  Result<void*> device_address(void* host, size_t bytes) {
-    const auto p = reinterpret_cast<uintptr_t>(host);
-    auto range = mapping_of(host);
-    if (!range || !range->contains(p, bytes))
+  // Registers the client's shared-memory segment (the mapping that holds its
+  // ring) with CUDA on first use. /proc/self/maps is read again only when the
+  // client's attachment changed (an engine process has thousands of
+  // mappings). The file identity matters: a restarted daemon's new segment may
+  // be mapped at the very addresses of the old one.
+  Status register_ring(const shm::Client& client, const shm::Client::Claim& claim) {
+    const RingKey key{&client, client.daemon_generation(), client.reattachments(),
+                      claim.commit_word};
+    const auto payload = reinterpret_cast<uintptr_t>(claim.payload.data());
+    if (ring_key == key && ring_range->contains(payload, claim.payload.size())) return Status::ok();
+    ring_key.reset();
+    auto range = mapping_of(claim.commit_word);
+    if (!range || !range->contains(reinterpret_cast<uintptr_t>(claim.commit_word), 8) ||
+        !range->contains(payload, claim.payload.size()))
       return Status{Errc::internal, "ring memory is not inside one mapping of this process"};
     const bool known = std::any_of(registered.begin(), registered.end(),
                                    [&](const Range& r) { return r.same_mapping(*range); });
     if (!known) {
-      // Ranges of ours overlapping it belong to a segment that is gone.
+      // Ranges of ours overlapping it belong to a segment that is gone. Hand-offs
+      // still in flight may write there: let them finish before unpinning.
+      const bool stale = std::any_of(registered.begin(), registered.end(), [&](const Range& r) {
+        return r.begin < range->end && range->begin < r.end;
+      });
+      if (stale) cudaDeviceSynchronize();
       std::erase_if(registered, [&](const Range& r) {
-        const bool stale = r.begin < range->end && range->begin < r.end;
-        if (stale) cudaHostUnregister(reinterpret_cast<void*>(r.begin));
-        return stale;
+        const bool overlaps = r.begin < range->end && range->begin < r.end;
+        if (overlaps) cudaHostUnregister(reinterpret_cast<void*>(r.begin));
+        return overlaps;
       });
       cudaGetLastError();
       const cudaError_t e =
@@ -254,10 +259,18 @@ struct GpuFootprints::Impl {
         registered.push_back(*range);
       }
     }
+    ring_key = key;
+    ring_range = range;
+    return Status::ok();
+  }
+
+  // The device address of registered host memory.
+  template <class T>
+  Result<T*> device_address(T* host) {
     void* device = nullptr;
-    ELDR_CUDA_TRY(cudaHostGetDevicePointer(&device, host, 0),
+    ELDR_CUDA_TRY(cudaHostGetDevicePointer(&device, const_cast<std::remove_const_t<T>*>(host), 0),
                   "cudaHostGetDevicePointer of the ring's shared memory");
-    return device;
+    return static_cast<T*>(device);
   }
 
   Status sum(const int32_t* block_table, uint32_t max_blocks, const int32_t* num_blocks,
@@ -340,6 +353,9 @@ Result<std::unique_ptr<GpuFootprints>> GpuFootprints::create(const Options& opti
   ELDR_CUDA_TRY(cudaMemset(impl->scratch.request_flags, 0, per_request), "cudaMemset");
   ELDR_CUDA_TRY(cudaMallocHost(reinterpret_cast<void**>(&impl->host_flags), sizeof(uint32_t)),
                 "cudaMallocHost");
+  ELDR_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&impl->handoff_arrivals), sizeof(uint32_t)),
+                "cudaMalloc");
+  ELDR_CUDA_TRY(cudaMemset(impl->handoff_arrivals, 0, sizeof(uint32_t)), "cudaMemset");
   ELDR_CUDA_TRY(cudaDeviceSynchronize(), "initialising the block rows");
   return std::unique_ptr<GpuFootprints>(new GpuFootprints(std::move(impl)));
 }
@@ -406,47 +422,70 @@ Status GpuFootprints::push_requests(shm::Client& client,
                   "allocating the push staging footprints");
   ELDR_TRY(m.sum(block_table, max_blocks, num_blocks, requests, m.footprints, s));
 
-  std::optional<shm::Client::Claim> previous;
+  // Every record is claimed (and its message written around the counts)
+  // before any hand-off is launched: a step reaches the ring whole or not at
+  // all. Nothing waits for the GPU: earlier steps' claims may still be pending.
+  const Geometry& g = m.options.geometry;
+  const uint64_t prefill_end_ns = realtime_ns();
+  m.claims.clear();
+  m.counts_addresses.clear();
+  auto abort_from = [&](size_t first, Status st) {
+    if (first < m.claims.size()) (void)client.abort(m.claims[first]);
+    return st;
+  };
   for (uint32_t r = 0; r < requests; ++r) {
-    build_skeleton(m.skeleton, request_ids[r], m.options.geometry);
-    const size_t bytes = m.skeleton.builder.GetSize();
-    if (previous) {
-      // One claim at a time: wait (bounded) until the GPU committed the last.
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      std::atomic_ref<uint64_t> word(*previous->commit_word);
-      while (word.load(std::memory_order_acquire) != previous->commit_position) {
-        if (std::chrono::steady_clock::now() > deadline)
-          return {Errc::timeout, "the GPU did not commit request " + std::to_string(r - 1) +
-                                     " within 10 s; requests from " + std::to_string(r) +
-                                     " on were not pushed"};
-        std::this_thread::yield();
-      }
-    }
-    auto claim = client.claim(shm::RecordType::footprint, bytes);
-    if (!claim) {
-      const Status& st = claim.status();
-      if (r == 0) return st;
-      return {st.code(), st.message() + " (requests [0, " + std::to_string(r) +
-                             ") were pushed, the rest not)"};
-    }
-    auto abort_with = [&](Status st) {
+    if (Status st =
+            m.encoder.encode_dense_skeleton(request_ids[r], g.layers, g.experts, prefill_end_ns);
+        !st)
+      return abort_from(0, st);
+    auto claim = client.claim(shm::RecordType::footprint, m.encoder.size());
+    if (!claim)
+      return abort_from(0, {claim.status().code(),
+                            claim.status().message() + " (claiming request " + std::to_string(r) +
+                                " of " + std::to_string(requests) + "; none was pushed)"});
+    m.claims.push_back(*claim);
+    if (claim->commit_word != m.claims.front().commit_word) {
+      // The client re-attached to a restarted daemon between two claims: the
+      // earlier ones went with the old ring. Drop this one too.
       (void)client.abort(*claim);
-      return st;
-    };
-    auto payload = m.device_address(claim->payload.data(), claim->payload.size());
-    if (!payload) return abort_with(payload.status());
-    auto commit = m.device_address(claim->commit_word, sizeof(uint64_t));
-    if (!commit) return abort_with(commit.status());
-    std::memcpy(claim->payload.data(), m.skeleton.builder.GetBufferPointer(), bytes);
-    std::atomic_thread_fence(std::memory_order_release);
-    auto* dst =
-        reinterpret_cast<int16_t*>(static_cast<uint8_t*>(*payload) + m.skeleton.counts_offset);
-    if (cudaError_t e = detail::launch_handoff(
-            m.footprints + r * cells, static_cast<uint32_t>(cells), m.scratch.request_flags + r,
-            dst, static_cast<uint64_t*>(*commit), claim->commit_position, s);
-        e != cudaSuccess)
-      return abort_with(cuda_error(e, "ring hand-off kernel launch"));
-    previous = *claim;
+      return Status{Errc::no_daemon,
+                    "the daemon restarted while the step's records were claimed; none was pushed"};
+    }
+    if (Status st = m.register_ring(client, *claim); !st) return abort_from(0, st);
+    auto counts = m.device_address(
+        reinterpret_cast<int16_t*>(claim->payload.data() + m.encoder.counts_offset()));
+    if (!counts) return abort_from(0, counts.status());
+    m.encoder.write_to(claim->payload.data());  // everything but the counts
+    m.counts_addresses.push_back(*counts);
+  }
+  auto commit_word = m.device_address(m.claims.front().commit_word);
+  if (!commit_word) return abort_from(0, commit_word.status());
+  // The messages' bytes are written before the launch that publishes them.
+  std::atomic_thread_fence(std::memory_order_release);
+  for (uint32_t first = 0; first < requests; first += detail::kHandoffBatch) {
+    detail::HandoffBatch batch;
+    batch.count = std::min(detail::kHandoffBatch, requests - first);
+    batch.footprints = m.footprints + size_t{first} * cells;
+    batch.request_flags = m.scratch.request_flags + first;
+    batch.arrivals = m.handoff_arrivals;
+    batch.commit_word = *commit_word;
+    batch.commit_value = m.claims[first + batch.count - 1].commit_position;
+    batch.cells = static_cast<uint32_t>(cells);
+    std::copy_n(m.counts_addresses.begin() + first, batch.count, batch.dst);
+    if (cudaError_t e = detail::launch_handoff(batch, s); e != cudaSuccess) {
+      Status st = cuda_error(e, "ring hand-off kernel launch");
+      return abort_from(first,
+                        {st.code(), st.message() + " (requests [0, " + std::to_string(first) +
+                                        ") were pushed, the rest not)"});
+    }
+  }
+  // The daemon may be asleep on its doorbell: ring it once the stream has
+  // passed the commits. If the host function cannot be enqueued, the daemon
+  // still finds the records at its next look (within 10 ms).
+  auto* bell = new std::function<void()>(client.doorbell());
+  if (cudaLaunchHostFunc(s, ring_doorbell_once, bell) != cudaSuccess) {
+    delete bell;
+    cudaGetLastError();
   }
   return Status::ok();
 }

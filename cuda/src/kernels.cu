@@ -209,6 +209,10 @@ __global__ void accumulate_kernel(const Id* __restrict__ ids, const int64_t* __r
       pending &= ~members;
     }
   }
+  // Every warp waits, live tokens or not: a grid launched with programmatic
+  // dependent launch completes only after the grid it depends on (the resets
+  // and their slot flags), so later work on the stream sees both.
+  if (!waited) pdl_wait();
   const uint32_t mine = (bad_expert ? kErrExpertId : 0u) | (over ? kErrBlockRow : 0u);
   const uint32_t any = __reduce_or_sync(kFullMask, mine);
   if (lane == 0 && any != 0) atomicOr(flags, any);
@@ -346,52 +350,71 @@ __global__ void __launch_bounds__(kSumThreads)
 
 constexpr int kHandoffThreads = 512;
 
-__global__ void __launch_bounds__(kHandoffThreads)
-    handoff_kernel(const int16_t* __restrict__ footprint, uint32_t cells,
-                   const uint32_t* __restrict__ request_flags, int16_t* dst, uint64_t* commit_word,
-                   uint64_t commit_value) {
-  const bool poisoned = *request_flags != 0;
+__global__ void __launch_bounds__(kHandoffThreads) handoff_kernel(const HandoffBatch b) {
+  __shared__ bool last;
+  const uint32_t r = blockIdx.x;
+  const int16_t* footprint = b.footprints + uint64_t{r} * b.cells;
+  int16_t* dst = b.dst[r];
+  const bool poisoned = __ldg(b.request_flags + r) != 0;
   // Pairs of cells as 32-bit stores where dst allows (fewer, wider PCIe writes).
-  const bool paired = (reinterpret_cast<uintptr_t>(dst) & 3u) == 0;
-  if (paired) {
+  if ((reinterpret_cast<uintptr_t>(dst) & 3u) == 0) {
     uint32_t* dst2 = reinterpret_cast<uint32_t*>(dst);
-    for (uint32_t i = threadIdx.x; i < cells / 2; i += kHandoffThreads) {
+    for (uint32_t i = threadIdx.x; i < b.cells / 2; i += kHandoffThreads) {
       const uint32_t lo = poisoned ? 0xffffu : static_cast<uint16_t>(footprint[2 * i]);
       const uint32_t hi = poisoned ? 0xffffu : static_cast<uint16_t>(footprint[2 * i + 1]);
       dst2[i] = lo | (hi << 16);
     }
-    if ((cells & 1u) != 0 && threadIdx.x == 0)
-      dst[cells - 1] = poisoned ? int16_t(-1) : footprint[cells - 1];
+    if ((b.cells & 1u) != 0 && threadIdx.x == 0)
+      dst[b.cells - 1] = poisoned ? int16_t(-1) : footprint[b.cells - 1];
   } else {
-    for (uint32_t i = threadIdx.x; i < cells; i += kHandoffThreads)
+    for (uint32_t i = threadIdx.x; i < b.cells; i += kHandoffThreads)
       dst[i] = poisoned ? int16_t(-1) : footprint[i];
   }
   // Every thread's payload stores are ordered before the barrier at system
-  // scope; then one store publishes the record to the daemon's CPU.
+  // scope; the arrival count then orders every CTA's before the commit.
   __threadfence_system();
   __syncthreads();
-  if (threadIdx.x == 0) {
-    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(commit_word), "l"(commit_value)
+  if (threadIdx.x == 0) last = gridDim.x == 1 || atomicAdd(b.arrivals, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (threadIdx.x == 0 && last) {
+    if (gridDim.x > 1) {
+      __threadfence_system();
+      *b.arrivals = 0;  // zero again for the next launch (stream order)
+    }
+    // One store publishes the batch to the daemon's CPU.
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(b.commit_word), "l"(b.commit_value)
                  : "memory");
   }
 }
 
-template <class Id>
-cudaError_t launch_accumulate(const RowsView& v, const Id* ids, uint32_t tokens,
-                              uint32_t call_layers, uint32_t layer_begin, uint32_t top_k,
-                              const int64_t* slots, uint64_t capacity, uint32_t* flags,
-                              cudaStream_t stream) {
-  const size_t hist_bytes = size_t{v.experts_padded} * sizeof(uint32_t);
-  // Up to 8 warps per CTA, as many as 48 KiB of histograms allow.
-  const uint32_t warps = static_cast<uint32_t>(std::clamp<size_t>((48u << 10) / hist_bytes, 1, 8));
-  const uint64_t items = (uint64_t{tokens} + kWarp - 1) / kWarp * call_layers;
-  const uint64_t grid = (items + warps - 1) / warps;
-  if (grid > 0x7fffffffu) return cudaErrorInvalidConfiguration;
+// Up to 8 warps per CTA, as many as the shared-memory budget's histograms allow.
+struct AccumulateShape {
+  uint32_t warps = 0;
+  uint64_t grid = 0;
+  size_t shared_bytes = 0;
+};
+static_assert(padded_experts(kMaxExpertsSupported) * sizeof(uint32_t) <= kHistogramBytesLimit,
+              "one warp's histogram must fit the shared-memory budget");
 
+AccumulateShape accumulate_shape(const RowsView& v, uint32_t tokens, uint32_t call_layers) {
+  const size_t hist_bytes = size_t{v.experts_padded} * sizeof(uint32_t);
+  AccumulateShape shape;
+  shape.warps = static_cast<uint32_t>(std::clamp<size_t>(kHistogramBytesLimit / hist_bytes, 1, 8));
+  const uint64_t items = (uint64_t{tokens} + kWarp - 1) / kWarp * call_layers;
+  shape.grid = (items + shape.warps - 1) / shape.warps;
+  shape.shared_bytes = shape.warps * hist_bytes;
+  return shape;
+}
+
+template <class Id>
+cudaError_t launch_accumulate(const RowsView& v, const AccumulateShape& shape, const Id* ids,
+                              uint32_t tokens, uint32_t call_layers, uint32_t layer_begin,
+                              uint32_t top_k, const int64_t* slots, uint64_t capacity,
+                              uint32_t* flags, cudaStream_t stream) {
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(grid));
-  config.blockDim = dim3(warps * kWarp);
-  config.dynamicSmemBytes = warps * hist_bytes;
+  config.gridDim = dim3(static_cast<unsigned>(shape.grid));
+  config.blockDim = dim3(shape.warps * kWarp);
+  config.dynamicSmemBytes = shape.shared_bytes;
   config.stream = stream;
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -420,6 +443,10 @@ cudaError_t launch_update(const RowsView& v, const void* ids, uint32_t id_bytes,
   const uint64_t capacity = uint64_t{v.num_blocks} * v.block_size;
   const uint64_t row_bytes = uint64_t{v.layers} * v.experts_padded;
 
+  // Checked before the resets are enqueued: a step is launched whole or not at all.
+  const AccumulateShape shape = accumulate_shape(v, tokens, call_layers);
+  if (shape.grid > 0x7fffffffu) return cudaErrorInvalidConfiguration;
+
   constexpr unsigned kResetThreads = 256;
   const uint64_t reset_grid = (uint64_t{tokens} * kWarp + kResetThreads - 1) / kResetThreads;
   reset_heads_kernel<<<static_cast<unsigned>(reset_grid), kResetThreads, 0, stream>>>(
@@ -428,10 +455,10 @@ cudaError_t launch_update(const RowsView& v, const void* ids, uint32_t id_bytes,
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
 
   if (id_bytes == 8)
-    return launch_accumulate(v, static_cast<const int64_t*>(ids), tokens, call_layers, layer_begin,
-                             top_k, slot_mapping, capacity, flags, stream);
-  return launch_accumulate(v, static_cast<const int32_t*>(ids), tokens, call_layers, layer_begin,
-                           top_k, slot_mapping, capacity, flags, stream);
+    return launch_accumulate(v, shape, static_cast<const int64_t*>(ids), tokens, call_layers,
+                             layer_begin, top_k, slot_mapping, capacity, flags, stream);
+  return launch_accumulate(v, shape, static_cast<const int32_t*>(ids), tokens, call_layers,
+                           layer_begin, top_k, slot_mapping, capacity, flags, stream);
 }
 
 uint32_t sum_splits(uint32_t max_blocks, uint32_t requests, int sm_count) {
@@ -460,11 +487,9 @@ cudaError_t launch_sum(const RowsView& v, const int32_t* block_table, uint32_t m
   return cudaGetLastError();
 }
 
-cudaError_t launch_handoff(const int16_t* footprint, uint32_t cells, const uint32_t* request_flags,
-                           int16_t* dst, uint64_t* commit_word, uint64_t commit_value,
-                           cudaStream_t stream) {
-  handoff_kernel<<<1, kHandoffThreads, 0, stream>>>(footprint, cells, request_flags, dst,
-                                                    commit_word, commit_value);
+cudaError_t launch_handoff(const HandoffBatch& batch, cudaStream_t stream) {
+  if (batch.count == 0 || batch.count > kHandoffBatch) return cudaErrorInvalidValue;
+  handoff_kernel<<<batch.count, kHandoffThreads, 0, stream>>>(batch);
   return cudaGetLastError();
 }
 

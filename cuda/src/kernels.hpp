@@ -30,7 +30,14 @@ inline constexpr uint32_t kErrBlockRow = 4u;
 inline constexpr uint32_t kErrFootprint = 8u;
 inline constexpr uint32_t kErrBlockId = 16u;
 
-inline uint32_t padded_experts(uint32_t experts) { return (experts + 3u) & ~3u; }
+constexpr uint32_t padded_experts(uint32_t experts) { return (experts + 3u) & ~3u; }
+
+// The accumulate kernel keeps one warp's histogram of padded_experts uint32
+// in at most this much shared memory (no opt-in attribute needed).
+inline constexpr uint32_t kHistogramBytesLimit = 48u << 10;
+// The most experts the kernels take (eldr::kMaxExperts; gpu_footprints.cpp
+// checks the two agree).
+inline constexpr uint32_t kMaxExpertsSupported = 4096;
 
 // One engine step (see BlockRows::accumulate for the exact semantics): a reset
 // kernel zeroes the row slices of blocks whose offset-0 token is in the step,
@@ -57,13 +64,24 @@ cudaError_t launch_sum(const RowsView& rows, const int32_t* block_table, uint32_
                        const SumScratch& scratch, uint32_t* flags, int sm_count,
                        cudaStream_t stream);
 
-// Hand-off of one request: copies its footprint (cells int16) into `dst`
-// (host-mapped ring payload), or writes every cell as -1 when its request
-// flags are set (the daemon rejects negative counts and answers the request
-// id with an error decision: an inexact footprint is never routed silently),
-// then fences at system scope and stores commit_value to commit_word.
-cudaError_t launch_handoff(const int16_t* footprint, uint32_t cells, const uint32_t* request_flags,
-                           int16_t* dst, uint64_t* commit_word, uint64_t commit_value,
-                           cudaStream_t stream);
+// Hand-off of up to kHandoffBatch consecutive ring records in one launch, a
+// CTA per record: CTA r copies footprint r (cells int16) to dst[r] (the
+// record's counts in host-mapped ring memory), or writes every cell as -1
+// when request_flags[r] is set (the daemon rejects negative counts and
+// answers the request id with an error decision: an inexact footprint is
+// never routed silently). Each CTA fences at system scope; the last to
+// finish stores commit_value, which publishes every record of the batch.
+inline constexpr uint32_t kHandoffBatch = 32;
+struct HandoffBatch {
+  const int16_t* footprints = nullptr;      // device [count][cells]
+  const uint32_t* request_flags = nullptr;  // device [count]
+  uint32_t* arrivals = nullptr;             // device word, zero between launches
+  uint64_t* commit_word = nullptr;          // device address of the ring's producer position
+  uint64_t commit_value = 0;
+  uint32_t cells = 0;
+  uint32_t count = 0;  // 1..kHandoffBatch
+  int16_t* dst[kHandoffBatch] = {};
+};
+cudaError_t launch_handoff(const HandoffBatch& batch, cudaStream_t stream);
 
 }  // namespace eldr::gpu::detail

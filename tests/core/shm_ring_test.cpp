@@ -449,8 +449,8 @@ TEST(shm_ring, a_dense_skeleton_leaves_only_the_counts_to_fill) {
     DecodedRecord got;
     ASSERT_TRUE(decode_record(RecordType::footprint, kFootprintSchema, bytes, got).is_ok());
     EXPECT_EQ(got.footprint.request_id, id);
-    EXPECT_TRUE(std::equal(got.footprint.counts.begin(), got.footprint.counts.end(),
-                           counts.begin(), counts.end()));
+    EXPECT_TRUE(std::equal(got.footprint.counts.begin(), got.footprint.counts.end(), counts.begin(),
+                           counts.end()));
   }
   EXPECT_EQ(sut.encode_dense_skeleton("", 2, 4, 0).code(), Errc::invalid_argument);
   EXPECT_FALSE(sut.encode_dense_skeleton("id", 0, 4, 0).is_ok());

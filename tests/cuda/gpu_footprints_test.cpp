@@ -80,6 +80,9 @@ struct DeviceBuffer {
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) {
     EXPECT_EQ(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
               cudaSuccess);
+    // From pageable memory the copy may return before its DMA is done, and a
+    // non-blocking stream does not wait for the legacy stream.
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   ~DeviceBuffer() { cudaFree(ptr); }
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -163,7 +166,8 @@ StepInput random_step(std::mt19937_64& rng, const Geometry& g, uint32_t call_lay
 }
 
 // Runs one step on both sides and compares every row cell and the flags.
-void check_step(Pair& p, const StepInput& in, uint32_t id_bytes, int32_t layer) {
+void check_step(Pair& p, const StepInput& in, uint32_t id_bytes, int32_t layer,
+                cudaStream_t stream = nullptr) {
   const auto tokens = static_cast<uint32_t>(in.slots.size());
   DeviceBuffer<int64_t> slots(in.slots);
   // int32 engines cannot express ids beyond 32 bits: those become -1 there.
@@ -174,9 +178,9 @@ void check_step(Pair& p, const StepInput& in, uint32_t id_bytes, int32_t layer) 
   DeviceBuffer<int64_t> wide_ids(id_bytes == 8 ? in.ids : std::vector<int64_t>{});
   DeviceBuffer<int32_t> narrow_ids(id_bytes == 4 ? narrow : std::vector<int32_t>{});
   const void* ids = id_bytes == 8 ? static_cast<const void*>(wide_ids.ptr) : narrow_ids.ptr;
-  Status launched = p.gpu->update_blocks(ids, id_bytes, tokens, layer, slots.ptr, nullptr);
+  Status launched = p.gpu->update_blocks(ids, id_bytes, tokens, layer, slots.ptr, stream);
   ASSERT_TRUE(launched.is_ok()) << launched.to_string();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   auto want = id_bytes == 8 ? p.cpu.accumulate(std::span<const int64_t>(in.ids), in.slots, layer)
                             : p.cpu.accumulate(std::span<const int32_t>(narrow), in.slots, layer);
   ASSERT_TRUE(want.is_ok()) << want.status().to_string();
@@ -257,7 +261,14 @@ TEST(GpuFootprintsTest, steps_match_the_cpu_reference_cell_for_cell) {
       {{5, 30, 3}, 7, 50, 333},      // E not a multiple of 4 (padded rows), odd block size
       {{3, 2, 2}, 255, 4, 900},      // tiny E, largest block size
       {{2, 16, 12}, 5, 20, 64},      // k beyond the 8 picks preloaded in registers
+      {{3, 20, 10}, 16, 40, 500},    // k = 10: picks not 16-byte aligned (scalar preload)
+      {{2, 4096, 8}, 16, 24, 300},   // the most experts: 3 warps' histograms per CTA
   };
+  // The even steps run on a stream of their own, where the accumulate kernel
+  // is launched with programmatic dependent launch (the legacy stream may
+  // refuse it and fall back to an ordinary launch).
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   std::mt19937_64 rng(2024);
   for (const Case& c : cases)
     for (uint32_t id_bytes : {4u, 8u})
@@ -270,17 +281,18 @@ TEST(GpuFootprintsTest, steps_match_the_cpu_reference_cell_for_cell) {
           check_step(p,
                      random_step(rng, c.geometry, c.geometry.layers, c.block_size, c.num_blocks,
                                  c.tokens, hostile),
-                     id_bytes, -1);
+                     id_bytes, -1, step % 2 == 0 ? stream : nullptr);
           if (HasFatalFailure()) return;
           const auto layer = static_cast<int32_t>(rng() % c.geometry.layers);
           check_step(p,
                      random_step(rng, c.geometry, 1, c.block_size, c.num_blocks, c.tokens, hostile),
-                     id_bytes, layer);
+                     id_bytes, layer, step % 2 == 0 ? stream : nullptr);
           if (HasFatalFailure()) return;
           check_sum(p, random_tables(rng, 1 + rng() % 8, 1 + rng() % 40, c.num_blocks, hostile));
           if (HasFatalFailure()) return;
         }
       }
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
 TEST(GpuFootprintsTest, request_sum_split_across_ctas_matches_and_saturates_past_32767) {
@@ -302,6 +314,33 @@ TEST(GpuFootprintsTest, request_sum_split_across_ctas_matches_and_saturates_past
   in.table.resize(4 * in.max_blocks);
   for (auto& b : in.table) b = static_cast<int32_t>(rng() % 300);
   in.counts = {128, 129, 3000, 1000};
+  check_sum(p, in);
+}
+
+// Many requests leave one CTA per request (sum_splits), so a long block
+// table is summed in several chunks of 256 block ids, each at the packed
+// 16-bit accumulators' bound (256 rows of cells up to 255).
+TEST(GpuFootprintsTest, request_sum_of_one_cta_over_several_chunks_matches) {
+  SKIP_WITHOUT_DEVICE();
+  const Geometry g{1, 3, 1};
+  const uint32_t requests = 600;
+  Pair p = make_pair(g, 255, 300, requests);
+  // Every block full. Blocks below 150 have all their picks on expert 0 (a
+  // cell of 255); the others alternate experts 0 and 2.
+  StepInput fill;
+  for (int64_t slot = 0; slot < 300 * 255; ++slot) {
+    fill.slots.push_back(slot);
+    fill.ids.push_back(slot < 150 * 255 || slot % 2 == 0 ? 0 : 2);
+  }
+  check_step(p, fill, 4, -1);
+  ASSERT_FALSE(HasFatalFailure());
+  std::mt19937_64 rng(9);
+  SumInput in = random_tables(rng, requests, 700, 300, false);
+  in.counts[0] = 700;  // three chunks: 256 + 256 + 188
+  in.counts[1] = 256;  // exactly one whole chunk
+  // 700 copies of block 0: each chunk's packed sums reach 256 * 255 = 65280.
+  std::fill_n(in.table.begin() + 2 * 700, 700, 0);
+  in.counts[2] = 700;
   check_sum(p, in);
 }
 
@@ -404,6 +443,64 @@ TEST(GpuFootprintsTest, push_writes_each_footprint_into_the_ring_and_poisons_fla
   auto flags = p.gpu->take_errors(nullptr);
   ASSERT_TRUE(flags.is_ok());
   EXPECT_EQ(flags.value(), kRowErrBlockId);
+}
+
+// Pushes enqueue work and return: a second step's push goes out while the
+// first step's hand-off may still be in flight, and the records arrive in
+// order once the stream has run.
+TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu) {
+  SKIP_WITHOUT_DEVICE();
+  shm::SegmentConfig config;
+  config.instance = "h6gpu2" + std::to_string(getpid());
+  auto host = shm::Host::create(config);
+  ASSERT_TRUE(host.is_ok()) << host.status().to_string();
+  auto client = shm::Client::open(config.instance);
+  ASSERT_TRUE(client.is_ok()) << client.status().to_string();
+  const Geometry g{3, 9, 2};  // 27 cells: pairs of cells, then one alone
+  Pair p = make_pair(g, 8, 32, 40);
+  std::mt19937_64 rng(31);
+  check_step(p, random_step(rng, g, g.layers, 8, 32, 200, false), 8, -1);
+  ASSERT_FALSE(HasFatalFailure());
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  // 40 requests in the first step: two hand-off launches (32 + 8).
+  SumInput first = random_tables(rng, 40, 6, 32, false);
+  SumInput second = random_tables(rng, 3, 6, 32, false);
+  DeviceBuffer<int32_t> table1(first.table), counts1(first.counts);
+  DeviceBuffer<int32_t> table2(second.table), counts2(second.counts);
+  std::vector<std::string> names;
+  for (int i = 0; i < 43; ++i) names.push_back("step-req-" + std::to_string(i));
+  const std::vector<std::string_view> ids1(names.begin(), names.begin() + 40);
+  const std::vector<std::string_view> ids2(names.begin() + 40, names.end());
+  Status pushed = p.gpu->push_requests(*client.value(), ids1, table1.ptr, 6, counts1.ptr, stream);
+  ASSERT_TRUE(pushed.is_ok()) << pushed.to_string();
+  pushed = p.gpu->push_requests(*client.value(), ids2, table2.ptr, 6, counts2.ptr, stream);
+  ASSERT_TRUE(pushed.is_ok()) << pushed.to_string();
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+
+  std::vector<int16_t> want(43 * g.cells());
+  ASSERT_TRUE(
+      p.cpu.sum_requests(first.table, 6, first.counts, std::span(want).first(40 * g.cells()))
+          .is_ok());
+  ASSERT_TRUE(
+      p.cpu.sum_requests(second.table, 6, second.counts, std::span(want).subspan(40 * g.cells()))
+          .is_ok());
+  Collector seen;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (seen.footprints.size() + seen.rejected.size() < 43 &&
+         std::chrono::steady_clock::now() < deadline)
+    host.value()->poll(seen);
+  ASSERT_EQ(seen.footprints.size(), 43u);
+  EXPECT_TRUE(seen.rejected.empty());
+  for (size_t r = 0; r < 43; ++r) {
+    EXPECT_EQ(seen.footprints[r].id, names[r]);
+    EXPECT_EQ(seen.footprints[r].counts, std::vector<int16_t>(want.begin() + r * g.cells(),
+                                                              want.begin() + (r + 1) * g.cells()))
+        << "request " << r;
+  }
+  // Every claim is committed: the client's CPU pushes flow again.
+  EXPECT_TRUE(client.value()->push_complete("step-req-0").is_ok());
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
 }  // namespace

@@ -415,8 +415,11 @@ ELDR_API eldr_status_t eldr_gpu_sum_requests(eldr_gpu_footprints_t* gpu, const i
 
 /* As eldr_gpu_sum_requests, then the footprints go straight into the client's
  * ring from the GPU (payload, system fence, commit), one record per request id,
- * without a host round trip. The ring space is claimed on the host before the
- * kernel launch: RING_FULL means nothing was enqueued. */
+ * without a host round trip: the call only enqueues work on `stream`. The ring
+ * space of every request is claimed on the host before the launch: RING_FULL
+ * means nothing was enqueued. Use one stream for all pushes of a client, and
+ * a client of its own: while hand-offs are in flight, the client's CPU pushes
+ * return ELDR_E_STATE. */
 ELDR_API eldr_status_t eldr_gpu_push_requests(eldr_gpu_footprints_t* gpu, eldr_client_t* client,
                                               const char* const* request_ids,
                                               const int32_t* block_table, uint32_t max_blocks,
