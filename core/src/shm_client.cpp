@@ -31,7 +31,10 @@ constexpr auto kDecisionSpin = std::chrono::microseconds(50);
 struct Attachment {
   std::shared_ptr<Mapping> mapping;  // shared: a waiter keeps it mapped across a re-attach
   SegmentView view;
-  LockFile lock;
+  // Shared: a writer that commits after the client closed (a GPU hand-off's
+  // doorbell) keeps the slot's lock, so the daemon cannot reclaim the slot
+  // and give the ring to another client under the late commit.
+  std::shared_ptr<LockFile> lock;
   uint32_t slot = 0;
   uint64_t generation = 0;
   RingWriter writer;
@@ -62,11 +65,11 @@ Status claim_slot(Attachment& a) {
     ClientRow* row = v.row(i);
     if (row->state.load(std::memory_order_acquire) != static_cast<uint32_t>(RowState::free))
       continue;
-    if (!a.lock.try_lock(1 + uint64_t{i})) continue;
+    if (!a.lock->try_lock(1 + uint64_t{i})) continue;
     // Re-check under the lock: a dead predecessor's row stays DEAD until the
     // daemon has drained and reclaimed it.
     if (row->state.load(std::memory_order_acquire) != static_cast<uint32_t>(RowState::free)) {
-      a.lock.unlock(1 + uint64_t{i});
+      a.lock->unlock(1 + uint64_t{i});
       continue;
     }
     const uint64_t epoch = row->epoch.load(std::memory_order_acquire);
@@ -115,12 +118,12 @@ Result<Attachment> try_attach(const std::string& name, const ClientOptions& opti
     retryable = lock.status().code() == Errc::no_daemon;
     return lock.status();
   }
-  a.lock = std::move(*lock);
-  if (a.lock.dev() != h.lock_dev || a.lock.ino() != h.lock_ino) {
+  a.lock = std::make_shared<LockFile>(std::move(*lock));
+  if (a.lock->dev() != h.lock_dev || a.lock->ino() != h.lock_ino) {
     retryable = true;
     return no_daemon(name, "lock file " + lock_path + " is not the daemon's");
   }
-  auto daemon_alive = a.lock.locked_elsewhere(0);
+  auto daemon_alive = a.lock->locked_elsewhere(0);
   if (!daemon_alive) return daemon_alive.status();
   if (!*daemon_alive) {
     retryable = true;
@@ -205,7 +208,7 @@ Status Client::Impl::ensure_attached() {
       if (now >= next_lock_probe_ns) {
         next_lock_probe_ns =
             now + uint64_t(std::chrono::nanoseconds(options.liveness_interval).count());
-        auto held = att->lock.locked_elsewhere(0);
+        auto held = att->lock->locked_elsewhere(0);
         if (held && !*held) problem = "the daemon exited (its instance lock is free)";
         // A restarted daemon holds the same lock but removed our segment.
         if (problem.empty() && att->mapping->unlinked())
@@ -438,11 +441,19 @@ std::function<void()> Client::doorbell() {
   Impl& m = *m_impl;
   std::lock_guard lock(m.mutex);
   if (!m.att) return [] {};
-  // The closure keeps the segment mapped: it may run after a re-attachment.
-  return [mapping = m.att->mapping, header = m.att->view.header] { ring_doorbell(*header); };
+  // The closure keeps the segment mapped and the slot locked: it may run
+  // after this client re-attached or closed, and until it has run the
+  // daemon does not reclaim the slot under the writer's late commit.
+  return [mapping = m.att->mapping, lock = m.att->lock, header = m.att->view.header] {
+    ring_doorbell(*header);
+  };
 }
 
 uint32_t Client::slot() const noexcept { return m_impl->slot.load(std::memory_order_relaxed); }
+uint32_t Client::ring_bytes() const {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->att ? m_impl->att->view.ring_bytes : 0;
+}
 uint64_t Client::daemon_generation() const noexcept {
   return m_impl->generation.load(std::memory_order_relaxed);
 }

@@ -196,6 +196,11 @@ struct GpuFootprints::Impl {
   };
   std::optional<RingKey> ring_key;
   std::optional<Range> ring_range;
+  // The doorbell's host function runs on a stream of its own (a host
+  // function stalls its stream until it has run): it waits for the engine
+  // stream's hand-offs through this event.
+  cudaStream_t bell_stream = nullptr;
+  cudaEvent_t bell_event = nullptr;
   // Scratch of push_requests, kept between calls.
   shm::detail::FootprintEncoder encoder;
   std::vector<shm::Client::Claim> claims;
@@ -212,7 +217,28 @@ struct GpuFootprints::Impl {
     cudaFree(footprints);
     cudaFree(handoff_arrivals);
     cudaFreeHost(host_flags);
+    if (bell_stream != nullptr) {
+      cudaStreamSynchronize(bell_stream);  // its pending doorbells run first
+      cudaStreamDestroy(bell_stream);
+    }
+    if (bell_event != nullptr) cudaEventDestroy(bell_event);
     cudaGetLastError();
+  }
+
+  // Wakes the daemon (it may be asleep on its doorbell) once `stream` has
+  // passed the hand-offs enqueued so far. If that cannot be enqueued, the
+  // daemon still finds the records at its next look (within 10 ms).
+  void ring_doorbell_after(shm::Client& client, cudaStream_t stream) {
+    if (cudaEventRecord(bell_event, stream) != cudaSuccess ||
+        cudaStreamWaitEvent(bell_stream, bell_event, 0) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    auto* bell = new std::function<void()>(client.doorbell());
+    if (cudaLaunchHostFunc(bell_stream, ring_doorbell_once, bell) != cudaSuccess) {
+      delete bell;
+      cudaGetLastError();
+    }
   }
 
   size_t padded_row_bytes() const { return size_t{rows.layers} * rows.experts_padded; }
@@ -356,6 +382,10 @@ Result<std::unique_ptr<GpuFootprints>> GpuFootprints::create(const Options& opti
   ELDR_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&impl->handoff_arrivals), sizeof(uint32_t)),
                 "cudaMalloc");
   ELDR_CUDA_TRY(cudaMemset(impl->handoff_arrivals, 0, sizeof(uint32_t)), "cudaMemset");
+  ELDR_CUDA_TRY(cudaStreamCreateWithFlags(&impl->bell_stream, cudaStreamNonBlocking),
+                "creating the doorbell stream");
+  ELDR_CUDA_TRY(cudaEventCreateWithFlags(&impl->bell_event, cudaEventDisableTiming),
+                "creating the doorbell event");
   ELDR_CUDA_TRY(cudaDeviceSynchronize(), "initialising the block rows");
   return std::unique_ptr<GpuFootprints>(new GpuFootprints(std::move(impl)));
 }
@@ -413,18 +443,25 @@ Status GpuFootprints::push_requests(shm::Client& client,
   if (requests == 0) return Status::ok();
   DeviceScope scope(m.options.device);
   ELDR_CUDA_TRY(scope.status(), "cudaSetDevice");
-  ELDR_TRY(m.check_sum_args(block_table, max_blocks, num_blocks, requests));
   const auto s = static_cast<cudaStream_t>(stream);
+  // Claims are made on the host at call time: a graph replay would commit
+  // stale positions into the ring.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  ELDR_CUDA_TRY(cudaStreamIsCapturing(s, &capture), "cudaStreamIsCapturing");
+  if (capture != cudaStreamCaptureStatusNone)
+    return {Errc::state,
+            "push_requests cannot be captured in a CUDA graph: its ring records are claimed on "
+            "the host when it is called"};
+  ELDR_TRY(m.check_sum_args(block_table, max_blocks, num_blocks, requests));
   const size_t cells = m.cells();
   if (m.footprints == nullptr)
     ELDR_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&m.footprints),
                              size_t{m.options.max_requests} * cells * sizeof(int16_t)),
                   "allocating the push staging footprints");
-  ELDR_TRY(m.sum(block_table, max_blocks, num_blocks, requests, m.footprints, s));
 
   // Every record is claimed (and its message written around the counts)
-  // before any hand-off is launched: a step reaches the ring whole or not at
-  // all. Nothing waits for the GPU: earlier steps' claims may still be pending.
+  // before anything is enqueued: a step reaches the ring whole or not at all.
+  // Nothing waits for the GPU: earlier steps' claims may still be pending.
   const Geometry& g = m.options.geometry;
   const uint64_t prefill_end_ns = realtime_ns();
   m.claims.clear();
@@ -433,18 +470,34 @@ Status GpuFootprints::push_requests(shm::Client& client,
     if (first < m.claims.size()) (void)client.abort(m.claims[first]);
     return st;
   };
+  uint64_t attachment = 0;
   for (uint32_t r = 0; r < requests; ++r) {
     if (Status st =
             m.encoder.encode_dense_skeleton(request_ids[r], g.layers, g.experts, prefill_end_ns);
         !st)
       return abort_from(0, st);
     auto claim = client.claim(shm::RecordType::footprint, m.encoder.size());
-    if (!claim)
-      return abort_from(0, {claim.status().code(),
-                            claim.status().message() + " (claiming request " + std::to_string(r) +
-                                " of " + std::to_string(requests) + "; none was pushed)"});
+    if (!claim) {
+      Status st = claim.status();
+      if (st.code() == Errc::ring_full) {
+        // Retrying helps only if the whole step fits an empty ring.
+        uint64_t need = (requests - r + 1) * shm::detail::record_span(m.encoder.size());
+        for (const shm::Client::Claim& c : m.claims)
+          need += shm::detail::record_span(c.payload.size());
+        if (need > client.ring_bytes())
+          st = {Errc::capacity, "a step of " + std::to_string(requests) +
+                                    " footprints needs about " + std::to_string(need) +
+                                    " bytes of a client ring of " +
+                                    std::to_string(client.ring_bytes()) +
+                                    ": push fewer requests per call or raise eldrd's ring_bytes"};
+      }
+      return abort_from(
+          0, {st.code(), st.message() + " (claiming request " + std::to_string(r) + " of " +
+                             std::to_string(requests) + "; none was pushed)"});
+    }
     m.claims.push_back(*claim);
-    if (claim->commit_word != m.claims.front().commit_word) {
+    if (r == 0) attachment = client.reattachments();
+    if (client.reattachments() != attachment) {
       // The client re-attached to a restarted daemon between two claims: the
       // earlier ones went with the old ring. Drop this one too.
       (void)client.abort(*claim);
@@ -460,6 +513,8 @@ Status GpuFootprints::push_requests(shm::Client& client,
   }
   auto commit_word = m.device_address(m.claims.front().commit_word);
   if (!commit_word) return abort_from(0, commit_word.status());
+  if (Status st = m.sum(block_table, max_blocks, num_blocks, requests, m.footprints, s); !st)
+    return abort_from(0, st);
   // The messages' bytes are written before the launch that publishes them.
   std::atomic_thread_fence(std::memory_order_release);
   for (uint32_t first = 0; first < requests; first += detail::kHandoffBatch) {
@@ -479,14 +534,7 @@ Status GpuFootprints::push_requests(shm::Client& client,
                                         ") were pushed, the rest not)"});
     }
   }
-  // The daemon may be asleep on its doorbell: ring it once the stream has
-  // passed the commits. If the host function cannot be enqueued, the daemon
-  // still finds the records at its next look (within 10 ms).
-  auto* bell = new std::function<void()>(client.doorbell());
-  if (cudaLaunchHostFunc(s, ring_doorbell_once, bell) != cudaSuccess) {
-    delete bell;
-    cudaGetLastError();
-  }
+  m.ring_doorbell_after(client, s);
   return Status::ok();
 }
 

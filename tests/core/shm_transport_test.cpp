@@ -489,6 +489,11 @@ TEST(shm_transport, the_doorbell_callable_wakes_a_sleeping_daemon_after_an_exter
   (*host)->poll(handler);
   ASSERT_EQ(handler.completes.size(), 1u);
   EXPECT_EQ(handler.completes[0].second, "gpu");
+  // The closed client's slot stays locked while the callable lives: a late
+  // commit can never land in a ring the daemon gave to another client.
+  EXPECT_TRUE((*host)->maintain().empty());
+  ring = nullptr;
+  EXPECT_EQ((*host)->maintain().size(), 1u);
 }
 
 TEST(shm_transport, the_snapshot_shows_clients_workers_and_state) {

@@ -402,19 +402,20 @@ class Collector : public shm::RecordHandler {
 
 TEST(GpuFootprintsTest, push_writes_each_footprint_into_the_ring_and_poisons_flagged_ones) {
   SKIP_WITHOUT_DEVICE();
+  const Geometry g{48, 128, 8};
+  Pair p = make_pair(g, 16, 64, 12);
+  std::mt19937_64 rng(77);
+  check_step(p, random_step(rng, g, g.layers, 16, 64, 1000, false), 4, -1);
+  ASSERT_FALSE(HasFatalFailure());
+  // The daemon's end after the CUDA set-up: its heartbeat stays fresh. A
+  // ring of 128 KiB takes about 10 footprints of 12 KiB.
   shm::SegmentConfig config;
   config.instance = "h6gpu" + std::to_string(getpid());
-  config.ring_bytes = 1u << 20;
+  config.ring_bytes = 1u << 17;
   auto host = shm::Host::create(config);
   ASSERT_TRUE(host.is_ok()) << host.status().to_string();
   auto client = shm::Client::open(config.instance);
   ASSERT_TRUE(client.is_ok()) << client.status().to_string();
-
-  const Geometry g{48, 128, 8};
-  Pair p = make_pair(g, 16, 64, 4);
-  std::mt19937_64 rng(77);
-  check_step(p, random_step(rng, g, g.layers, 16, 64, 1000, false), 4, -1);
-  ASSERT_FALSE(HasFatalFailure());
   SumInput in = random_tables(rng, 3, 10, 64, false);
   in.table[1 * 10] = 64;  // request 1 names a block past the last: must not be routed
   in.counts[1] = std::max(in.counts[1], 1);
@@ -443,6 +444,20 @@ TEST(GpuFootprintsTest, push_writes_each_footprint_into_the_ring_and_poisons_fla
   auto flags = p.gpu->take_errors(nullptr);
   ASSERT_TRUE(flags.is_ok());
   EXPECT_EQ(flags.value(), kRowErrBlockId);
+
+  // A step that cannot fit even an empty ring is a capacity error, never a
+  // ring_full to retry forever; nothing of it is claimed.
+  SumInput big = random_tables(rng, 12, 10, 64, false);
+  DeviceBuffer<int32_t> big_table(big.table);
+  DeviceBuffer<int32_t> big_counts(big.counts);
+  std::vector<std::string> names;
+  for (int i = 0; i < 12; ++i) names.push_back("big-" + std::to_string(i));
+  const std::vector<std::string_view> big_ids(names.begin(), names.end());
+  EXPECT_EQ(
+      p.gpu->push_requests(*client.value(), big_ids, big_table.ptr, 10, big_counts.ptr, nullptr)
+          .code(),
+      Errc::capacity);
+  EXPECT_TRUE(client.value()->push_complete("after-capacity").is_ok());  // no claim left pending
 }
 
 // Pushes enqueue work and return: a second step's push goes out while the
@@ -450,17 +465,18 @@ TEST(GpuFootprintsTest, push_writes_each_footprint_into_the_ring_and_poisons_fla
 // order once the stream has run.
 TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu) {
   SKIP_WITHOUT_DEVICE();
+  const Geometry g{3, 9, 2};  // 27 cells: pairs of cells, then one alone
+  Pair p = make_pair(g, 8, 32, 40);
+  std::mt19937_64 rng(31);
+  check_step(p, random_step(rng, g, g.layers, 8, 32, 200, false), 8, -1);
+  ASSERT_FALSE(HasFatalFailure());
+  // The daemon's end after the CUDA set-up: its heartbeat stays fresh.
   shm::SegmentConfig config;
   config.instance = "h6gpu2" + std::to_string(getpid());
   auto host = shm::Host::create(config);
   ASSERT_TRUE(host.is_ok()) << host.status().to_string();
   auto client = shm::Client::open(config.instance);
   ASSERT_TRUE(client.is_ok()) << client.status().to_string();
-  const Geometry g{3, 9, 2};  // 27 cells: pairs of cells, then one alone
-  Pair p = make_pair(g, 8, 32, 40);
-  std::mt19937_64 rng(31);
-  check_step(p, random_step(rng, g, g.layers, 8, 32, 200, false), 8, -1);
-  ASSERT_FALSE(HasFatalFailure());
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   // 40 requests in the first step: two hand-off launches (32 + 8).

@@ -416,10 +416,12 @@ ELDR_API eldr_status_t eldr_gpu_sum_requests(eldr_gpu_footprints_t* gpu, const i
 /* As eldr_gpu_sum_requests, then the footprints go straight into the client's
  * ring from the GPU (payload, system fence, commit), one record per request id,
  * without a host round trip: the call only enqueues work on `stream`. The ring
- * space of every request is claimed on the host before the launch: RING_FULL
- * means nothing was enqueued. Use one stream for all pushes of a client, and
- * a client of its own: while hand-offs are in flight, the client's CPU pushes
- * return ELDR_E_STATE. */
+ * space of every request is claimed on the host first: RING_FULL means nothing
+ * was enqueued (retry later), CAPACITY that the step cannot fit the client's
+ * ring at all. Use one stream for all pushes of a client, never inside CUDA
+ * graph capture (STATE), and a client of its own: while hand-offs are in
+ * flight, the client's CPU pushes return STATE. A client closed meanwhile
+ * keeps its slot until its last hand-off has committed. */
 ELDR_API eldr_status_t eldr_gpu_push_requests(eldr_gpu_footprints_t* gpu, eldr_client_t* client,
                                               const char* const* request_ids,
                                               const int32_t* block_table, uint32_t max_blocks,

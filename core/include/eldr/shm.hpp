@@ -124,11 +124,14 @@ class Client {
   Status abort(const Claim& claim);
   // Wakes a sleeping daemon to look at the rings, for writers that commit
   // without this client (a CUDA host function after the GPU's commit). The
-  // callable keeps the segment mapped, so it may run after this client
-  // re-attached or closed.
+  // callable keeps the segment mapped and this client's slot locked, so it
+  // may run after the client re-attached or closed, and until it is
+  // destroyed the daemon does not hand the slot's ring to another client
+  // under a late commit.
   std::function<void()> doorbell();
 
   uint32_t slot() const noexcept;
+  uint32_t ring_bytes() const;  // of this client's ring (0 while detached)
   uint64_t daemon_generation() const noexcept;
   uint64_t reattachments() const noexcept;
 
