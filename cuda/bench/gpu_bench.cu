@@ -306,10 +306,13 @@ Row run_shape(const Shape& shape, double copy_bw, cudaStream_t stream, int runs)
   for (uint32_t r = 0; r < kRequests; ++r) names.push_back("bench-" + std::to_string(r));
   const std::vector<std::string_view> request_ids(names.begin(), names.end());
   auto push = [&] {
-    for (;;) {  // ring_full only while the drain thread is behind: wait for it
+    // ring_full only while the drain thread is behind: wait for it (bounded).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
       const eldr::Status st =
           sut.push_requests(*client.value(), request_ids, d_table, max_blocks, d_counts, stream);
-      if (st.code() != eldr::Errc::ring_full) return check(st, "push_requests");
+      if (st.code() != eldr::Errc::ring_full || std::chrono::steady_clock::now() > deadline)
+        return check(st, "push_requests");
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   };

@@ -67,16 +67,20 @@ class GpuFootprints {
   // Sums, then writes one FootprintMsg record per request into the client's
   // ring from the GPU (payload, system fence, commit store), without waiting
   // for the GPU: the host claims every record and writes its message around
-  // the counts, then enqueues the hand-off on `stream` (one launch per 32
-  // requests) and a host function that wakes the daemon after the commits.
-  // All requests are claimed before anything is enqueued: on ring_full (or
-  // any claim error) none was pushed. A request whose sum is flagged gets a
-  // record with negative counts, which the daemon rejects with an error
-  // decision for its id. Successive calls must use one stream (records are
-  // committed in stream order), and while hand-offs are in flight the
-  // client's CPU pushes return Errc::state: give the GPU path a client of
-  // its own. The client's shared-memory segment is registered with CUDA
-  // (page-locked, mapped) on first use and stays so while this object lives.
+  // the counts, then enqueues the sum and the hand-off on `stream` (one
+  // launch per 32 requests), and, on a stream of this object's, a host
+  // function that wakes the daemon after the commits.
+  // - All or none: every request is claimed before anything is enqueued.
+  //   ring_full: retry later; capacity: the step cannot fit the client's
+  //   ring even when empty; state: the stream is capturing a CUDA graph.
+  // - A request whose sum is flagged gets a record with negative counts,
+  //   which the daemon rejects with an error decision for its id.
+  // - Successive calls must use one stream (records are committed in stream
+  //   order), and the client must be this object's alone: while hand-offs
+  //   are in flight, its CPU pushes return Errc::state. A client closed
+  //   meanwhile keeps its slot until the last hand-off has committed.
+  // - The client's shared-memory segment is registered with CUDA
+  //   (page-locked, mapped) on first use and stays so while this object lives.
   Status push_requests(shm::Client& client, std::span<const std::string_view> request_ids,
                        const int32_t* block_table, uint32_t max_blocks, const int32_t* num_blocks,
                        void* stream);
