@@ -58,8 +58,11 @@ std::string daemon_problem(const SegmentHeader& h, std::chrono::milliseconds sta
 }
 
 // Takes the first free slot: its byte lock first (the kernel arbitrates
-// between racing clients), then the row, ACTIVE last.
-Status claim_slot(Attachment& a) {
+// between racing clients), then the row, ACTIVE last. When none is free,
+// `reclaimable` counts the slots of exited clients that the daemon has not
+// reclaimed yet (it does so within its maintenance period).
+Status claim_slot(Attachment& a, uint32_t& reclaimable) {
+  reclaimable = 0;
   const SegmentView& v = a.view;
   for (uint32_t i = 0; i < v.max_clients; ++i) {
     ClientRow* row = v.row(i);
@@ -82,8 +85,15 @@ Status claim_slot(Attachment& a) {
     row->state.store(static_cast<uint32_t>(RowState::active), std::memory_order_release);
     return Status::ok();
   }
+  for (uint32_t i = 0; i < v.max_clients; ++i) {
+    auto held = a.lock->locked_elsewhere(1 + uint64_t{i});
+    if (held && !*held) ++reclaimable;
+  }
   return {Errc::capacity,
-          "all " + std::to_string(v.max_clients) + " client slots of the eldrd segment are in use"};
+          "all " + std::to_string(v.max_clients) + " client slots of the eldrd segment are in use" +
+              (reclaimable == 0 ? std::string()
+                                : " (" + std::to_string(reclaimable) +
+                                      " by exited clients, not reclaimed by the daemon yet)")};
 }
 
 // One attempt to attach. `retryable`: waiting may help (not created yet,
@@ -129,7 +139,11 @@ Result<Attachment> try_attach(const std::string& name, const ClientOptions& opti
     retryable = true;
     return no_daemon(name, "no daemon holds the instance lock (eldrd exited or crashed)");
   }
-  ELDR_TRY(claim_slot(a));
+  uint32_t reclaimable = 0;
+  if (Status s = claim_slot(a, reclaimable); !s) {
+    retryable = reclaimable > 0;  // the daemon frees those slots shortly
+    return s;
+  }
   return a;
 }
 
@@ -397,8 +411,10 @@ Result<Client::Claim> Client::claim(RecordType type, size_t payload_bytes) {
 namespace {
 
 // The pending claim `c` names, or end() when it is not pending (committed,
-// aborted, or dropped by a re-attachment).
-auto find_claim(std::deque<RingWriter::Reservation>& claims, const Client::Claim& c) {
+// aborted, or made on a ring this client no longer writes: re-attachment).
+auto find_claim(std::deque<RingWriter::Reservation>& claims, const RingWriter& writer,
+                const Client::Claim& c) {
+  if (c.commit_word != writer.commit_word()) return claims.end();
   return std::find_if(claims.begin(), claims.end(), [&](const RingWriter::Reservation& r) {
     return r.commit_position == c.commit_position && r.payload == c.payload.data();
   });
@@ -411,7 +427,7 @@ Status Client::commit(const Claim& claim) {
   std::lock_guard lock(m.mutex);
   if (!m.att) return {Errc::state, "no such pending claim (dropped by a re-attachment)"};
   m.settle_claims();
-  const auto it = find_claim(m.claims, claim);
+  const auto it = find_claim(m.claims, m.att->writer, claim);
   if (it == m.claims.end())
     return {Errc::state,
             "no such pending claim (already committed, aborted, or dropped by a re-attachment)"};
@@ -429,7 +445,7 @@ Status Client::abort(const Claim& claim) {
   std::lock_guard lock(m.mutex);
   if (!m.att) return {Errc::state, "no such pending claim (dropped by a re-attachment)"};
   m.settle_claims();
-  const auto it = find_claim(m.claims, claim);
+  const auto it = find_claim(m.claims, m.att->writer, claim);
   if (it == m.claims.end()) return {Errc::state, "no such pending claim"};
   // Nothing past the commit word was published: the bytes stay invisible.
   m.att->writer.rollback(*it);

@@ -239,6 +239,34 @@ TEST(shm_transport, all_slots_taken_is_capacity) {
   EXPECT_EQ(Client::open(config.instance, quick_options()).status().code(), Errc::capacity);
 }
 
+// An exited client's slot is free only once the daemon's maintenance has
+// reclaimed it (every 100 ms in eldrd): open waits for that, within its
+// open_timeout, but not for slots that live clients hold.
+TEST(shm_transport, open_waits_for_the_daemon_to_reclaim_an_exited_clients_slot) {
+  TempDir dir("shm");
+  auto config = small_config(unique_instance("reuse"), dir);
+  config.max_clients = 1;
+  auto host = Host::create(config);
+  ASSERT_TRUE(host.is_ok());
+  { ASSERT_TRUE(Client::open(config.instance, quick_options()).is_ok()); }
+  const Status refused = Client::open(config.instance, quick_options()).status();
+  EXPECT_EQ(refused.code(), Errc::capacity);
+  EXPECT_NE(refused.message().find("1 by exited clients"), std::string::npos) << refused.message();
+  ClientOptions patient = quick_options();
+  patient.open_timeout = std::chrono::milliseconds(10'000);
+  std::thread daemon([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    (*host)->maintain();
+  });
+  auto reopened = Client::open(config.instance, patient);
+  daemon.join();
+  ASSERT_TRUE(reopened.is_ok()) << reopened.status().to_string();
+  // Held by a live client: capacity at once, not after the 10 s.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Client::open(config.instance, patient).status().code(), Errc::capacity);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
 TEST(shm_transport, a_client_follows_a_restarted_daemon) {
   TempDir dir("shm");
   const auto config = small_config(unique_instance("restart"), dir);
