@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,6 +31,31 @@ ClientOptions quick_options() {
   o.open_timeout = std::chrono::milliseconds(50);
   return o;
 }
+
+// The request ids of the completes handled so far, in order.
+std::vector<std::string> completed(const RecordingHandler& handler) {
+  std::vector<std::string> ids;
+  for (const auto& c : handler.completes) ids.push_back(c.second);
+  return ids;
+}
+
+// A daemon end and one client on a private instance.
+struct Endpoints {
+  TempDir dir{"shm"};
+  SegmentConfig config;
+  std::unique_ptr<Host> host;
+  std::unique_ptr<Client> client;
+  explicit Endpoints(const std::string& tag) : config(small_config(unique_instance(tag), dir)) {
+    auto h = Host::create(config);
+    EXPECT_TRUE(h.is_ok()) << h.status().to_string();
+    if (!h) return;
+    host = std::move(*h);
+    auto c = Client::open(config.instance, quick_options());
+    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+    if (c) client = std::move(*c);
+  }
+  bool ready() const { return host != nullptr && client != nullptr; }
+};
 
 // A writable view of a segment's first page, as a foreign or corrupt writer.
 class HeaderPoke {
@@ -226,7 +253,10 @@ TEST(shm_transport, a_closed_clients_records_are_drained_then_its_slot_reclaimed
   EXPECT_EQ((*host)->clients().at(0).epoch, 2u);
 }
 
-TEST(shm_transport, all_slots_taken_is_capacity) {
+// An exited client's slot is free only once the daemon's maintenance has
+// reclaimed it (every 100 ms in eldrd): open waits for that, within its
+// open_timeout, but not for slots that live clients hold.
+TEST(shm_transport, all_slots_taken_is_capacity_and_open_waits_only_for_exited_clients_slots) {
   TempDir dir("shm");
   auto config = small_config(unique_instance("full"), dir);
   config.max_clients = 2;
@@ -236,35 +266,24 @@ TEST(shm_transport, all_slots_taken_is_capacity) {
   auto b = Client::open(config.instance, quick_options());
   ASSERT_TRUE(a.is_ok() && b.is_ok());
   EXPECT_NE((*a)->slot(), (*b)->slot());
-  EXPECT_EQ(Client::open(config.instance, quick_options()).status().code(), Errc::capacity);
-}
+  ClientOptions patient = quick_options();
+  patient.open_timeout = std::chrono::milliseconds(10'000);
+  // Held by live clients: capacity at once, not after the 10 s.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Client::open(config.instance, patient).status().code(), Errc::capacity);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 
-// An exited client's slot is free only once the daemon's maintenance has
-// reclaimed it (every 100 ms in eldrd): open waits for that, within its
-// open_timeout, but not for slots that live clients hold.
-TEST(shm_transport, open_waits_for_the_daemon_to_reclaim_an_exited_clients_slot) {
-  TempDir dir("shm");
-  auto config = small_config(unique_instance("reuse"), dir);
-  config.max_clients = 1;
-  auto host = Host::create(config);
-  ASSERT_TRUE(host.is_ok());
-  { ASSERT_TRUE(Client::open(config.instance, quick_options()).is_ok()); }
+  b.value().reset();  // exited, its slot not reclaimed yet
   const Status refused = Client::open(config.instance, quick_options()).status();
   EXPECT_EQ(refused.code(), Errc::capacity);
   EXPECT_NE(refused.message().find("1 by exited clients"), std::string::npos) << refused.message();
-  ClientOptions patient = quick_options();
-  patient.open_timeout = std::chrono::milliseconds(10'000);
   std::thread daemon([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     (*host)->maintain();
   });
   auto reopened = Client::open(config.instance, patient);
   daemon.join();
-  ASSERT_TRUE(reopened.is_ok()) << reopened.status().to_string();
-  // Held by a live client: capacity at once, not after the 10 s.
-  const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(Client::open(config.instance, patient).status().code(), Errc::capacity);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(reopened.is_ok()) << reopened.status().to_string();
 }
 
 TEST(shm_transport, a_client_follows_a_restarted_daemon) {
@@ -364,34 +383,27 @@ TEST(shm_transport, the_doorbell_wakes_a_sleeping_daemon) {
 }
 
 TEST(shm_transport, two_phase_claims_commit_in_order_and_block_cpu_pushes_while_pending) {
-  TempDir dir("shm");
-  const auto config = small_config(unique_instance("claim"), dir);
-  auto host = Host::create(config);
-  ASSERT_TRUE(host.is_ok());
-  auto sut = Client::open(config.instance, quick_options());
-  ASSERT_TRUE(sut.is_ok());
-  auto first = (*sut)->claim(RecordType::complete, 5);
-  auto second = (*sut)->claim(RecordType::complete, 3);
+  Endpoints e("claim");
+  ASSERT_TRUE(e.ready());
+  auto first = e.client->claim(RecordType::complete, 5);
+  auto second = e.client->claim(RecordType::complete, 3);
   ASSERT_TRUE(first.is_ok() && second.is_ok());
   EXPECT_LT(first->commit_position, second->commit_position);
   std::memcpy(first->payload.data(), "abcde", 5);
   std::memcpy(second->payload.data(), "xyz", 3);
   RecordingHandler handler;
-  EXPECT_EQ((*host)->poll(handler), 0u);  // claimed is not committed
+  EXPECT_EQ(e.host->poll(handler), 0u);  // claimed is not committed
   // Committing the second first would publish the first with it.
-  EXPECT_EQ((*sut)->commit(*second).code(), Errc::state);
+  EXPECT_EQ(e.client->commit(*second).code(), Errc::state);
   // A CPU record would publish the pending claims too.
-  EXPECT_EQ((*sut)->push_complete("cpu").code(), Errc::state);
-  ASSERT_TRUE((*sut)->commit(*first).is_ok());
-  EXPECT_EQ((*sut)->commit(*first).code(), Errc::state);
-  EXPECT_EQ((*host)->poll(handler), 1u);
-  ASSERT_TRUE((*sut)->commit(*second).is_ok());
-  ASSERT_TRUE((*sut)->push_complete("cpu").is_ok());
-  EXPECT_EQ((*host)->poll(handler), 2u);
-  ASSERT_EQ(handler.completes.size(), 3u);
-  EXPECT_EQ(handler.completes[0].second, "abcde");
-  EXPECT_EQ(handler.completes[1].second, "xyz");
-  EXPECT_EQ(handler.completes[2].second, "cpu");
+  EXPECT_EQ(e.client->push_complete("cpu").code(), Errc::state);
+  ASSERT_TRUE(e.client->commit(*first).is_ok());
+  EXPECT_EQ(e.client->commit(*first).code(), Errc::state);
+  EXPECT_EQ(e.host->poll(handler), 1u);
+  ASSERT_TRUE(e.client->commit(*second).is_ok());
+  ASSERT_TRUE(e.client->push_complete("cpu").is_ok());
+  EXPECT_EQ(e.host->poll(handler), 2u);
+  EXPECT_EQ(completed(handler), (std::vector<std::string>{"abcde", "xyz", "cpu"}));
   EXPECT_TRUE(handler.rejections.empty());
 }
 
@@ -399,79 +411,62 @@ TEST(shm_transport, two_phase_claims_commit_in_order_and_block_cpu_pushes_while_
 // last commit position publishes them all (unchecksummed), and the client
 // settles them on its next call.
 TEST(shm_transport, an_external_writer_publishes_several_pending_claims_with_one_store) {
-  TempDir dir("shm");
-  const auto config = small_config(unique_instance("extclaim"), dir);
-  auto host = Host::create(config);
-  ASSERT_TRUE(host.is_ok());
-  auto sut = Client::open(config.instance, quick_options());
-  ASSERT_TRUE(sut.is_ok());
+  Endpoints e("extclaim");
+  ASSERT_TRUE(e.ready());
   std::vector<Client::Claim> claims;
   for (const char* text : {"one", "two", "three"}) {
-    auto c = (*sut)->claim(RecordType::complete, std::strlen(text));
+    auto c = e.client->claim(RecordType::complete, std::strlen(text));
     ASSERT_TRUE(c.is_ok()) << c.status().to_string();
     std::memcpy(c->payload.data(), text, std::strlen(text));
     claims.push_back(*c);
   }
   RecordingHandler handler;
-  EXPECT_EQ((*host)->poll(handler), 0u);
+  EXPECT_EQ(e.host->poll(handler), 0u);
   reinterpret_cast<std::atomic<uint64_t>*>(claims.back().commit_word)
       ->store(claims.back().commit_position, std::memory_order_release);
-  EXPECT_EQ((*host)->poll(handler), 3u);
+  EXPECT_EQ(e.host->poll(handler), 3u);
   // Settled: the CPU path flows again, and a committed claim is not pending.
-  ASSERT_TRUE((*sut)->push_complete("four").is_ok());
-  EXPECT_EQ((*sut)->abort(claims[0]).code(), Errc::state);
-  EXPECT_EQ((*host)->poll(handler), 1u);
-  ASSERT_EQ(handler.completes.size(), 4u);
-  EXPECT_EQ(handler.completes[0].second, "one");
-  EXPECT_EQ(handler.completes[2].second, "three");
-  EXPECT_EQ(handler.completes[3].second, "four");
+  ASSERT_TRUE(e.client->push_complete("four").is_ok());
+  EXPECT_EQ(e.client->abort(claims[0]).code(), Errc::state);
+  EXPECT_EQ(e.host->poll(handler), 1u);
+  EXPECT_EQ(completed(handler), (std::vector<std::string>{"one", "two", "three", "four"}));
   EXPECT_TRUE(handler.rejections.empty());
 }
 
 TEST(shm_transport, abort_drops_the_claim_and_every_later_one_and_the_ring_stays_in_sequence) {
-  TempDir dir("shm");
-  const auto config = small_config(unique_instance("abort"), dir);
-  auto host = Host::create(config);
-  ASSERT_TRUE(host.is_ok());
-  auto sut = Client::open(config.instance, quick_options());
-  ASSERT_TRUE(sut.is_ok());
-  auto kept = (*sut)->claim(RecordType::complete, 4);
-  auto dropped = (*sut)->claim(RecordType::complete, 600);
-  auto later = (*sut)->claim(RecordType::complete, 7);
+  Endpoints e("abort");
+  ASSERT_TRUE(e.ready());
+  auto kept = e.client->claim(RecordType::complete, 4);
+  auto dropped = e.client->claim(RecordType::complete, 600);
+  auto later = e.client->claim(RecordType::complete, 7);
   ASSERT_TRUE(kept.is_ok() && dropped.is_ok() && later.is_ok());
   std::memcpy(kept->payload.data(), "kept", 4);
   std::memset(dropped->payload.data(), 'D', 600);
-  ASSERT_TRUE((*sut)->abort(*dropped).is_ok());
-  EXPECT_EQ((*sut)->abort(*dropped).code(), Errc::state);
-  EXPECT_EQ((*sut)->commit(*later).code(), Errc::state);  // went with `dropped`
+  ASSERT_TRUE(e.client->abort(*dropped).is_ok());
+  EXPECT_EQ(e.client->abort(*dropped).code(), Errc::state);
+  EXPECT_EQ(e.client->commit(*later).code(), Errc::state);  // went with `dropped`
   // The next claim takes the aborted one's place and sequence number.
-  auto next = (*sut)->claim(RecordType::complete, 4);
+  auto next = e.client->claim(RecordType::complete, 4);
   ASSERT_TRUE(next.is_ok());
   EXPECT_EQ(next->payload.data(), dropped->payload.data());
   std::memcpy(next->payload.data(), "next", 4);
-  ASSERT_TRUE((*sut)->commit(*kept).is_ok());
-  ASSERT_TRUE((*sut)->commit(*next).is_ok());
+  ASSERT_TRUE(e.client->commit(*kept).is_ok());
+  ASSERT_TRUE(e.client->commit(*next).is_ok());
   RecordingHandler handler;
-  EXPECT_EQ((*host)->poll(handler), 2u);
-  ASSERT_EQ(handler.completes.size(), 2u);
-  EXPECT_EQ(handler.completes[0].second, "kept");
-  EXPECT_EQ(handler.completes[1].second, "next");
+  EXPECT_EQ(e.host->poll(handler), 2u);
+  EXPECT_EQ(completed(handler), (std::vector<std::string>{"kept", "next"}));
   EXPECT_TRUE(handler.rejections.empty());  // no gap in the sequence numbers
 }
 
 // Pending claims count against the ring: they are never handed out twice.
 TEST(shm_transport, pending_claims_fill_the_ring_until_ring_full) {
-  TempDir dir("shm");
-  const auto config = small_config(unique_instance("claimfull"), dir);
-  auto host = Host::create(config);
-  ASSERT_TRUE(host.is_ok());
-  auto sut = Client::open(config.instance, quick_options());
-  ASSERT_TRUE(sut.is_ok());
-  const size_t payload = config.ring_bytes / 16;
+  Endpoints e("claimfull");
+  ASSERT_TRUE(e.ready());
+  const size_t payload = e.config.ring_bytes / 16;
   std::vector<Client::Claim> claims;
   Status refused;
   for (int i = 0; i < 64; ++i) {
-    auto c = (*sut)->claim(RecordType::complete, payload);
+    auto c = e.client->claim(RecordType::complete, payload);
     if (!c) {
       refused = c.status();
       break;
@@ -482,46 +477,41 @@ TEST(shm_transport, pending_claims_fill_the_ring_until_ring_full) {
   EXPECT_EQ(claims.size(), 15u);  // 16 records of ring/16 bytes plus headers do not fit
   for (size_t i = 1; i < claims.size(); ++i)
     EXPECT_GE(claims[i].commit_position - claims[i - 1].commit_position, payload);
-  EXPECT_LE(claims.back().commit_position, config.ring_bytes);
-  ASSERT_TRUE((*sut)->abort(claims.front()).is_ok());
-  EXPECT_TRUE((*sut)->claim(RecordType::complete, payload).is_ok());
+  EXPECT_LE(claims.back().commit_position, e.config.ring_bytes);
+  ASSERT_TRUE(e.client->abort(claims.front()).is_ok());
+  EXPECT_TRUE(e.client->claim(RecordType::complete, payload).is_ok());
 }
 
 // A writer that commits without the client (the GPU) rings the doorbell
 // through the callable, which works after the client is gone.
 TEST(shm_transport, the_doorbell_callable_wakes_a_sleeping_daemon_after_an_external_commit) {
-  TempDir dir("shm");
-  const auto config = small_config(unique_instance("extbell"), dir);
-  auto host = Host::create(config);
-  ASSERT_TRUE(host.is_ok());
-  auto sut = Client::open(config.instance, quick_options());
-  ASSERT_TRUE(sut.is_ok());
-  auto c = (*sut)->claim(RecordType::complete, 3);
+  Endpoints e("extbell");
+  ASSERT_TRUE(e.ready());
+  auto c = e.client->claim(RecordType::complete, 3);
   ASSERT_TRUE(c.is_ok());
   std::memcpy(c->payload.data(), "gpu", 3);
-  std::function<void()> ring = (*sut)->doorbell();
+  std::function<void()> ring = e.client->doorbell();
   std::thread writer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the daemon is asleep by now
     reinterpret_cast<std::atomic<uint64_t>*>(c->commit_word)
         ->store(c->commit_position, std::memory_order_release);
-    sut.value().reset();  // the closure keeps the segment mapped
+    e.client.reset();  // the closure keeps the segment mapped
     ring();
   });
   const auto start = std::chrono::steady_clock::now();
-  (*host)->wait_for_work(std::chrono::seconds(20));
+  e.host->wait_for_work(std::chrono::seconds(20));
   const auto waited = std::chrono::steady_clock::now() - start;
   writer.join();
   // Without the doorbell the wait would last its whole 20 s.
   EXPECT_LT(waited, std::chrono::seconds(10));
   RecordingHandler handler;
-  (*host)->poll(handler);
-  ASSERT_EQ(handler.completes.size(), 1u);
-  EXPECT_EQ(handler.completes[0].second, "gpu");
+  e.host->poll(handler);
+  EXPECT_EQ(completed(handler), std::vector<std::string>{"gpu"});
   // The closed client's slot stays locked while the callable lives: a late
   // commit can never land in a ring the daemon gave to another client.
-  EXPECT_TRUE((*host)->maintain().empty());
+  EXPECT_TRUE(e.host->maintain().empty());
   ring = nullptr;
-  EXPECT_EQ((*host)->maintain().size(), 1u);
+  EXPECT_EQ(e.host->maintain().size(), 1u);
 }
 
 TEST(shm_transport, the_snapshot_shows_clients_workers_and_state) {

@@ -400,6 +400,26 @@ class Collector : public shm::RecordHandler {
   }
 };
 
+// The daemon's end of a ring on a private instance, and one client. Made
+// after the CUDA set-up, so its heartbeat is fresh at the first claim.
+struct DaemonEnd {
+  shm::SegmentConfig config;
+  std::unique_ptr<shm::Host> host;
+  std::unique_ptr<shm::Client> client;
+  DaemonEnd(const std::string& tag, uint32_t ring_bytes) {
+    config.instance = tag + std::to_string(getpid());
+    config.ring_bytes = ring_bytes;
+    auto h = shm::Host::create(config);
+    EXPECT_TRUE(h.is_ok()) << h.status().to_string();
+    if (!h) return;
+    host = std::move(*h);
+    auto c = shm::Client::open(config.instance);
+    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+    if (c) client = std::move(*c);
+  }
+  bool ready() const { return host != nullptr && client != nullptr; }
+};
+
 TEST(GpuFootprintsTest, push_writes_each_footprint_into_the_ring_and_poisons_flagged_ones) {
   SKIP_WITHOUT_DEVICE();
   const Geometry g{48, 128, 8};
@@ -407,22 +427,15 @@ TEST(GpuFootprintsTest, push_writes_each_footprint_into_the_ring_and_poisons_fla
   std::mt19937_64 rng(77);
   check_step(p, random_step(rng, g, g.layers, 16, 64, 1000, false), 4, -1);
   ASSERT_FALSE(HasFatalFailure());
-  // The daemon's end after the CUDA set-up: its heartbeat stays fresh. A
-  // ring of 128 KiB takes about 10 footprints of 12 KiB.
-  shm::SegmentConfig config;
-  config.instance = "h6gpu" + std::to_string(getpid());
-  config.ring_bytes = 1u << 17;
-  auto host = shm::Host::create(config);
-  ASSERT_TRUE(host.is_ok()) << host.status().to_string();
-  auto client = shm::Client::open(config.instance);
-  ASSERT_TRUE(client.is_ok()) << client.status().to_string();
+  DaemonEnd end("h6gpu", 1u << 17);  // a ring of 128 KiB: about 10 footprints of 12 KiB
+  ASSERT_TRUE(end.ready());
   SumInput in = random_tables(rng, 3, 10, 64, false);
   in.table[1 * 10] = 64;  // request 1 names a block past the last: must not be routed
   in.counts[1] = std::max(in.counts[1], 1);
   DeviceBuffer<int32_t> table(in.table);
   DeviceBuffer<int32_t> counts(in.counts);
   const std::vector<std::string_view> ids = {"req-a", "req-b", "req-c"};
-  Status pushed = p.gpu->push_requests(*client.value(), ids, table.ptr, 10, counts.ptr, nullptr);
+  Status pushed = p.gpu->push_requests(*end.client, ids, table.ptr, 10, counts.ptr, nullptr);
   ASSERT_TRUE(pushed.is_ok()) << pushed.to_string();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
@@ -432,7 +445,7 @@ TEST(GpuFootprintsTest, push_writes_each_footprint_into_the_ring_and_poisons_fla
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (seen.footprints.size() + seen.rejected.size() < 3 &&
          std::chrono::steady_clock::now() < deadline)
-    host.value()->poll(seen);
+    end.host->poll(seen);
   ASSERT_EQ(seen.footprints.size(), 2u);
   EXPECT_EQ(seen.footprints[0].id, "req-a");
   EXPECT_EQ(seen.footprints[0].counts,
@@ -454,10 +467,9 @@ TEST(GpuFootprintsTest, push_writes_each_footprint_into_the_ring_and_poisons_fla
   for (int i = 0; i < 12; ++i) names.push_back("big-" + std::to_string(i));
   const std::vector<std::string_view> big_ids(names.begin(), names.end());
   EXPECT_EQ(
-      p.gpu->push_requests(*client.value(), big_ids, big_table.ptr, 10, big_counts.ptr, nullptr)
-          .code(),
+      p.gpu->push_requests(*end.client, big_ids, big_table.ptr, 10, big_counts.ptr, nullptr).code(),
       Errc::capacity);
-  EXPECT_TRUE(client.value()->push_complete("after-capacity").is_ok());  // no claim left pending
+  EXPECT_TRUE(end.client->push_complete("after-capacity").is_ok());  // no claim left pending
 }
 
 // Pushes enqueue work and return: a second step's push goes out while the
@@ -470,13 +482,8 @@ TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu) {
   std::mt19937_64 rng(31);
   check_step(p, random_step(rng, g, g.layers, 8, 32, 200, false), 8, -1);
   ASSERT_FALSE(HasFatalFailure());
-  // The daemon's end after the CUDA set-up: its heartbeat stays fresh.
-  shm::SegmentConfig config;
-  config.instance = "h6gpu2" + std::to_string(getpid());
-  auto host = shm::Host::create(config);
-  ASSERT_TRUE(host.is_ok()) << host.status().to_string();
-  auto client = shm::Client::open(config.instance);
-  ASSERT_TRUE(client.is_ok()) << client.status().to_string();
+  DaemonEnd end("h6gpu2", 1u << 20);
+  ASSERT_TRUE(end.ready());
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   // 40 requests in the first step: two hand-off launches (32 + 8).
@@ -488,9 +495,9 @@ TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu) {
   for (int i = 0; i < 43; ++i) names.push_back("step-req-" + std::to_string(i));
   const std::vector<std::string_view> ids1(names.begin(), names.begin() + 40);
   const std::vector<std::string_view> ids2(names.begin() + 40, names.end());
-  Status pushed = p.gpu->push_requests(*client.value(), ids1, table1.ptr, 6, counts1.ptr, stream);
+  Status pushed = p.gpu->push_requests(*end.client, ids1, table1.ptr, 6, counts1.ptr, stream);
   ASSERT_TRUE(pushed.is_ok()) << pushed.to_string();
-  pushed = p.gpu->push_requests(*client.value(), ids2, table2.ptr, 6, counts2.ptr, stream);
+  pushed = p.gpu->push_requests(*end.client, ids2, table2.ptr, 6, counts2.ptr, stream);
   ASSERT_TRUE(pushed.is_ok()) << pushed.to_string();
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
 
@@ -505,7 +512,7 @@ TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (seen.footprints.size() + seen.rejected.size() < 43 &&
          std::chrono::steady_clock::now() < deadline)
-    host.value()->poll(seen);
+    end.host->poll(seen);
   ASSERT_EQ(seen.footprints.size(), 43u);
   EXPECT_TRUE(seen.rejected.empty());
   for (size_t r = 0; r < 43; ++r) {
@@ -515,7 +522,7 @@ TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu) {
         << "request " << r;
   }
   // Every claim is committed: the client's CPU pushes flow again.
-  EXPECT_TRUE(client.value()->push_complete("step-req-0").is_ok());
+  EXPECT_TRUE(end.client->push_complete("step-req-0").is_ok());
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
