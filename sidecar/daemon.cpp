@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "futex.hpp"  // core/src: cpu_relax
 #include "log.hpp"
 
 namespace eldr::sidecar {
@@ -21,18 +22,10 @@ constexpr uint32_t kYieldRounds = 200;
 constexpr uint32_t kMaxSleepUs = 1000;
 constexpr auto kDoorbellWait = std::chrono::microseconds(10'000);
 
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 // Idle back-off, one step per empty poll; `idle` counts the empty polls.
 void back_off(uint32_t idle, shm::Host& host) {
   if (idle < kSpinRounds) {
-    cpu_relax();
+    shm::detail::cpu_relax();
   } else if (idle < kSpinRounds + kYieldRounds) {
     sched_yield();
   } else {
