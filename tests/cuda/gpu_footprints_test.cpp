@@ -409,6 +409,9 @@ struct DaemonEnd {
   DaemonEnd(const std::string& tag, uint32_t ring_bytes) {
     config.instance = tag + std::to_string(getpid());
     config.ring_bytes = ring_bytes;
+    // Small: the segment is page-locked whole, and containers' /dev/shm is small.
+    config.max_clients = 2;
+    config.decision_slots = 1024;
     auto h = shm::Host::create(config);
     EXPECT_TRUE(h.is_ok()) << h.status().to_string();
     if (!h) return;
