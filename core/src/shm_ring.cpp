@@ -388,9 +388,14 @@ Status validate_footprint_message(const FootprintOut& f) {
 
 FootprintEncoder::FootprintEncoder() : m_builder(1024) {}
 
-Status FootprintEncoder::encode(const FootprintOut& f) {
-  m_builder.Clear();  // a refused footprint leaves an empty message, never the previous one
+void FootprintEncoder::clear() noexcept {
+  m_builder.Clear();
   m_hole_count = 0;
+  m_counts_offset = 0;
+}
+
+Status FootprintEncoder::encode(const FootprintOut& f) {
+  clear();
   ELDR_TRY(validate_footprint_message(f));
   lay_out(f, f.counts.data(), f.counts.size());
   return Status::ok();
@@ -398,8 +403,7 @@ Status FootprintEncoder::encode(const FootprintOut& f) {
 
 Status FootprintEncoder::encode_dense_skeleton(std::string_view request_id, uint32_t layers,
                                                uint32_t experts, uint64_t prefill_end_ns) {
-  m_builder.Clear();
-  m_hole_count = 0;
+  clear();
   ELDR_TRY(validate_request_id(request_id));
   ELDR_TRY((Geometry{layers, experts, 0}.validate()));
   FootprintOut f;

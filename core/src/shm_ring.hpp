@@ -201,6 +201,8 @@ class FootprintEncoder {
     const uint8_t* source = nullptr;  // null: filled by another writer
     size_t bytes = 0;
   };
+  // An empty message: what a refused footprint leaves, never the previous one.
+  void clear() noexcept;
   // Lays out a validated footprint; its counts come from counts_source
   // (null for a skeleton) and number counts_cells.
   void lay_out(const FootprintOut& footprint, const int16_t* counts_source, size_t counts_cells);

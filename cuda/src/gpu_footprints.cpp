@@ -27,8 +27,6 @@ static_assert(detail::kErrExpertId == kRowErrExpertId && detail::kErrSlot == kRo
                   detail::kErrFootprint == kRowErrFootprint &&
                   detail::kErrBlockId == kRowErrBlockId,
               "the kernels' error bits drifted from the CPU reference's");
-static_assert(kMaxExperts <= detail::kMaxExpertsSupported,
-              "the kernels' shared-memory histograms are sized for fewer experts");
 
 Status cuda_error(cudaError_t e, const std::string& what) {
   cudaGetLastError();  // clear a non-sticky error so the next call starts clean
@@ -104,6 +102,7 @@ struct Range {
   uint64_t inode = 0;
   uint64_t offset = 0;
   bool contains(uintptr_t p, size_t n) const { return p >= begin && p + n <= end; }
+  bool overlaps(const Range& o) const { return begin < o.end && o.begin < end; }
   bool same_mapping(const Range& o) const {
     return begin == o.begin && end == o.end && device == o.device && inode == o.inode &&
            offset == o.offset;
@@ -185,8 +184,8 @@ struct GpuFootprints::Impl {
   uint32_t* handoff_arrivals = nullptr;  // device: the batched hand-off's arrival count
   int sm_count = 1;
   std::vector<Range> registered;  // host ranges this object registered
-  // The client attachment whose ring mapping was last checked; the mapping
-  // is looked up again only when it changes.
+  // The client attachment whose ring mapping was last checked, and that
+  // mapping; it is looked up again only when the attachment changes.
   struct RingKey {
     const shm::Client* client = nullptr;
     uint64_t generation = 0;
@@ -194,8 +193,11 @@ struct GpuFootprints::Impl {
     const uint64_t* commit_word = nullptr;
     bool operator==(const RingKey&) const = default;
   };
-  std::optional<RingKey> ring_key;
-  std::optional<Range> ring_range;
+  struct KnownRing {
+    RingKey key;
+    Range mapping;
+  };
+  std::optional<KnownRing> known_ring;
   // The doorbell's host function runs on a stream of its own (a host
   // function stalls its stream until it has run): it waits for the engine
   // stream's hand-offs through this event.
@@ -253,8 +255,10 @@ struct GpuFootprints::Impl {
     const RingKey key{&client, client.daemon_generation(), client.reattachments(),
                       claim.commit_word};
     const auto payload = reinterpret_cast<uintptr_t>(claim.payload.data());
-    if (ring_key == key && ring_range->contains(payload, claim.payload.size())) return Status::ok();
-    ring_key.reset();
+    if (known_ring && known_ring->key == key &&
+        known_ring->mapping.contains(payload, claim.payload.size()))
+      return Status::ok();
+    known_ring.reset();
     auto range = mapping_of(claim.commit_word);
     if (!range || !range->contains(reinterpret_cast<uintptr_t>(claim.commit_word), 8) ||
         !range->contains(payload, claim.payload.size()))
@@ -264,14 +268,12 @@ struct GpuFootprints::Impl {
     if (!known) {
       // Ranges of ours overlapping it belong to a segment that is gone. Hand-offs
       // still in flight may write there: let them finish before unpinning.
-      const bool stale = std::any_of(registered.begin(), registered.end(), [&](const Range& r) {
-        return r.begin < range->end && range->begin < r.end;
-      });
-      if (stale) cudaDeviceSynchronize();
+      const auto stale = [&](const Range& r) { return r.overlaps(*range); };
+      if (std::any_of(registered.begin(), registered.end(), stale)) cudaDeviceSynchronize();
       std::erase_if(registered, [&](const Range& r) {
-        const bool overlaps = r.begin < range->end && range->begin < r.end;
-        if (overlaps) cudaHostUnregister(reinterpret_cast<void*>(r.begin));
-        return overlaps;
+        const bool gone = stale(r);
+        if (gone) cudaHostUnregister(reinterpret_cast<void*>(r.begin));
+        return gone;
       });
       cudaGetLastError();
       const cudaError_t e =
@@ -285,8 +287,7 @@ struct GpuFootprints::Impl {
         registered.push_back(*range);
       }
     }
-    ring_key = key;
-    ring_range = range;
+    known_ring = KnownRing{key, *range};
     return Status::ok();
   }
 
@@ -484,11 +485,11 @@ Status GpuFootprints::push_requests(shm::Client& client,
         uint64_t need = (requests - r + 1) * shm::detail::record_span(m.encoder.size());
         for (const shm::Client::Claim& c : m.claims)
           need += shm::detail::record_span(c.payload.size());
-        if (need > client.ring_bytes())
+        const uint32_t ring = client.ring_bytes();
+        if (need > ring)
           st = {Errc::capacity, "a step of " + std::to_string(requests) +
                                     " footprints needs about " + std::to_string(need) +
-                                    " bytes of a client ring of " +
-                                    std::to_string(client.ring_bytes()) +
+                                    " bytes of a client ring of " + std::to_string(ring) +
                                     ": push fewer requests per call or raise eldrd's ring_bytes"};
       }
       return abort_from(

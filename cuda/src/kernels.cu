@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "eldr/geometry.hpp"
 #include "kernels.hpp"
 
 namespace eldr::gpu::detail {
@@ -393,7 +394,7 @@ struct AccumulateShape {
   uint64_t grid = 0;
   size_t shared_bytes = 0;
 };
-static_assert(padded_experts(kMaxExpertsSupported) * sizeof(uint32_t) <= kHistogramBytesLimit,
+static_assert(padded_experts(kMaxExperts) * sizeof(uint32_t) <= kHistogramBytesLimit,
               "one warp's histogram must fit the shared-memory budget");
 
 AccumulateShape accumulate_shape(const RowsView& v, uint32_t tokens, uint32_t call_layers) {

@@ -35,9 +35,6 @@ constexpr uint32_t padded_experts(uint32_t experts) { return (experts + 3u) & ~3
 // The accumulate kernel keeps one warp's histogram of padded_experts uint32
 // in at most this much shared memory (no opt-in attribute needed).
 inline constexpr uint32_t kHistogramBytesLimit = 48u << 10;
-// The most experts the kernels take (eldr::kMaxExperts; gpu_footprints.cpp
-// checks the two agree).
-inline constexpr uint32_t kMaxExpertsSupported = 4096;
 
 // One engine step (see BlockRows::accumulate for the exact semantics): a reset
 // kernel zeroes the row slices of blocks whose offset-0 token is in the step,
