@@ -334,13 +334,16 @@ TEST(shm_ring, arbitrary_bytes_and_positions_never_crash_the_reader) {
 
 // ---- payloads -------------------------------------------------------------------
 
-FootprintOut dense_footprint(const std::vector<int16_t>& counts) {
+// Views `counts` (and `id`): both must outlive the footprint.
+FootprintOut dense_footprint(const std::vector<int16_t>& counts, std::string_view id = "req-1",
+                             uint32_t layers = 2, uint32_t experts = 4,
+                             uint64_t prefill_end_ns = 1234) {
   FootprintOut f;
-  f.request_id = "req-1";
-  f.layers = 2;
-  f.experts = 4;
+  f.request_id = id;
+  f.layers = layers;
+  f.experts = experts;
   f.counts = counts;
-  f.prefill_end_ns = 1234;
+  f.prefill_end_ns = prefill_end_ns;
   return f;
 }
 
@@ -436,13 +439,7 @@ TEST(shm_ring, a_dense_skeleton_leaves_only_the_counts_to_fill) {
     std::vector<int16_t> counts(cells);
     for (auto& c : counts) c = static_cast<int16_t>(rng() % 1000);
     std::memcpy(bytes.data() + hole, counts.data(), 2 * cells);
-    FootprintOut f;
-    f.request_id = id;
-    f.layers = layers;
-    f.experts = experts;
-    f.counts = counts;
-    f.prefill_end_ns = ns;
-    ASSERT_TRUE(cpu.encode(f).is_ok());
+    ASSERT_TRUE(cpu.encode(dense_footprint(counts, id, layers, experts, ns)).is_ok());
     std::vector<uint8_t> want(cpu.size());
     cpu.write_to(want.data());
     EXPECT_EQ(bytes, want);
