@@ -500,7 +500,8 @@ TEST(shm_ring, malformed_footprint_payloads_are_rejected_with_a_reason) {
   EXPECT_EQ(s.code(), Errc::out_of_range);
   EXPECT_EQ(sut.request_id, "neg");  // readable: the daemon can answer it with an error
   EXPECT_EQ(encode_footprint(dense_footprint(counts), bytes).code(), Errc::out_of_range);
-  FootprintOut bad_id = dense_footprint({1, 2, 3, 4, 5, 6, 7, 8});
+  const std::vector<int16_t> good{1, 2, 3, 4, 5, 6, 7, 8};  // outlives bad_id's view of it
+  FootprintOut bad_id = dense_footprint(good);
   bad_id.request_id = std::string_view("a\0b", 3);
   EXPECT_EQ(encode_footprint(bad_id, bytes).code(), Errc::invalid_argument);
   bad_id.request_id = "";
