@@ -398,6 +398,13 @@ class Collector : public shm::RecordHandler {
   void on_rejected(uint32_t, shm::RejectReason, std::string_view id, const Status&) override {
     rejected.emplace_back(id);
   }
+  // Polls until `records` footprints and rejections arrived, for at most 5 s.
+  void collect(shm::Host& host, size_t records) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (footprints.size() + rejected.size() < records &&
+           std::chrono::steady_clock::now() < deadline)
+      host.poll(*this);
+  }
 };
 
 // The daemon's end of a ring on a private instance, and one client. Made
@@ -445,10 +452,7 @@ TEST(GpuFootprintsTest, push_writes_each_footprint_into_the_ring_and_poisons_fla
   std::vector<int16_t> want(3 * g.cells());
   ASSERT_TRUE(p.cpu.sum_requests(in.table, 10, in.counts, want).is_ok());
   Collector seen;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (seen.footprints.size() + seen.rejected.size() < 3 &&
-         std::chrono::steady_clock::now() < deadline)
-    end.host->poll(seen);
+  seen.collect(*end.host, 3);
   ASSERT_EQ(seen.footprints.size(), 2u);
   EXPECT_EQ(seen.footprints[0].id, "req-a");
   EXPECT_EQ(seen.footprints[0].counts,
@@ -512,10 +516,7 @@ TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu) {
       p.cpu.sum_requests(second.table, 6, second.counts, std::span(want).subspan(40 * g.cells()))
           .is_ok());
   Collector seen;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (seen.footprints.size() + seen.rejected.size() < 43 &&
-         std::chrono::steady_clock::now() < deadline)
-    end.host->poll(seen);
+  seen.collect(*end.host, 43);
   ASSERT_EQ(seen.footprints.size(), 43u);
   EXPECT_TRUE(seen.rejected.empty());
   for (size_t r = 0; r < 43; ++r) {
