@@ -19,23 +19,10 @@
 namespace eldr::shm {
 namespace {
 
+using eldr::testing::Pair;
 using eldr::testing::small_config;
 using eldr::testing::TempDir;
 using eldr::testing::unique_instance;
-
-struct Pair {
-  Pair(const TempDir& dir, const std::string& tag, ClientOptions options = {}) {
-    auto h = Host::create(small_config(unique_instance(tag), dir));
-    EXPECT_TRUE(h.is_ok()) << h.status().to_string();
-    host = std::move(*h);
-    options.open_timeout = std::chrono::milliseconds(200);
-    auto c = Client::open(host->config().instance, options);
-    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
-    client = std::move(*c);
-  }
-  std::unique_ptr<Host> host;
-  std::unique_ptr<Client> client;
-};
 
 DecisionIn decision(int32_t worker, float similarity = 0.5f) {
   DecisionIn d;

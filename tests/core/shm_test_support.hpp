@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,23 @@ inline shm::SegmentConfig small_config(const std::string& instance, const TempDi
   c.lock_dir = dir.path().string();
   return c;
 }
+
+// A daemon end and one client on a private instance of a small segment.
+struct Pair {
+  Pair(const TempDir& dir, const std::string& tag, shm::ClientOptions options = {}) {
+    auto h = shm::Host::create(small_config(unique_instance(tag), dir));
+    EXPECT_TRUE(h.is_ok()) << h.status().to_string();
+    if (!h) return;
+    host = std::move(*h);
+    options.open_timeout = std::chrono::milliseconds(200);
+    auto c = shm::Client::open(host->config().instance, options);
+    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+    if (c) client = std::move(*c);
+  }
+  bool ready() const { return host != nullptr && client != nullptr; }
+  std::unique_ptr<shm::Host> host;
+  std::unique_ptr<shm::Client> client;
+};
 
 struct RecordedFootprint {
   uint32_t client = 0;

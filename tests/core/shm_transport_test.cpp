@@ -21,6 +21,7 @@
 namespace eldr::shm {
 namespace {
 
+using eldr::testing::Pair;
 using eldr::testing::RecordingHandler;
 using eldr::testing::small_config;
 using eldr::testing::TempDir;
@@ -38,24 +39,6 @@ std::vector<std::string> completed(const RecordingHandler& handler) {
   for (const auto& c : handler.completes) ids.push_back(c.second);
   return ids;
 }
-
-// A daemon end and one client on a private instance.
-struct Endpoints {
-  TempDir dir{"shm"};
-  SegmentConfig config;
-  std::unique_ptr<Host> host;
-  std::unique_ptr<Client> client;
-  explicit Endpoints(const std::string& tag) : config(small_config(unique_instance(tag), dir)) {
-    auto h = Host::create(config);
-    EXPECT_TRUE(h.is_ok()) << h.status().to_string();
-    if (!h) return;
-    host = std::move(*h);
-    auto c = Client::open(config.instance, quick_options());
-    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
-    if (c) client = std::move(*c);
-  }
-  bool ready() const { return host != nullptr && client != nullptr; }
-};
 
 // A writable view of a segment's first page, as a foreign or corrupt writer.
 class HeaderPoke {
@@ -383,7 +366,8 @@ TEST(shm_transport, the_doorbell_wakes_a_sleeping_daemon) {
 }
 
 TEST(shm_transport, two_phase_claims_commit_in_order_and_block_cpu_pushes_while_pending) {
-  Endpoints e("claim");
+  TempDir dir("shm");
+  Pair e(dir, "claim");
   ASSERT_TRUE(e.ready());
   auto first = e.client->claim(RecordType::complete, 5);
   auto second = e.client->claim(RecordType::complete, 3);
@@ -411,7 +395,8 @@ TEST(shm_transport, two_phase_claims_commit_in_order_and_block_cpu_pushes_while_
 // last commit position publishes them all (unchecksummed), and the client
 // settles them on its next call.
 TEST(shm_transport, an_external_writer_publishes_several_pending_claims_with_one_store) {
-  Endpoints e("extclaim");
+  TempDir dir("shm");
+  Pair e(dir, "extclaim");
   ASSERT_TRUE(e.ready());
   std::vector<Client::Claim> claims;
   for (const char* text : {"one", "two", "three"}) {
@@ -434,7 +419,8 @@ TEST(shm_transport, an_external_writer_publishes_several_pending_claims_with_one
 }
 
 TEST(shm_transport, abort_drops_the_claim_and_every_later_one_and_the_ring_stays_in_sequence) {
-  Endpoints e("abort");
+  TempDir dir("shm");
+  Pair e(dir, "abort");
   ASSERT_TRUE(e.ready());
   auto kept = e.client->claim(RecordType::complete, 4);
   auto dropped = e.client->claim(RecordType::complete, 600);
@@ -460,9 +446,10 @@ TEST(shm_transport, abort_drops_the_claim_and_every_later_one_and_the_ring_stays
 
 // Pending claims count against the ring: they are never handed out twice.
 TEST(shm_transport, pending_claims_fill_the_ring_until_ring_full) {
-  Endpoints e("claimfull");
+  TempDir dir("shm");
+  Pair e(dir, "claimfull");
   ASSERT_TRUE(e.ready());
-  const size_t payload = e.config.ring_bytes / 16;
+  const size_t payload = e.host->config().ring_bytes / 16;
   std::vector<Client::Claim> claims;
   Status refused;
   for (int i = 0; i < 64; ++i) {
@@ -477,7 +464,7 @@ TEST(shm_transport, pending_claims_fill_the_ring_until_ring_full) {
   EXPECT_EQ(claims.size(), 15u);  // 16 records of ring/16 bytes plus headers do not fit
   for (size_t i = 1; i < claims.size(); ++i)
     EXPECT_GE(claims[i].commit_position - claims[i - 1].commit_position, payload);
-  EXPECT_LE(claims.back().commit_position, e.config.ring_bytes);
+  EXPECT_LE(claims.back().commit_position, e.host->config().ring_bytes);
   ASSERT_TRUE(e.client->abort(claims.front()).is_ok());
   EXPECT_TRUE(e.client->claim(RecordType::complete, payload).is_ok());
 }
@@ -485,7 +472,8 @@ TEST(shm_transport, pending_claims_fill_the_ring_until_ring_full) {
 // A writer that commits without the client (the GPU) rings the doorbell
 // through the callable, which works after the client is gone.
 TEST(shm_transport, the_doorbell_callable_wakes_a_sleeping_daemon_after_an_external_commit) {
-  Endpoints e("extbell");
+  TempDir dir("shm");
+  Pair e(dir, "extbell");
   ASSERT_TRUE(e.ready());
   auto c = e.client->claim(RecordType::complete, 3);
   ASSERT_TRUE(c.is_ok());
