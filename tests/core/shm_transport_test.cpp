@@ -426,6 +426,11 @@ TEST(shm_transport, abort_drops_the_claim_and_every_later_one_and_the_ring_stays
   auto dropped = e.client->claim(RecordType::complete, 600);
   auto later = e.client->claim(RecordType::complete, 7);
   ASSERT_TRUE(kept.is_ok() && dropped.is_ok() && later.is_ok());
+  // Another client's claim is not pending here: neither aborted nor committed.
+  auto other = Client::open(e.host->config().instance, quick_options());
+  ASSERT_TRUE(other.is_ok()) << other.status().to_string();
+  EXPECT_EQ((*other)->abort(*kept).code(), Errc::state);
+  EXPECT_EQ((*other)->commit(*kept).code(), Errc::state);
   std::memcpy(kept->payload.data(), "kept", 4);
   std::memset(dropped->payload.data(), 'D', 600);
   ASSERT_TRUE(e.client->abort(*dropped).is_ok());
