@@ -405,6 +405,8 @@ Result<Client::Claim> Client::claim(RecordType type, size_t payload_bytes) {
   c.payload = {r->payload, r->length};
   c.commit_word = m.att->writer.commit_word();
   c.commit_position = r->commit_position;
+  const SegmentView& v = m.att->view;
+  c.ring = {reinterpret_cast<uint8_t*>(v.ring_control(m.att->slot)), v.layout.ring_stride};
   return c;
 }
 

@@ -293,7 +293,7 @@ Row run_shape(const Shape& shape, double copy_bw, cudaStream_t stream, int runs)
   // end, drained by a thread as eldrd would. Its records are checked first.
   eldr::shm::SegmentConfig config;
   config.instance = "eldrgpubench" + std::to_string(getpid());
-  // Small: the whole segment is page-locked, and containers' /dev/shm is small.
+  // Small: containers' /dev/shm is small.
   config.max_clients = 1;
   config.ring_bytes = 1u << 20;  // 20 steps of 4 footprints
   config.decision_slots = 64;

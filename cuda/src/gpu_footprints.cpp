@@ -8,6 +8,7 @@
 #include <ctime>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 
@@ -91,24 +92,25 @@ Result<T*> device_view(T* p, const char* what, int device) {
   }
 }
 
-// A mapping of this process as /proc/self/maps lists it. The file identity
-// matters: a restarted daemon's new segment (a new file) may be mapped at the
-// very addresses of the old one, and a registration made for the old pages
-// would send the GPU's writes to pages nobody reads.
+// Addresses of this process and the file bytes mapped there (/proc/self/maps).
+// The file identity matters: a restarted daemon's new segment (a new file)
+// may be mapped at the very addresses of the old one, and a registration made
+// for the old pages would send the GPU's writes to pages nobody reads.
 struct Range {
   uintptr_t begin = 0;
   uintptr_t end = 0;
   uint64_t device = 0;
   uint64_t inode = 0;
-  uint64_t offset = 0;
+  uint64_t offset = 0;  // in the file, of begin
   bool contains(uintptr_t p, size_t n) const { return p >= begin && p + n <= end; }
   bool overlaps(const Range& o) const { return begin < o.end && o.begin < end; }
-  bool same_mapping(const Range& o) const {
+  bool same_file_range(const Range& o) const {
     return begin == o.begin && end == o.end && device == o.device && inode == o.inode &&
            offset == o.offset;
   }
 };
 
+// The whole mapping that holds p.
 std::optional<Range> mapping_of(const void* p) {
   const auto address = reinterpret_cast<uintptr_t>(p);
   std::FILE* maps = std::fopen("/proc/self/maps", "re");
@@ -130,6 +132,15 @@ std::optional<Range> mapping_of(const void* p) {
   }
   std::fclose(maps);
   return found;
+}
+
+// The file range mapped at `bytes`, which must lie inside one mapping.
+std::optional<Range> file_range_of(std::span<const uint8_t> bytes) {
+  const auto begin = reinterpret_cast<uintptr_t>(bytes.data());
+  const std::optional<Range> mapping = mapping_of(bytes.data());
+  if (bytes.empty() || !mapping || !mapping->contains(begin, bytes.size())) return std::nullopt;
+  return Range{begin, begin + bytes.size(), mapping->device, mapping->inode,
+               mapping->offset + (begin - mapping->begin)};
 }
 
 uint64_t realtime_ns() {
@@ -183,9 +194,8 @@ struct GpuFootprints::Impl {
   int16_t* footprints = nullptr;         // device [max_requests][L][E]: push staging, lazily
   uint32_t* handoff_arrivals = nullptr;  // device: the batched hand-off's arrival count
   int sm_count = 1;
-  std::vector<Range> registered;  // host ranges this object registered
-  // The client attachment whose ring mapping was last checked, and that
-  // mapping; it is looked up again only when the attachment changes.
+  // The client attachment whose ring was last checked, and that ring; it is
+  // looked up again only when the attachment changes.
   struct RingKey {
     const shm::Client* client = nullptr;
     uint64_t generation = 0;
@@ -195,9 +205,14 @@ struct GpuFootprints::Impl {
   };
   struct KnownRing {
     RingKey key;
-    Range mapping;
+    Range ring;
   };
   std::optional<KnownRing> known_ring;
+  struct Registration {  // a ring this object registered, and for which attachment
+    Range ring;
+    RingKey key;
+  };
+  std::vector<Registration> registered;
   // The doorbell's host function runs on a stream of its own (a host
   // function stalls its stream until it has run): it waits for the engine
   // stream's hand-offs through this event.
@@ -210,7 +225,8 @@ struct GpuFootprints::Impl {
 
   ~Impl() {
     DeviceScope scope(options.device);
-    for (const Range& r : registered) cudaHostUnregister(reinterpret_cast<void*>(r.begin));
+    for (const Registration& r : registered)
+      cudaHostUnregister(reinterpret_cast<void*>(r.ring.begin));
     cudaFree(rows.rows);
     cudaFree(flags);
     cudaFree(scratch.partial);
@@ -246,48 +262,54 @@ struct GpuFootprints::Impl {
   size_t padded_row_bytes() const { return size_t{rows.layers} * rows.experts_padded; }
   size_t cells() const { return options.geometry.cells(); }
 
-  // Registers the client's shared-memory segment (the mapping that holds its
-  // ring) with CUDA on first use. /proc/self/maps is read again only when the
-  // client's attachment changed (an engine process has thousands of
-  // mappings). The file identity matters: a restarted daemon's new segment may
-  // be mapped at the very addresses of the old one.
+  // Registers the client's ring (Claim::ring: its positions and data, not
+  // the rest of the segment) with CUDA on first use. /proc/self/maps is read
+  // again only when the client's attachment changed (an engine process has
+  // thousands of mappings), for the ring's file identity: a restarted
+  // daemon's new segment may be mapped at the very addresses of the old one.
   Status register_ring(const shm::Client& client, const shm::Client::Claim& claim) {
     const RingKey key{&client, client.daemon_generation(), client.reattachments(),
                       claim.commit_word};
     const auto payload = reinterpret_cast<uintptr_t>(claim.payload.data());
     if (known_ring && known_ring->key == key &&
-        known_ring->mapping.contains(payload, claim.payload.size()))
+        known_ring->ring.contains(payload, claim.payload.size()))
       return Status::ok();
     known_ring.reset();
-    auto range = mapping_of(claim.commit_word);
-    if (!range || !range->contains(reinterpret_cast<uintptr_t>(claim.commit_word), 8) ||
-        !range->contains(payload, claim.payload.size()))
-      return Status{Errc::internal, "ring memory is not inside one mapping of this process"};
-    const bool known = std::any_of(registered.begin(), registered.end(),
-                                   [&](const Range& r) { return r.same_mapping(*range); });
+    auto ring = file_range_of(claim.ring);
+    if (!ring || !ring->contains(reinterpret_cast<uintptr_t>(claim.commit_word), 8) ||
+        !ring->contains(payload, claim.payload.size()))
+      return Status{Errc::internal,
+                    "the claim is not inside its ring, or the ring not inside "
+                    "one mapping of this process"};
+    const bool known =
+        std::any_of(registered.begin(), registered.end(),
+                    [&](const Registration& r) { return r.ring.same_file_range(*ring); });
     if (!known) {
-      // Ranges of ours overlapping it belong to a segment that is gone. Hand-offs
-      // still in flight may write there: let them finish before unpinning.
-      const auto stale = [&](const Range& r) { return r.overlaps(*range); };
+      // A ring of ours that overlaps it, or that this client wrote before it
+      // re-attached, is gone. Hand-offs still in flight may write there: let
+      // them finish before unpinning.
+      const auto stale = [&](const Registration& r) {
+        return r.ring.overlaps(*ring) || (r.key.client == key.client && r.key != key);
+      };
       if (std::any_of(registered.begin(), registered.end(), stale)) cudaDeviceSynchronize();
-      std::erase_if(registered, [&](const Range& r) {
+      std::erase_if(registered, [&](const Registration& r) {
         const bool gone = stale(r);
-        if (gone) cudaHostUnregister(reinterpret_cast<void*>(r.begin));
+        if (gone) cudaHostUnregister(reinterpret_cast<void*>(r.ring.begin));
         return gone;
       });
       cudaGetLastError();
       const cudaError_t e =
-          cudaHostRegister(reinterpret_cast<void*>(range->begin), range->end - range->begin,
+          cudaHostRegister(reinterpret_cast<void*>(ring->begin), ring->end - ring->begin,
                            cudaHostRegisterMapped | cudaHostRegisterPortable);
       if (e == cudaErrorHostMemoryAlreadyRegistered) {
         cudaGetLastError();  // registered by someone else (the engine): usable, not ours
       } else if (e != cudaSuccess) {
-        return cuda_error(e, "cudaHostRegister of the ring's shared memory");
+        return cuda_error(e, "cudaHostRegister of the client's ring");
       } else {
-        registered.push_back(*range);
+        registered.push_back(Registration{*ring, key});
       }
     }
-    known_ring = KnownRing{key, *range};
+    known_ring = KnownRing{key, *ring};
     return Status::ok();
   }
 

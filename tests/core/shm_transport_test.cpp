@@ -474,6 +474,41 @@ TEST(shm_transport, pending_claims_fill_the_ring_until_ring_full) {
   EXPECT_TRUE(e.client->claim(RecordType::complete, payload).is_ok());
 }
 
+// A GPU writer page-locks Claim::ring, not the whole segment: it holds the
+// payload and the commit word wherever the ring has wrapped, and it is no
+// other client's ring.
+TEST(shm_transport, a_claims_ring_is_whole_pages_holding_the_claim_and_no_other_clients_ring) {
+  TempDir dir("shm");
+  Pair e(dir, "claimring");
+  ASSERT_TRUE(e.ready());
+  auto other = Client::open(e.host->config().instance, quick_options());
+  ASSERT_TRUE(other.is_ok()) << other.status().to_string();
+  auto theirs = (*other)->claim(RecordType::complete, 8);
+  ASSERT_TRUE(theirs.is_ok());
+  const auto holds = [](std::span<uint8_t> ring, const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return b >= ring.data() && b + n <= ring.data() + ring.size();
+  };
+  const size_t ring_bytes = e.host->config().ring_bytes;
+  const size_t payload = ring_bytes / 10;
+  RecordingHandler handler;
+  for (int i = 0; i < 25; ++i) {  // wraps the ring twice
+    auto c = e.client->claim(RecordType::complete, payload);
+    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(c->ring.data()) % 4096, 0u);
+    EXPECT_EQ(c->ring.size(), 4096 + ring_bytes);  // the positions' page, then the data
+    EXPECT_TRUE(holds(c->ring, c->payload.data(), c->payload.size())) << i;
+    EXPECT_TRUE(holds(c->ring, c->commit_word, sizeof(uint64_t))) << i;
+    EXPECT_FALSE(holds(c->ring, theirs->payload.data(), 1));
+    EXPECT_FALSE(holds(c->ring, theirs->commit_word, 1));
+    EXPECT_TRUE(c->ring.data() + c->ring.size() <= theirs->ring.data() ||
+                theirs->ring.data() + theirs->ring.size() <= c->ring.data());
+    std::memset(c->payload.data(), 'r', c->payload.size());
+    ASSERT_TRUE(e.client->commit(*c).is_ok());
+    EXPECT_EQ(e.host->poll(handler), 1u);
+  }
+}
+
 // A writer that commits without the client (the GPU) rings the doorbell
 // through the callable, which works after the client is gone.
 TEST(shm_transport, the_doorbell_callable_wakes_a_sleeping_daemon_after_an_external_commit) {

@@ -416,7 +416,7 @@ struct DaemonEnd {
   DaemonEnd(const std::string& tag, uint32_t ring_bytes) {
     config.instance = tag + std::to_string(getpid());
     config.ring_bytes = ring_bytes;
-    // Small: the segment is page-locked whole, and containers' /dev/shm is small.
+    // Small: containers' /dev/shm is small.
     config.max_clients = 2;
     config.decision_slots = 1024;
     auto h = shm::Host::create(config);
@@ -528,6 +528,49 @@ TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu) {
   // Every claim is committed: the client's CPU pushes flow again.
   EXPECT_TRUE(end.client->push_complete("step-req-0").is_ok());
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+// Only the client's ring is registered, so a restarted daemon's new segment
+// needs a registration of its own: the push after the client re-attached
+// registers the new ring (releasing the old one) and lands there.
+TEST(GpuFootprintsTest, a_push_after_the_daemon_restarted_lands_in_the_new_ring) {
+  SKIP_WITHOUT_DEVICE();
+  const Geometry g{4, 16, 2};
+  Pair p = make_pair(g, 8, 32, 4);
+  std::mt19937_64 rng(53);
+  check_step(p, random_step(rng, g, g.layers, 8, 32, 100, false), 4, -1);
+  ASSERT_FALSE(HasFatalFailure());
+  DaemonEnd end("h6gpu3", 1u << 16);
+  ASSERT_TRUE(end.ready());
+  SumInput in = random_tables(rng, 2, 4, 32, false);
+  DeviceBuffer<int32_t> table(in.table), counts(in.counts);
+  std::vector<int16_t> want(2 * g.cells());
+  ASSERT_TRUE(p.cpu.sum_requests(in.table, 4, in.counts, want).is_ok());
+  const auto push_and_collect = [&](const std::vector<std::string_view>& ids) {
+    Status pushed = p.gpu->push_requests(*end.client, ids, table.ptr, 4, counts.ptr, nullptr);
+    EXPECT_TRUE(pushed.is_ok()) << pushed.to_string();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    Collector seen;
+    seen.collect(*end.host, 2);
+    EXPECT_TRUE(seen.rejected.empty());
+    EXPECT_EQ(seen.footprints.size(), 2u);
+    for (size_t r = 0; r < seen.footprints.size(); ++r) {
+      EXPECT_EQ(seen.footprints[r].id, ids[r]);
+      EXPECT_EQ(
+          seen.footprints[r].counts,
+          std::vector<int16_t>(want.begin() + r * g.cells(), want.begin() + (r + 1) * g.cells()));
+    }
+  };
+  push_and_collect({"before-0", "before-1"});
+  end.host.reset();  // the daemon stops: DRAINING, unlink
+  const std::vector<std::string_view> lost = {"lost"};
+  EXPECT_EQ(p.gpu->push_requests(*end.client, lost, table.ptr, 4, counts.ptr, nullptr).code(),
+            Errc::no_daemon);
+  auto restarted = shm::Host::create(end.config);
+  ASSERT_TRUE(restarted.is_ok()) << restarted.status().to_string();
+  end.host = std::move(*restarted);
+  push_and_collect({"after-0", "after-1"});
+  EXPECT_EQ(end.client->reattachments(), 1u);
 }
 
 }  // namespace

@@ -421,7 +421,9 @@ ELDR_API eldr_status_t eldr_gpu_sum_requests(eldr_gpu_footprints_t* gpu, const i
  * ring at all. Use one stream for all pushes of a client, never inside CUDA
  * graph capture (STATE), and a client of its own: while hand-offs are in
  * flight, the client's CPU pushes return STATE. A client closed meanwhile
- * keeps its slot until its last hand-off has committed. */
+ * keeps its slot until its last hand-off has committed. The first push of an
+ * attachment page-locks the client's own ring for the device (4 KiB plus the
+ * ring size), not the rest of the daemon's segment. */
 ELDR_API eldr_status_t eldr_gpu_push_requests(eldr_gpu_footprints_t* gpu, eldr_client_t* client,
                                               const char* const* request_ids,
                                               const int32_t* block_table, uint32_t max_blocks,

@@ -114,6 +114,10 @@ class Client {
     std::span<uint8_t> payload;
     uint64_t* commit_word = nullptr;  // the ring's producer position
     uint64_t commit_position = 0;
+    // This client's whole ring (positions and data; page aligned), which
+    // holds payload and commit_word: what a GPU writer page-locks, rather
+    // than the whole segment with every other client's ring.
+    std::span<uint8_t> ring;
   };
   Result<Claim> claim(RecordType type, size_t payload_bytes);
   // Stores commit_position (release) and rings the doorbell. The claim must

@@ -79,8 +79,11 @@ class GpuFootprints {
   //   order), and the client must be this object's alone: while hand-offs
   //   are in flight, its CPU pushes return Errc::state. A client closed
   //   meanwhile keeps its slot until the last hand-off has committed.
-  // - The client's shared-memory segment is registered with CUDA
-  //   (page-locked, mapped) on first use and stays so while this object lives.
+  // - The client's ring (its own region of the segment: 4 KiB plus the ring
+  //   size) is registered with CUDA (page-locked, mapped) on first use; the
+  //   ring of an earlier attachment of the client is released when the client
+  //   re-attached (after a device synchronise), the others when this object
+  //   is destroyed.
   Status push_requests(shm::Client& client, std::span<const std::string_view> request_ids,
                        const int32_t* block_table, uint32_t max_blocks, const int32_t* num_blocks,
                        void* stream);
