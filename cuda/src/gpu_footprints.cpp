@@ -217,7 +217,10 @@ struct GpuFootprints::Impl {
   // function stalls its stream until it has run): it waits for the engine
   // stream's hand-offs through this event.
   cudaStream_t bell_stream = nullptr;
-  cudaEvent_t bell_event = nullptr;
+  cudaEvent_t bell_event = nullptr;  // recorded after each push's hand-offs
+  // The stream of the last push. The staging footprints and the ring's
+  // commit order belong to it: a push on another stream waits for bell_event.
+  std::optional<cudaStream_t> last_push_stream;
   // Scratch of push_requests, kept between calls.
   shm::detail::FootprintEncoder encoder;
   std::vector<shm::Client::Claim> claims;
@@ -225,6 +228,9 @@ struct GpuFootprints::Impl {
 
   ~Impl() {
     DeviceScope scope(options.device);
+    // push_requests does not wait for the GPU: hand-offs may still be writing
+    // into the registered rings, and doorbells be pending on bell_stream.
+    cudaDeviceSynchronize();
     for (const Registration& r : registered)
       cudaHostUnregister(reinterpret_cast<void*>(r.ring.begin));
     cudaFree(rows.rows);
@@ -235,10 +241,7 @@ struct GpuFootprints::Impl {
     cudaFree(footprints);
     cudaFree(handoff_arrivals);
     cudaFreeHost(host_flags);
-    if (bell_stream != nullptr) {
-      cudaStreamSynchronize(bell_stream);  // its pending doorbells run first
-      cudaStreamDestroy(bell_stream);
-    }
+    if (bell_stream != nullptr) cudaStreamDestroy(bell_stream);
     if (bell_event != nullptr) cudaEventDestroy(bell_event);
     cudaGetLastError();
   }
@@ -291,7 +294,8 @@ struct GpuFootprints::Impl {
       const auto stale = [&](const Registration& r) {
         return r.ring.overlaps(*ring) || (r.key.client == key.client && r.key != key);
       };
-      if (std::any_of(registered.begin(), registered.end(), stale)) cudaDeviceSynchronize();
+      if (std::any_of(registered.begin(), registered.end(), stale))
+        ELDR_CUDA_TRY(cudaDeviceSynchronize(), "waiting for the hand-offs into a gone ring");
       std::erase_if(registered, [&](const Registration& r) {
         const bool gone = stale(r);
         if (gone) cudaHostUnregister(reinterpret_cast<void*>(r.ring.begin));
@@ -536,6 +540,9 @@ Status GpuFootprints::push_requests(shm::Client& client,
   }
   auto commit_word = m.device_address(m.claims.front().commit_word);
   if (!commit_word) return abort_from(0, commit_word.status());
+  if (m.last_push_stream && *m.last_push_stream != s)
+    if (cudaError_t e = cudaStreamWaitEvent(s, m.bell_event, 0); e != cudaSuccess)
+      return abort_from(0, cuda_error(e, "ordering after the previous push's stream"));
   if (Status st = m.sum(block_table, max_blocks, num_blocks, requests, m.footprints, s); !st)
     return abort_from(0, st);
   // The messages' bytes are written before the launch that publishes them.
@@ -557,6 +564,7 @@ Status GpuFootprints::push_requests(shm::Client& client,
                                         ") were pushed, the rest not)"});
     }
   }
+  m.last_push_stream = s;
   m.ring_doorbell_after(client, s);
   return Status::ok();
 }

@@ -407,6 +407,19 @@ AccumulateShape accumulate_shape(const RowsView& v, uint32_t tokens, uint32_t ca
   return shape;
 }
 
+// Launches with the status of this launch alone: cudaGetLastError after a
+// <<<>>> launch may instead report an error an earlier, unrelated launch of
+// the engine left behind (and then a step would be launched in part).
+template <class... Params, class... Args>
+cudaError_t launch(void (*kernel)(Params...), dim3 grid, unsigned threads, cudaStream_t stream,
+                   Args... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
 template <class Id>
 cudaError_t launch_accumulate(const RowsView& v, const AccumulateShape& shape, const Id* ids,
                               uint32_t tokens, uint32_t call_layers, uint32_t layer_begin,
@@ -450,10 +463,12 @@ cudaError_t launch_update(const RowsView& v, const void* ids, uint32_t id_bytes,
 
   constexpr unsigned kResetThreads = 256;
   const uint64_t reset_grid = (uint64_t{tokens} * kWarp + kResetThreads - 1) / kResetThreads;
-  reset_heads_kernel<<<static_cast<unsigned>(reset_grid), kResetThreads, 0, stream>>>(
-      slot_mapping, tokens, v.block_size, capacity, v.rows, row_bytes,
-      uint64_t{layer_begin} * v.experts_padded, call_layers * v.experts_padded / 4, flags);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (cudaError_t e = launch(reset_heads_kernel, dim3(static_cast<unsigned>(reset_grid)),
+                             kResetThreads, stream, slot_mapping, tokens, v.block_size, capacity,
+                             v.rows, row_bytes, uint64_t{layer_begin} * v.experts_padded,
+                             call_layers * v.experts_padded / 4, flags);
+      e != cudaSuccess)
+    return e;
 
   if (id_bytes == 8)
     return launch_accumulate(v, shape, static_cast<const int64_t*>(ids), tokens, call_layers,
@@ -483,15 +498,13 @@ cudaError_t launch_sum(const RowsView& v, const int32_t* block_table, uint32_t m
     return e;
   const uint32_t splits = sum_splits(max_blocks, requests, sm_count);
   if (requests > 65535) return cudaErrorInvalidConfiguration;
-  sum_kernel<<<dim3(splits, requests), kSumThreads, 0, stream>>>(v, block_table, max_blocks,
-                                                                 num_blocks, out, scratch, flags);
-  return cudaGetLastError();
+  return launch(sum_kernel, dim3(splits, requests), kSumThreads, stream, v, block_table, max_blocks,
+                num_blocks, out, scratch, flags);
 }
 
 cudaError_t launch_handoff(const HandoffBatch& batch, cudaStream_t stream) {
   if (batch.count == 0 || batch.count > kHandoffBatch) return cudaErrorInvalidValue;
-  handoff_kernel<<<batch.count, kHandoffThreads, 0, stream>>>(batch);
-  return cudaGetLastError();
+  return launch(handoff_kernel, dim3(batch.count), kHandoffThreads, stream, batch);
 }
 
 }  // namespace eldr::gpu::detail

@@ -481,8 +481,9 @@ TEST(GpuFootprintsTest, push_writes_each_footprint_into_the_ring_and_poisons_fla
 
 // Pushes enqueue work and return: a second step's push goes out while the
 // first step's hand-off may still be in flight, and the records arrive in
-// order once the stream has run.
-TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu) {
+// call order, even though the second push runs on another stream (it waits
+// on the GPU for the first's hand-offs, whose staging it would overwrite).
+TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu_across_streams) {
   SKIP_WITHOUT_DEVICE();
   const Geometry g{3, 9, 2};  // 27 cells: pairs of cells, then one alone
   Pair p = make_pair(g, 8, 32, 40);
@@ -491,8 +492,9 @@ TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu) {
   ASSERT_FALSE(HasFatalFailure());
   DaemonEnd end("h6gpu2", 1u << 20);
   ASSERT_TRUE(end.ready());
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr, other = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
   // 40 requests in the first step: two hand-off launches (32 + 8).
   SumInput first = random_tables(rng, 40, 6, 32, false);
   SumInput second = random_tables(rng, 3, 6, 32, false);
@@ -504,8 +506,9 @@ TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu) {
   const std::vector<std::string_view> ids2(names.begin() + 40, names.end());
   Status pushed = p.gpu->push_requests(*end.client, ids1, table1.ptr, 6, counts1.ptr, stream);
   ASSERT_TRUE(pushed.is_ok()) << pushed.to_string();
-  pushed = p.gpu->push_requests(*end.client, ids2, table2.ptr, 6, counts2.ptr, stream);
+  pushed = p.gpu->push_requests(*end.client, ids2, table2.ptr, 6, counts2.ptr, other);
   ASSERT_TRUE(pushed.is_ok()) << pushed.to_string();
+  ASSERT_EQ(cudaStreamSynchronize(other), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
 
   std::vector<int16_t> want(43 * g.cells());
@@ -528,6 +531,7 @@ TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu) {
   // Every claim is committed: the client's CPU pushes flow again.
   EXPECT_TRUE(end.client->push_complete("step-req-0").is_ok());
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(other), cudaSuccess);
 }
 
 // Only the client's ring is registered, so a restarted daemon's new segment

@@ -418,9 +418,10 @@ ELDR_API eldr_status_t eldr_gpu_sum_requests(eldr_gpu_footprints_t* gpu, const i
  * without a host round trip: the call only enqueues work on `stream`. The ring
  * space of every request is claimed on the host first: RING_FULL means nothing
  * was enqueued (retry later), CAPACITY that the step cannot fit the client's
- * ring at all. Use one stream for all pushes of a client, never inside CUDA
- * graph capture (STATE), and a client of its own: while hand-offs are in
- * flight, the client's CPU pushes return STATE. A client closed meanwhile
+ * ring at all. Records are committed in call order, also across streams (a
+ * push on a new stream waits on the GPU for the last push's hand-offs). Never
+ * push inside CUDA graph capture (STATE), and give the GPU path a client of
+ * its own: while hand-offs are in flight, the client's CPU pushes return STATE. A client closed meanwhile
  * keeps its slot until its last hand-off has committed. The first push of an
  * attachment page-locks the client's own ring for the device (4 KiB plus the
  * ring size), not the rest of the daemon's segment. */

@@ -75,10 +75,11 @@ class GpuFootprints {
   //   ring even when empty; state: the stream is capturing a CUDA graph.
   // - A request whose sum is flagged gets a record with negative counts,
   //   which the daemon rejects with an error decision for its id.
-  // - Successive calls must use one stream (records are committed in stream
-  //   order), and the client must be this object's alone: while hand-offs
-  //   are in flight, its CPU pushes return Errc::state. A client closed
-  //   meanwhile keeps its slot until the last hand-off has committed.
+  // - Records are committed in call order: a push on another stream than the
+  //   last one's first waits (on the GPU, not the host) for the last one's
+  //   hand-offs. The client must be this object's alone: while hand-offs are
+  //   in flight, its CPU pushes return Errc::state. A client closed meanwhile
+  //   keeps its slot until the last hand-off has committed.
   // - The client's ring (its own region of the segment: 4 KiB plus the ring
   //   size) is registered with CUDA (page-locked, mapped) on first use; the
   //   ring of an earlier attachment of the client is released when the client
