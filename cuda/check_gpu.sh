@@ -1,64 +1,131 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU (sm_90: H100/H200): builds the CUDA footprint
-# kernels in Release, runs their correctness suites against the CPU reference
-# (every case must run: a skip because no device was found is a failure here),
-# then times them at the paper's shapes and prints a markdown table.
+# The GPU check of the CUDA footprint kernels (sm_90: H100/H200): builds them
+# in Release, runs their correctness suites against the CPU reference (every
+# case must run: a skip because no device was found is a failure here), then
+# times them at the paper's shapes and prints a markdown table.
 # Exits nonzero on any build error, mismatch or missing device.
 #
-#   cuda/check_gpu.sh [build-dir]     (default: build-gpu-check)
+#   cuda/check_gpu.sh [build-dir]      build, check and time, on a GPU machine
+#                                      with the build dependencies
+#                                      (scripts/install-deps.sh) and nvcc
+#   cuda/check_gpu.sh --stage DIR      build (in build-gpu-check; no GPU needed)
+#                                      and copy the three programs into DIR
+#   cuda/check_gpu.sh --from DIR       check and time the programs staged in DIR,
+#                                      on a GPU machine that has only the NVIDIA
+#                                      driver (no compiler, no network)
 #
-# Needs the project's build dependencies (scripts/install-deps.sh) and nvcc
-# (CUDA 12+; CUDACXX or /usr/local/cuda/bin/nvcc). Takes a few minutes on a
-# 16-core machine; ELDR_GPU_BENCH_RUNS sets the timed runs per figure (200).
+# The staged programs link the CUDA runtime, GoogleTest and xxHash statically
+# and need only glibc, libstdc++ and the driver (580+ for a CUDA 13 build).
+# Default build-dir: build-gpu-check. nvcc: CUDACXX or /usr/local/cuda/bin/nvcc
+# (CUDA 12+). ELDR_GPU_BENCH_RUNS sets the timed runs per figure (200).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${1:-$root/build-gpu-check}"
 runs="${ELDR_GPU_BENCH_RUNS:-200}"
 jobs="$(nproc 2>/dev/null || echo 4)"
+programs=(eldr_cuda_tests eldr_cuda_capi_tests eldr_gpu_bench)
 
 step() { printf '\n== %s\n' "$*"; }
-
-step "device"
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L; then
-  echo "check_gpu.sh: no NVIDIA GPU visible (nvidia-smi)" >&2
-  exit 1
-fi
-
-step "configure ($build, Release, CUDA on)"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DELDR_ENABLE_CUDA=ON \
-  -DELDR_BUILD_TESTS=ON -DELDR_BUILD_BENCH=OFF -DELDR_BUILD_BINDINGS=OFF \
-  -DELDR_BUILD_EXAMPLES=OFF -DELDR_BUILD_TOOLS=OFF >"$build.configure.log" 2>&1 || {
-  tail -40 "$build.configure.log" >&2
-  echo "check_gpu.sh: configure failed (full log: $build.configure.log)" >&2
+die() {
+  echo "check_gpu.sh: $*" >&2
   exit 1
 }
 
-step "build"
-start=$(date +%s)
-cmake --build "$build" -j"$jobs" --target eldr_cuda_tests eldr_cuda_capi_tests eldr_gpu_bench
-echo "built in $(($(date +%s) - start)) s"
+mode=all
+case "${1:-}" in
+  --stage | --from)
+    mode="${1#--}"
+    [[ $# -eq 2 ]] || die "usage: cuda/check_gpu.sh $1 DIR"
+    dir="$(mkdir -p "$2" && cd "$2" && pwd)"
+    ;;
+  -*) die "unknown option $1 (see the header of cuda/check_gpu.sh)" ;;
+  *) build="${1:-$root/build-gpu-check}" ;;
+esac
 
-step "correctness: kernels vs the CPU reference"
-# A GTEST_SKIP here would mean the device was not usable: fail instead.
-for suite in "$build/tests/cuda/eldr_cuda_tests" "$build/tests/cuda/eldr_cuda_capi_tests"; do
-  log="$(mktemp)"
-  "$suite" --gtest_color=no 2>&1 | tee "$log"
-  status=${PIPESTATUS[0]}
-  if [[ $status -ne 0 ]]; then
-    echo "check_gpu.sh: $(basename "$suite") failed" >&2
-    exit 1
+require_gpu() {
+  step "device"
+  if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L; then
+    die "no NVIDIA GPU visible (nvidia-smi)"
   fi
-  # The two no-device cases skip by design on a GPU machine; anything else must run.
-  skipped="$(grep -E '^\[  SKIPPED \] [A-Za-z]' "$log" | grep -v -E \
-    'create_without_a_device_is_a_cuda_error_not_a_crash|valid_options_without_a_device_are_a_cuda_error' || true)"
-  rm -f "$log"
-  if [[ -n "$skipped" ]]; then
-    echo "check_gpu.sh: GPU cases were skipped:" >&2
-    echo "$skipped" >&2
-    exit 1
-  fi
-done
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+}
 
-step "timing (median of $runs runs after warm-up)"
-"$build/cuda/eldr_gpu_bench" --runs "$runs"
+# Builds the three programs in Release into $build.
+build_programs() {
+  step "configure ($build, Release, CUDA on)"
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DELDR_ENABLE_CUDA=ON \
+    -DELDR_BUILD_TESTS=ON -DELDR_BUILD_BENCH=OFF -DELDR_BUILD_BINDINGS=OFF \
+    -DELDR_BUILD_EXAMPLES=OFF -DELDR_BUILD_TOOLS=OFF >"$build.configure.log" 2>&1 || {
+    tail -40 "$build.configure.log" >&2
+    die "configure failed (full log: $build.configure.log)"
+  }
+  step "build"
+  local start
+  start=$(date +%s)
+  cmake --build "$build" -j"$jobs" --target "${programs[@]}"
+  echo "built in $(($(date +%s) - start)) s"
+}
+
+# Runs the suites and the bench found in $bin (libeldr.so.1 beside them).
+check_and_time() {
+  local bin="$1" suite log
+  step "correctness: kernels vs the CPU reference"
+  for suite in eldr_cuda_tests eldr_cuda_capi_tests; do
+    log="$(mktemp)"
+    if ! LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bin/$suite" \
+      --gtest_color=no 2>&1 | tee "$log"; then
+      rm -f "$log"
+      die "$suite failed"
+    fi
+    # The two no-device cases skip by design on a GPU machine; anything else
+    # skipped means the device was not usable.
+    skipped="$(grep -E '^\[  SKIPPED \] [A-Za-z]' "$log" | grep -v -E \
+      'create_without_a_device_is_a_cuda_error_not_a_crash|valid_options_without_a_device_are_a_cuda_error' || true)"
+    rm -f "$log"
+    [[ -z "$skipped" ]] || die "GPU cases were skipped (is the driver older than the CUDA build?):
+$skipped"
+  done
+  step "timing (median of $runs runs after warm-up)"
+  "$bin/eldr_gpu_bench" --runs "$runs"
+}
+
+# Where a build puts each program.
+built_path() {
+  case "$1" in
+    eldr_gpu_bench) echo "$build/cuda/$1" ;;
+    *) echo "$build/tests/cuda/$1" ;;
+  esac
+}
+
+case "$mode" in
+  all)
+    require_gpu
+    build_programs
+    stage="$(mktemp -d)"
+    for p in "${programs[@]}"; do ln -s "$(built_path "$p")" "$stage/$p"; done
+    ln -s "$(find "$build" -name 'libeldr.so.1' -print -quit)" "$stage/libeldr.so.1"
+    check_and_time "$stage"
+    rm -rf "$stage"
+    ;;
+  stage)
+    build="$root/build-gpu-check"
+    build_programs
+    for p in "${programs[@]}"; do cp "$(built_path "$p")" "$dir/"; done
+    cp -L "$(find "$build" -name 'libeldr.so.1' -print -quit)" "$dir/libeldr.so.1"
+    {
+      echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+      "${CUDACXX:-/usr/local/cuda/bin/nvcc}" --version | tail -2
+    } >"$dir/BUILD_INFO"
+    step "staged in $dir ($(du -sh "$dir" | cut -f1))"
+    cat "$dir/BUILD_INFO"
+    echo "On the GPU machine: cuda/check_gpu.sh --from $dir"
+    ;;
+  from)
+    for p in "${programs[@]}" libeldr.so.1; do
+      [[ -f "$dir/$p" ]] || die "$dir/$p is missing: stage with cuda/check_gpu.sh --stage $dir"
+    done
+    [[ -f "$dir/BUILD_INFO" ]] && cat "$dir/BUILD_INFO"
+    require_gpu
+    check_and_time "$dir"
+    ;;
+esac
