@@ -398,6 +398,16 @@ class Collector : public shm::RecordHandler {
   void on_rejected(uint32_t, shm::RejectReason, std::string_view id, const Status&) override {
     rejected.emplace_back(id);
   }
+  // Footprint `got` arrived for `id` with request `r`'s counts of `want`
+  // ([requests][cells]).
+  void expect_footprint(size_t got, std::string_view id, const std::vector<int16_t>& want, size_t r,
+                        size_t cells) const {
+    ASSERT_LT(got, footprints.size());
+    EXPECT_EQ(footprints[got].id, id);
+    EXPECT_EQ(footprints[got].counts,
+              std::vector<int16_t>(want.begin() + r * cells, want.begin() + (r + 1) * cells))
+        << "request " << r;
+  }
   // Polls until `records` footprints and rejections arrived, for at most 5 s.
   void collect(shm::Host& host, size_t records) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -454,12 +464,8 @@ TEST(GpuFootprintsTest, push_writes_each_footprint_into_the_ring_and_poisons_fla
   Collector seen;
   seen.collect(*end.host, 3);
   ASSERT_EQ(seen.footprints.size(), 2u);
-  EXPECT_EQ(seen.footprints[0].id, "req-a");
-  EXPECT_EQ(seen.footprints[0].counts,
-            std::vector<int16_t>(want.begin(), want.begin() + g.cells()));
-  EXPECT_EQ(seen.footprints[1].id, "req-c");
-  EXPECT_EQ(seen.footprints[1].counts,
-            std::vector<int16_t>(want.begin() + 2 * g.cells(), want.end()));
+  seen.expect_footprint(0, "req-a", want, 0, g.cells());
+  seen.expect_footprint(1, "req-c", want, 2, g.cells());
   EXPECT_EQ(seen.rejected, std::vector<std::string>{"req-b"});
   auto flags = p.gpu->take_errors(nullptr);
   ASSERT_TRUE(flags.is_ok());
@@ -522,12 +528,7 @@ TEST(GpuFootprintsTest, pushes_of_consecutive_steps_do_not_wait_for_the_gpu_acro
   seen.collect(*end.host, 43);
   ASSERT_EQ(seen.footprints.size(), 43u);
   EXPECT_TRUE(seen.rejected.empty());
-  for (size_t r = 0; r < 43; ++r) {
-    EXPECT_EQ(seen.footprints[r].id, names[r]);
-    EXPECT_EQ(seen.footprints[r].counts, std::vector<int16_t>(want.begin() + r * g.cells(),
-                                                              want.begin() + (r + 1) * g.cells()))
-        << "request " << r;
-  }
+  for (size_t r = 0; r < 43; ++r) seen.expect_footprint(r, names[r], want, r, g.cells());
   // Every claim is committed: the client's CPU pushes flow again.
   EXPECT_TRUE(end.client->push_complete("step-req-0").is_ok());
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
@@ -558,12 +559,7 @@ TEST(GpuFootprintsTest, a_push_after_the_daemon_restarted_lands_in_the_new_ring)
     seen.collect(*end.host, 2);
     EXPECT_TRUE(seen.rejected.empty());
     EXPECT_EQ(seen.footprints.size(), 2u);
-    for (size_t r = 0; r < seen.footprints.size(); ++r) {
-      EXPECT_EQ(seen.footprints[r].id, ids[r]);
-      EXPECT_EQ(
-          seen.footprints[r].counts,
-          std::vector<int16_t>(want.begin() + r * g.cells(), want.begin() + (r + 1) * g.cells()));
-    }
+    for (size_t r = 0; r < 2; ++r) seen.expect_footprint(r, ids[r], want, r, g.cells());
   };
   push_and_collect({"before-0", "before-1"});
   end.host.reset();  // the daemon stops: DRAINING, unlink
