@@ -4,6 +4,7 @@
 // running on another thread.
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -86,7 +87,6 @@ class Client {
     call([&](eldr_client_t* client) { return eldr_worker_control(client, worker, op); });
   }
 
- private:
   // Runs one C call without the GIL; throws StatusError on failure. The detail
   // message is read inside, on the calling thread, right after the call.
   template <typename Fn>
@@ -97,6 +97,7 @@ class Client {
     check(fn(m_client));
   }
 
+ private:
   Decision wait_for(const std::string& id, uint32_t timeout_ms) {
     using Clock = std::chrono::steady_clock;
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -140,6 +141,11 @@ class Client {
 };
 
 }  // namespace
+
+void call_with_client(const py::handle& client,
+                      const std::function<eldr_status_t(eldr_client_t*)>& fn) {
+  py::cast<Client&>(client).call(fn);
+}
 
 void bind_client(py::module_& m) {
   py::class_<Client>(m, "Client",

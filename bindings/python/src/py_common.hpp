@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -89,9 +90,17 @@ struct Decision {
 // does not name.
 std::string policy_label(uint32_t policy);
 
+// Runs fn on the C handle of `client` (an eldr.Client) as its own calls do:
+// called with the GIL, runs fn without it, under the client's lock; throws
+// StatusError on failure (fn may throw it too), TypeError when `client` is
+// not an eldr.Client.
+void call_with_client(const py::handle& client,
+                      const std::function<eldr_status_t(eldr_client_t*)>& fn);
+
 void bind_decision(py::module_& m);
 void bind_table(py::module_& m);
 void bind_router(py::module_& m);
 void bind_client(py::module_& m);
+void bind_gpu(py::module_& m);
 
 }  // namespace eldr_py

@@ -53,4 +53,5 @@ PYBIND11_MODULE(_eldr, m) {
   bind_table(m);
   bind_router(m);
   bind_client(m);
+  bind_gpu(m);
 }

@@ -4,7 +4,9 @@ A thin binding over libeldr.so (the C API, eldr.h):
 
 - embedded router, no daemon: ``fit``, ``ClusterTable``, ``Router``;
 - sidecar client of the node's ``eldrd``: ``Client`` (push footprints, wait
-  for decisions, report load and completions).
+  for decisions, report load and completions);
+- experimental, with a CUDA build: ``GpuFootprints`` (footprints collected on
+  the GPU from CUDA arrays, handed to ``eldrd`` from the GPU).
 
 Footprints are int16 NumPy arrays [layers][experts]; a C-contiguous int16
 array is used without a copy. Every failure raises ``eldr.Error`` (or a
@@ -49,6 +51,7 @@ from ._eldr import (  # the extension checks the library's ABI version on import
     status_string,
     version_number,
 )
+from ._gpu import GpuFootprints
 
 __all__ = [
     "ABI_VERSION",
@@ -59,6 +62,7 @@ __all__ = [
     "CudaError",
     "Decision",
     "Error",
+    "GpuFootprints",
     "Incompatible",
     "Internal",
     "InvalidArgument",
