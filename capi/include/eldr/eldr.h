@@ -421,10 +421,10 @@ ELDR_API eldr_status_t eldr_gpu_sum_requests(eldr_gpu_footprints_t* gpu, const i
  * ring at all. Records are committed in call order, also across streams (a
  * push on a new stream waits on the GPU for the last push's hand-offs). Never
  * push inside CUDA graph capture (STATE), and give the GPU path a client of
- * its own: while hand-offs are in flight, the client's CPU pushes return STATE. A client closed meanwhile
- * keeps its slot until its last hand-off has committed. The first push of an
- * attachment page-locks the client's own ring for the device (4 KiB plus the
- * ring size), not the rest of the daemon's segment. */
+ * its own: while hand-offs are in flight, the client's CPU pushes return
+ * STATE. A client closed meanwhile keeps its slot until its last hand-off has
+ * committed. The first push of an attachment page-locks the client's own ring
+ * for the device (4 KiB plus the ring size), not the rest of the segment. */
 ELDR_API eldr_status_t eldr_gpu_push_requests(eldr_gpu_footprints_t* gpu, eldr_client_t* client,
                                               const char* const* request_ids,
                                               const int32_t* block_table, uint32_t max_blocks,
