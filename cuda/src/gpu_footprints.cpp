@@ -559,6 +559,10 @@ Status GpuFootprints::push_requests(shm::Client& client,
     std::copy_n(m.counts_addresses.begin() + first, batch.count, batch.dst);
     if (cudaError_t e = detail::launch_handoff(batch, s); e != cudaSuccess) {
       Status st = cuda_error(e, "ring hand-off kernel launch");
+      if (first > 0) {  // the batches before this one were enqueued
+        m.last_push_stream = s;
+        m.ring_doorbell_after(client, s);
+      }
       return abort_from(first,
                         {st.code(), st.message() + " (requests [0, " + std::to_string(first) +
                                         ") were pushed, the rest not)"});
