@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 
 #include "py_common.hpp"
@@ -31,24 +29,13 @@ class Client {
     eldr_status_t status;
     {
       py::gil_scoped_release unlocked;
-      status = eldr_client_open(instance.c_str(), &options, &m_client);
+      status = eldr_client_open(instance.c_str(), &options, m_client.init_slot());
       if (status != ELDR_OK) check(status);  // message read on this thread, before anything else
     }
   }
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
-  ~Client() { eldr_client_close(m_client); }
 
-  void close() {
-    py::gil_scoped_release unlocked;
-    std::unique_lock lock(m_mutex);  // waits for calls in flight on other threads
-    eldr_client_close(m_client);
-    m_client = nullptr;
-  }
-  bool closed() const {
-    std::shared_lock lock(m_mutex);
-    return m_client == nullptr;
-  }
+  void close() { m_client.close(); }
+  bool closed() const { return m_client.closed(); }
   const std::string& instance() const noexcept { return m_instance; }
 
   void push(const py::handle& request_id_obj, const py::handle& counts_obj) {
@@ -87,14 +74,10 @@ class Client {
     call([&](eldr_client_t* client) { return eldr_worker_control(client, worker, op); });
   }
 
-  // Runs one C call without the GIL; throws StatusError on failure. The detail
-  // message is read inside, on the calling thread, right after the call.
+  // One C call without the GIL (SharedHandle::call).
   template <typename Fn>
   void call(Fn&& fn) {
-    py::gil_scoped_release unlocked;
-    std::shared_lock lock(m_mutex);
-    if (m_client == nullptr) raise_status(ELDR_E_STATE, "the client is closed");
-    check(fn(m_client));
+    m_client.call(std::forward<Fn>(fn));
   }
 
  private:
@@ -136,8 +119,7 @@ class Client {
   }
 
   std::string m_instance;
-  eldr_client_t* m_client = nullptr;
-  mutable std::shared_mutex m_mutex;
+  SharedHandle<eldr_client_t, eldr_client_close> m_client{"client"};
 };
 
 }  // namespace

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
+#include <shared_mutex>
 #include <stdexcept>
 #include <string>
 
@@ -46,6 +48,55 @@ inline void check(eldr_status_t status) {
 // Installs the translator for StatusError; the exception classes live in
 // eldr/_errors.py so that they are ordinary, picklable Python classes.
 void register_error_translator();
+
+// A C handle used from several Python threads. Calls run without the GIL
+// under a shared lock; close() takes the lock exclusively, so it waits for
+// calls in flight on other threads and never frees the handle under one.
+template <typename Handle, void (*Free)(Handle*)>
+class SharedHandle {
+ public:
+  explicit SharedHandle(const char* what) : m_what(what) {}
+  ~SharedHandle() { Free(m_handle); }
+  SharedHandle(const SharedHandle&) = delete;
+  SharedHandle& operator=(const SharedHandle&) = delete;
+
+  // Where the C constructor stores the handle (before any other thread sees it).
+  Handle** init_slot() noexcept { return &m_handle; }
+
+  void close() {
+    py::gil_scoped_release unlocked;
+    std::unique_lock lock(m_mutex);
+    Free(m_handle);
+    m_handle = nullptr;
+  }
+  bool closed() const {
+    std::shared_lock lock(m_mutex);
+    return m_handle == nullptr;
+  }
+
+  // fn(handle) under the shared lock; StatusError(STATE) once closed. For
+  // callers that already released the GIL.
+  template <typename Fn>
+  auto locked(Fn&& fn) {
+    std::shared_lock lock(m_mutex);
+    if (m_handle == nullptr)
+      raise_status(ELDR_E_STATE, std::string("the ") + m_what + " is closed");
+    return fn(m_handle);
+  }
+
+  // One C call without the GIL; throws StatusError on failure. The detail
+  // message is read inside, on the calling thread, right after the call.
+  template <typename Fn>
+  void call(Fn&& fn) {
+    py::gil_scoped_release unlocked;
+    check(locked(std::forward<Fn>(fn)));
+  }
+
+ private:
+  Handle* m_handle = nullptr;
+  const char* m_what;
+  mutable std::shared_mutex m_mutex;
+};
 
 template <typename T>
 using IntArray = py::array_t<T, py::array::c_style>;

@@ -5,8 +5,6 @@
 // cudaStream_t handles as integers (0: the legacy default stream).
 #define ELDR_EXPERIMENTAL_GPU 1
 
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -30,26 +28,15 @@ class GpuFootprints {
     options.max_requests_per_step = max_requests_per_step;
     options.device = device;
     py::gil_scoped_release unlocked;
-    check(eldr_gpu_footprints_new(&options, &m_gpu));
+    check(eldr_gpu_footprints_new(&options, m_gpu.init_slot()));
   }
-  GpuFootprints(const GpuFootprints&) = delete;
-  GpuFootprints& operator=(const GpuFootprints&) = delete;
-  ~GpuFootprints() { eldr_gpu_footprints_free(m_gpu); }
 
-  void close() {
-    py::gil_scoped_release unlocked;
-    std::unique_lock lock(m_mutex);  // waits for calls in flight on other threads
-    eldr_gpu_footprints_free(m_gpu);
-    m_gpu = nullptr;
-  }
-  bool closed() const {
-    std::shared_lock lock(m_mutex);
-    return m_gpu == nullptr;
-  }
+  void close() { m_gpu.close(); }
+  bool closed() const { return m_gpu.closed(); }
 
   void update_blocks(uintptr_t expert_ids, uint32_t id_bytes, uint32_t tokens, int32_t layer,
                      uintptr_t slot_mapping, uintptr_t stream) {
-    call([&](eldr_gpu_footprints_t* gpu) {
+    m_gpu.call([&](eldr_gpu_footprints_t* gpu) {
       return eldr_gpu_update_blocks(gpu, as_pointer(expert_ids), id_bytes, tokens, layer,
                                     static_cast<const int64_t*>(as_pointer(slot_mapping)),
                                     as_pointer(stream));
@@ -58,7 +45,7 @@ class GpuFootprints {
 
   void sum_requests(uintptr_t block_table, uint32_t max_blocks, uintptr_t num_blocks,
                     uint32_t requests, uintptr_t out, uintptr_t stream) {
-    call([&](eldr_gpu_footprints_t* gpu) {
+    m_gpu.call([&](eldr_gpu_footprints_t* gpu) {
       return eldr_gpu_sum_requests(gpu, static_cast<const int32_t*>(as_pointer(block_table)),
                                    max_blocks, static_cast<const int32_t*>(as_pointer(num_blocks)),
                                    requests, static_cast<int16_t*>(as_pointer(out)),
@@ -78,35 +65,25 @@ class GpuFootprints {
     const auto requests = static_cast<uint32_t>(pointers.size());
     // Lock order: the client (call_with_client), then this object.
     call_with_client(client, [&](eldr_client_t* c) {
-      std::shared_lock lock(m_mutex);
-      if (m_gpu == nullptr) raise_status(ELDR_E_STATE, "the GpuFootprints is closed");
-      return eldr_gpu_push_requests(m_gpu, c, pointers.data(),
-                                    static_cast<const int32_t*>(as_pointer(block_table)),
-                                    max_blocks, static_cast<const int32_t*>(as_pointer(num_blocks)),
-                                    requests, as_pointer(stream));
+      return m_gpu.locked([&](eldr_gpu_footprints_t* gpu) {
+        return eldr_gpu_push_requests(
+            gpu, c, pointers.data(), static_cast<const int32_t*>(as_pointer(block_table)),
+            max_blocks, static_cast<const int32_t*>(as_pointer(num_blocks)), requests,
+            as_pointer(stream));
+      });
     });
   }
 
   uint32_t take_errors(uintptr_t stream) {
     uint32_t flags = 0;
-    call([&](eldr_gpu_footprints_t* gpu) {
+    m_gpu.call([&](eldr_gpu_footprints_t* gpu) {
       return eldr_gpu_take_errors(gpu, as_pointer(stream), &flags);
     });
     return flags;
   }
 
  private:
-  // Runs one C call without the GIL; throws StatusError on failure.
-  template <typename Fn>
-  void call(Fn&& fn) {
-    py::gil_scoped_release unlocked;
-    std::shared_lock lock(m_mutex);
-    if (m_gpu == nullptr) raise_status(ELDR_E_STATE, "the GpuFootprints is closed");
-    check(fn(m_gpu));
-  }
-
-  eldr_gpu_footprints_t* m_gpu = nullptr;
-  mutable std::shared_mutex m_mutex;
+  SharedHandle<eldr_gpu_footprints_t, eldr_gpu_footprints_free> m_gpu{"GpuFootprints"};
 };
 
 }  // namespace

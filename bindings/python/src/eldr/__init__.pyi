@@ -7,6 +7,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, Union
 import numpy as np
 import numpy.typing as npt
 
+from ._gpu import GpuFootprints as GpuFootprints  # experimental; typed in _gpu.py
+
 __version__: str
 ABI_VERSION: int
 
@@ -184,52 +186,6 @@ class Client:
     @property
     def instance(self) -> str: ...
     def __enter__(self) -> Client: ...
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None: ...
-
-# Experimental (eldr._gpu): arrays are objects with __cuda_array_interface__;
-# streams a cudaStream_t as int, torch.cuda.Stream / cupy stream, or None.
-class GpuFootprints:
-    ERR_EXPERT_ID: int
-    ERR_SLOT: int
-    ERR_BLOCK_ROW: int
-    ERR_FOOTPRINT: int
-    ERR_BLOCK_ID: int
-    def __init__(
-        self,
-        layers: int,
-        experts: int,
-        top_k: int,
-        block_size: int,
-        num_blocks: int,
-        *,
-        max_requests_per_step: int = 256,
-        device: int = 0,
-    ) -> None: ...
-    def update_blocks(
-        self, expert_ids: Any, slot_mapping: Any, *, layer: Optional[int] = None, stream: Any = None
-    ) -> None: ...
-    def sum_requests(
-        self, block_table: Any, num_blocks: Any, out: Any, *, stream: Any = None
-    ) -> None: ...
-    def push_requests(
-        self,
-        client: Client,
-        request_ids: Sequence[RequestId],
-        block_table: Any,
-        num_blocks: Any,
-        *,
-        stream: Any = None,
-    ) -> None: ...
-    def take_errors(self, *, stream: Any = None) -> int: ...
-    def close(self) -> None: ...
-    @property
-    def closed(self) -> bool: ...
-    def __enter__(self) -> GpuFootprints: ...
     def __exit__(
         self,
         exc_type: Optional[Type[BaseException]],
