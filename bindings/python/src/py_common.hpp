@@ -12,6 +12,7 @@
 #include <shared_mutex>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "eldr/eldr.h"
 
@@ -50,9 +51,10 @@ inline void check(eldr_status_t status) {
 void register_error_translator();
 
 // A C handle used from several Python threads. Calls run without the GIL
-// under a shared lock; close() takes the lock exclusively, so it waits for
-// calls in flight on other threads and never frees the handle under one.
-template <typename Handle, void (*Free)(Handle*)>
+// under a shared lock (an exclusive one when the C handle is not thread-safe:
+// kSerialised); close() takes the lock exclusively, so it waits for calls in
+// flight on other threads and never frees the handle under one.
+template <typename Handle, void (*Free)(Handle*), bool kSerialised = false>
 class SharedHandle {
  public:
   explicit SharedHandle(const char* what) : m_what(what) {}
@@ -74,11 +76,13 @@ class SharedHandle {
     return m_handle == nullptr;
   }
 
-  // fn(handle) under the shared lock; StatusError(STATE) once closed. For
-  // callers that already released the GIL.
+  // fn(handle) under the lock; StatusError(STATE) once closed. For callers
+  // that already released the GIL.
   template <typename Fn>
   auto locked(Fn&& fn) {
-    std::shared_lock lock(m_mutex);
+    using Lock = std::conditional_t<kSerialised, std::unique_lock<std::shared_mutex>,
+                                    std::shared_lock<std::shared_mutex>>;
+    Lock lock(m_mutex);
     if (m_handle == nullptr)
       raise_status(ELDR_E_STATE, std::string("the ") + m_what + " is closed");
     return fn(m_handle);

@@ -83,7 +83,8 @@ class GpuFootprints {
   }
 
  private:
-  SharedHandle<eldr_gpu_footprints_t, eldr_gpu_footprints_free> m_gpu{"GpuFootprints"};
+  // The C handle's calls must be ordered: one at a time.
+  SharedHandle<eldr_gpu_footprints_t, eldr_gpu_footprints_free, true> m_gpu{"GpuFootprints"};
 };
 
 }  // namespace

@@ -32,6 +32,8 @@
  *   - eldr_client_t: calls are serialised internally; one handle may be used
  *     from several threads. Pushes from one handle go into one ring in call
  *     order.
+ *   - eldr_gpu_footprints_t (experimental): not thread-safe; its calls must
+ *     be ordered, one at a time (its rows and scratch are shared state).
  *   - eldr_last_error_message() is per thread.
  */
 #ifndef ELDR_ELDR_H

@@ -89,8 +89,9 @@ class GpuFootprints:
     summed on the GPU and handed to eldrd without a host round trip.
 
     Needs a libeldr built with CUDA and a device: otherwise the constructor
-    raises ``Unsupported`` or ``CudaError``. Thread-safe; ``close()`` or a
-    ``with`` block frees the device memory.
+    raises ``Unsupported`` or ``CudaError``. Calls from several threads run one
+    at a time (the rows and scratch are shared; issue a step's calls on one
+    stream); ``close()`` or a ``with`` block frees the device memory.
     """
 
     ERR_EXPERT_ID = _eldr.GPU_ERR_EXPERT_ID
