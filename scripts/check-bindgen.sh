@@ -19,13 +19,14 @@ fi
 
 generate() {
   # Statuses stay plain i32 constants (--default-macro-constant-type signed);
-  # layout tests are kept; the GPU section (ELDR_EXPERIMENTAL_GPU) stays out.
+  # layout tests are kept; the experimental GPU section is in (every libeldr
+  # exports it: without CUDA its calls return ELDR_E_UNSUPPORTED).
   # Formatting is done by an explicit rustfmt call so the output does not
   # depend on whether bindgen finds rustfmt on PATH.
   "$BINDGEN" "$header" \
     --allowlist-function 'eldr_.*' --allowlist-type 'eldr_.*' --allowlist-var 'ELDR_.*' \
     --default-macro-constant-type signed --no-rustfmt-bindings \
-    -- -std=c11 \
+    -- -std=c11 -DELDR_EXPERIMENTAL_GPU \
     | "$RUSTFMT" --edition 2021 --emit stdout
 }
 

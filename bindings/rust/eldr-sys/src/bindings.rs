@@ -42,10 +42,17 @@ pub const ELDR_ROUTER_OPTIONS_VERSION: i32 = 1;
 pub const ELDR_WORKER_STATE_ACTIVE: i32 = 0;
 pub const ELDR_WORKER_STATE_DRAINING: i32 = 1;
 pub const ELDR_WORKER_STATE_REMOVED: i32 = 2;
+pub const ELDR_GPU_OPTIONS_VERSION: i32 = 1;
+pub const ELDR_GPU_ERR_EXPERT_ID: i32 = 1;
+pub const ELDR_GPU_ERR_SLOT: i32 = 2;
+pub const ELDR_GPU_ERR_BLOCK_ROW: i32 = 4;
+pub const ELDR_GPU_ERR_FOOTPRINT: i32 = 8;
+pub const ELDR_GPU_ERR_BLOCK_ID: i32 = 16;
 pub type __uint8_t = ::std::os::raw::c_uchar;
 pub type __int16_t = ::std::os::raw::c_short;
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
+pub type __int64_t = ::std::os::raw::c_long;
 pub type __uint64_t = ::std::os::raw::c_ulong;
 extern "C" {
     pub fn eldr_version_number() -> u32;
@@ -1101,4 +1108,240 @@ extern "C" {
 }
 extern "C" {
     pub fn eldr_cuda_available() -> bool;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct eldr_gpu_footprints {
+    _unused: [u8; 0],
+}
+pub type eldr_gpu_footprints_t = eldr_gpu_footprints;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct eldr_gpu_options {
+    pub version: u32,
+    pub layers: u32,
+    pub experts: u32,
+    pub top_k: u32,
+    pub block_size: u32,
+    pub num_blocks: u32,
+    pub max_requests_per_step: u32,
+    pub device: i32,
+    pub reserved: [u64; 4usize],
+}
+#[test]
+fn bindgen_test_layout_eldr_gpu_options() {
+    assert_eq!(
+        ::std::mem::size_of::<eldr_gpu_options>(),
+        64usize,
+        concat!("Size of: ", stringify!(eldr_gpu_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<eldr_gpu_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(eldr_gpu_options))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_gpu_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_gpu_options),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_layers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_gpu_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layers) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_gpu_options),
+                "::",
+                stringify!(layers)
+            )
+        );
+    }
+    test_field_layers();
+    fn test_field_experts() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_gpu_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).experts) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_gpu_options),
+                "::",
+                stringify!(experts)
+            )
+        );
+    }
+    test_field_experts();
+    fn test_field_top_k() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_gpu_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).top_k) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_gpu_options),
+                "::",
+                stringify!(top_k)
+            )
+        );
+    }
+    test_field_top_k();
+    fn test_field_block_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_gpu_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).block_size) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_gpu_options),
+                "::",
+                stringify!(block_size)
+            )
+        );
+    }
+    test_field_block_size();
+    fn test_field_num_blocks() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_gpu_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_blocks) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_gpu_options),
+                "::",
+                stringify!(num_blocks)
+            )
+        );
+    }
+    test_field_num_blocks();
+    fn test_field_max_requests_per_step() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_gpu_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_requests_per_step) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_gpu_options),
+                "::",
+                stringify!(max_requests_per_step)
+            )
+        );
+    }
+    test_field_max_requests_per_step();
+    fn test_field_device() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_gpu_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).device) as usize - ptr as usize
+            },
+            28usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_gpu_options),
+                "::",
+                stringify!(device)
+            )
+        );
+    }
+    test_field_device();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_gpu_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_gpu_options),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+}
+pub type eldr_gpu_options_t = eldr_gpu_options;
+extern "C" {
+    pub fn eldr_gpu_footprints_new(
+        opts: *const eldr_gpu_options_t,
+        out: *mut *mut eldr_gpu_footprints_t,
+    ) -> eldr_status_t;
+}
+extern "C" {
+    pub fn eldr_gpu_footprints_free(gpu: *mut eldr_gpu_footprints_t);
+}
+extern "C" {
+    pub fn eldr_gpu_update_blocks(
+        gpu: *mut eldr_gpu_footprints_t,
+        expert_ids: *const ::std::os::raw::c_void,
+        id_bytes: u32,
+        tokens: u32,
+        layer: i32,
+        slot_mapping: *const i64,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> eldr_status_t;
+}
+extern "C" {
+    pub fn eldr_gpu_sum_requests(
+        gpu: *mut eldr_gpu_footprints_t,
+        block_table: *const i32,
+        max_blocks: u32,
+        num_blocks: *const i32,
+        requests: u32,
+        out: *mut i16,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> eldr_status_t;
+}
+extern "C" {
+    pub fn eldr_gpu_push_requests(
+        gpu: *mut eldr_gpu_footprints_t,
+        client: *mut eldr_client_t,
+        request_ids: *const *const ::std::os::raw::c_char,
+        block_table: *const i32,
+        max_blocks: u32,
+        num_blocks: *const i32,
+        requests: u32,
+        stream: *mut ::std::os::raw::c_void,
+    ) -> eldr_status_t;
+}
+extern "C" {
+    pub fn eldr_gpu_take_errors(
+        gpu: *mut eldr_gpu_footprints_t,
+        stream: *mut ::std::os::raw::c_void,
+        flags: *mut u32,
+    ) -> eldr_status_t;
 }

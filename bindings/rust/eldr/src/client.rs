@@ -234,6 +234,13 @@ impl Client {
     }
 }
 
+impl Client {
+    /// The C handle, for the crate's other wrappers (the GPU push).
+    pub(crate) fn raw(&self) -> *mut sys::eldr_client_t {
+        self.raw.as_ptr()
+    }
+}
+
 impl Drop for Client {
     fn drop(&mut self) {
         // SAFETY: owned handle, closed once.
@@ -267,12 +274,12 @@ fn duration_ms(d: Duration) -> u32 {
 
 /// A request id as a NUL-terminated C string on the stack (no allocation on
 /// the hot path).
-struct RequestId {
+pub(crate) struct RequestId {
     buf: [u8; MAX_REQUEST_ID_BYTES + 1],
 }
 
 impl RequestId {
-    fn new(id: &str) -> Result<RequestId> {
+    pub(crate) fn new(id: &str) -> Result<RequestId> {
         let bytes = id.as_bytes();
         if bytes.is_empty() || bytes.len() > MAX_REQUEST_ID_BYTES {
             return Err(Error::new(
@@ -295,7 +302,7 @@ impl RequestId {
         Ok(RequestId { buf })
     }
 
-    fn as_ptr(&self) -> *const c_char {
+    pub(crate) fn as_ptr(&self) -> *const c_char {
         self.buf.as_ptr() as *const c_char
     }
 }

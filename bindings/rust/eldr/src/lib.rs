@@ -5,6 +5,8 @@
 //!   [`Footprint`]s in this process.
 //! - Sidecar: a [`Client`] pushes footprints to the node's `eldrd` and fetches
 //!   its [`Decision`]s by request id.
+//! - GPU (experimental, a CUDA build of libeldr): [`GpuFootprints`] collects
+//!   footprints on the device and hands them to a [`Client`]'s ring from the GPU.
 //!
 //! Every fallible call returns [`Result`]; the [`Error`] carries the C status,
 //! its name and the library's detail message, read on the calling thread right
@@ -23,6 +25,7 @@ mod client;
 mod decision;
 mod error;
 mod footprint;
+mod gpu;
 mod router;
 mod table;
 
@@ -30,6 +33,7 @@ pub use client::{Client, ClientOptions, WorkerOp, MAX_REQUEST_ID_BYTES};
 pub use decision::Decision;
 pub use error::{status, status_name, status_string, Error, Result};
 pub use footprint::Footprint;
+pub use gpu::{gpu_error, CudaStream, ExpertIds, GpuFootprints, GpuOptions, Layers};
 pub use router::{Policy, Router, RouterOptions, WorkerScore, WorkerSlot, WorkerState};
 pub use table::{Calibration, FitOptions, Table, TableInfo};
 
