@@ -206,6 +206,7 @@ struct GpuFootprints::Impl {
   struct KnownRing {
     RingKey key;
     Range ring;
+    bool borrowed = false;  // registered by someone else, who may unregister it
   };
   std::optional<KnownRing> known_ring;
   struct Registration {  // a ring this object registered, and for which attachment
@@ -213,14 +214,13 @@ struct GpuFootprints::Impl {
     RingKey key;
   };
   std::vector<Registration> registered;
+  // Recorded after each sum and push. The sum scratch, the push staging and
+  // the ring's commit order are shared by every call: the next sum or push,
+  // on whatever stream (a handle may be reused, or per-thread), waits for it.
+  cudaEvent_t done_event = nullptr;
   // The doorbell's host function runs on a stream of its own (a host
-  // function stalls its stream until it has run): it waits for the engine
-  // stream's hand-offs through this event.
+  // function stalls its stream until it has run), after done_event.
   cudaStream_t bell_stream = nullptr;
-  cudaEvent_t bell_event = nullptr;  // recorded after each push's hand-offs
-  // The stream of the last push. The staging footprints and the ring's
-  // commit order belong to it: a push on another stream waits for bell_event.
-  std::optional<cudaStream_t> last_push_stream;
   // Scratch of push_requests, kept between calls.
   shm::detail::FootprintEncoder encoder;
   std::vector<shm::Client::Claim> claims;
@@ -242,22 +242,44 @@ struct GpuFootprints::Impl {
     cudaFree(handoff_arrivals);
     cudaFreeHost(host_flags);
     if (bell_stream != nullptr) cudaStreamDestroy(bell_stream);
-    if (bell_event != nullptr) cudaEventDestroy(bell_event);
+    if (done_event != nullptr) cudaEventDestroy(done_event);
     cudaGetLastError();
   }
 
-  // Wakes the daemon (it may be asleep on its doorbell) once `stream` has
-  // passed the hand-offs enqueued so far. If that cannot be enqueued, the
-  // daemon still finds the records at its next look (within 10 ms).
-  void ring_doorbell_after(shm::Client& client, cudaStream_t stream) {
-    if (cudaEventRecord(bell_event, stream) != cudaSuccess ||
-        cudaStreamWaitEvent(bell_stream, bell_event, 0) != cudaSuccess) {
+  // Before a sum or push on `stream`: after the last one, on the GPU.
+  Status order_after_last(cudaStream_t stream) {
+    ELDR_CUDA_TRY(cudaStreamWaitEvent(stream, done_event, 0),
+                  "ordering after the previous sum or push");
+    return Status::ok();
+  }
+
+  // After a sum or push was enqueued (in whole or in part) on `stream`. If
+  // the event cannot be recorded, the host waits for the stream instead:
+  // the next call must not overtake this one. Returns whether it waited.
+  bool mark_done(cudaStream_t stream) {
+    if (cudaEventRecord(done_event, stream) == cudaSuccess) return false;
+    cudaGetLastError();
+    cudaStreamSynchronize(stream);
+    return true;
+  }
+
+  // After a push's hand-offs: marks them done and wakes the daemon (it may
+  // be asleep on its doorbell) once the stream has passed them. If the host
+  // function cannot be enqueued, the daemon still finds the records at its
+  // next look (within 10 ms).
+  void finish_push(shm::Client& client, cudaStream_t stream) {
+    std::function<void()> bell = client.doorbell();
+    if (mark_done(stream)) {
+      bell();  // the stream has run: ring now
+      return;
+    }
+    if (cudaStreamWaitEvent(bell_stream, done_event, 0) != cudaSuccess) {
       cudaGetLastError();
       return;
     }
-    auto* bell = new std::function<void()>(client.doorbell());
-    if (cudaLaunchHostFunc(bell_stream, ring_doorbell_once, bell) != cudaSuccess) {
-      delete bell;
+    auto* pending = new std::function<void()>(std::move(bell));
+    if (cudaLaunchHostFunc(bell_stream, ring_doorbell_once, pending) != cudaSuccess) {
+      delete pending;
       cudaGetLastError();
     }
   }
@@ -298,20 +320,20 @@ struct GpuFootprints::Impl {
         ELDR_CUDA_TRY(cudaDeviceSynchronize(), "waiting for the hand-offs into a gone ring");
       std::erase_if(registered, [&](const Registration& r) {
         const bool gone = stale(r);
-        if (gone) cudaHostUnregister(reinterpret_cast<void*>(r.ring.begin));
+        if (gone && cudaHostUnregister(reinterpret_cast<void*>(r.ring.begin)) != cudaSuccess)
+          cudaGetLastError();  // its mapping is gone already: nothing left pinned
         return gone;
       });
-      cudaGetLastError();
       const cudaError_t e =
           cudaHostRegister(reinterpret_cast<void*>(ring->begin), ring->end - ring->begin,
                            cudaHostRegisterMapped | cudaHostRegisterPortable);
       if (e == cudaErrorHostMemoryAlreadyRegistered) {
         cudaGetLastError();  // registered by someone else (the engine): usable, not ours
-      } else if (e != cudaSuccess) {
-        return cuda_error(e, "cudaHostRegister of the client's ring");
-      } else {
-        registered.push_back(Registration{*ring, key});
+        known_ring = KnownRing{key, *ring, true};
+        return Status::ok();
       }
+      if (e != cudaSuccess) return cuda_error(e, "cudaHostRegister of the client's ring");
+      registered.push_back(Registration{*ring, key});
     }
     known_ring = KnownRing{key, *ring};
     return Status::ok();
@@ -411,8 +433,8 @@ Result<std::unique_ptr<GpuFootprints>> GpuFootprints::create(const Options& opti
   ELDR_CUDA_TRY(cudaMemset(impl->handoff_arrivals, 0, sizeof(uint32_t)), "cudaMemset");
   ELDR_CUDA_TRY(cudaStreamCreateWithFlags(&impl->bell_stream, cudaStreamNonBlocking),
                 "creating the doorbell stream");
-  ELDR_CUDA_TRY(cudaEventCreateWithFlags(&impl->bell_event, cudaEventDisableTiming),
-                "creating the doorbell event");
+  ELDR_CUDA_TRY(cudaEventCreateWithFlags(&impl->done_event, cudaEventDisableTiming),
+                "creating the ordering event");
   ELDR_CUDA_TRY(cudaDeviceSynchronize(), "initialising the block rows");
   return std::unique_ptr<GpuFootprints>(new GpuFootprints(std::move(impl)));
 }
@@ -450,8 +472,11 @@ Status GpuFootprints::sum_requests(const int32_t* block_table, uint32_t max_bloc
   ELDR_TRY(m.check_sum_args(block_table, max_blocks, num_blocks, requests));
   auto dst = device_view(out, "out", m.options.device);
   if (!dst) return dst.status();
-  return m.sum(block_table, max_blocks, num_blocks, requests, dst.value(),
-               static_cast<cudaStream_t>(stream));
+  const auto s = static_cast<cudaStream_t>(stream);
+  ELDR_TRY(m.order_after_last(s));
+  const Status summed = m.sum(block_table, max_blocks, num_blocks, requests, dst.value(), s);
+  m.mark_done(s);  // its memset may have been enqueued even when the kernel was not
+  return summed;
 }
 
 Status GpuFootprints::push_requests(shm::Client& client,
@@ -532,19 +557,26 @@ Status GpuFootprints::push_requests(shm::Client& client,
                     "the daemon restarted while the step's records were claimed; none was pushed"};
     }
     if (Status st = m.register_ring(client, *claim); !st) return abort_from(0, st);
-    auto counts = m.device_address(
-        reinterpret_cast<int16_t*>(claim->payload.data() + m.encoder.counts_offset()));
+    auto* host_counts =
+        reinterpret_cast<int16_t*>(claim->payload.data() + m.encoder.counts_offset());
+    auto counts = m.device_address(host_counts);
+    if (!counts && m.known_ring && m.known_ring->borrowed) {
+      // Whoever had registered the ring has unregistered it since: register it ourselves.
+      m.known_ring.reset();
+      if (Status st = m.register_ring(client, *claim); !st) return abort_from(0, st);
+      counts = m.device_address(host_counts);
+    }
     if (!counts) return abort_from(0, counts.status());
     m.encoder.write_to(claim->payload.data());  // everything but the counts
     m.counts_addresses.push_back(*counts);
   }
   auto commit_word = m.device_address(m.claims.front().commit_word);
   if (!commit_word) return abort_from(0, commit_word.status());
-  if (m.last_push_stream && *m.last_push_stream != s)
-    if (cudaError_t e = cudaStreamWaitEvent(s, m.bell_event, 0); e != cudaSuccess)
-      return abort_from(0, cuda_error(e, "ordering after the previous push's stream"));
-  if (Status st = m.sum(block_table, max_blocks, num_blocks, requests, m.footprints, s); !st)
+  if (Status st = m.order_after_last(s); !st) return abort_from(0, st);
+  if (Status st = m.sum(block_table, max_blocks, num_blocks, requests, m.footprints, s); !st) {
+    m.mark_done(s);
     return abort_from(0, st);
+  }
   // The messages' bytes are written before the launch that publishes them.
   std::atomic_thread_fence(std::memory_order_release);
   for (uint32_t first = 0; first < requests; first += detail::kHandoffBatch) {
@@ -559,17 +591,16 @@ Status GpuFootprints::push_requests(shm::Client& client,
     std::copy_n(m.counts_addresses.begin() + first, batch.count, batch.dst);
     if (cudaError_t e = detail::launch_handoff(batch, s); e != cudaSuccess) {
       Status st = cuda_error(e, "ring hand-off kernel launch");
-      if (first > 0) {  // the batches before this one were enqueued
-        m.last_push_stream = s;
-        m.ring_doorbell_after(client, s);
-      }
+      if (first > 0)
+        m.finish_push(client, s);  // the batches before this one were enqueued
+      else
+        m.mark_done(s);  // the sum was
       return abort_from(first,
                         {st.code(), st.message() + " (requests [0, " + std::to_string(first) +
                                         ") were pushed, the rest not)"});
     }
   }
-  m.last_push_stream = s;
-  m.ring_doorbell_after(client, s);
+  m.finish_push(client, s);
   return Status::ok();
 }
 

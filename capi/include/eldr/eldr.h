@@ -420,8 +420,8 @@ ELDR_API eldr_status_t eldr_gpu_sum_requests(eldr_gpu_footprints_t* gpu, const i
  * without a host round trip: the call only enqueues work on `stream`. The ring
  * space of every request is claimed on the host first: RING_FULL means nothing
  * was enqueued (retry later), CAPACITY that the step cannot fit the client's
- * ring at all. Records are committed in call order, also across streams (a
- * push on a new stream waits on the GPU for the last push's hand-offs). Never
+ * ring at all. Records are committed in call order, also across streams (each
+ * sum or push waits on the GPU for the previous one). Never
  * push inside CUDA graph capture (STATE), and give the GPU path a client of
  * its own: while hand-offs are in flight, the client's CPU pushes return
  * STATE. A client closed meanwhile keeps its slot until its last hand-off has

@@ -8,8 +8,10 @@
 // reference in the core): bad input is skipped and reported through sticky
 // kRowErr* bits, never wrapped.
 //
-// Calls on one object must be ordered: issue them from one thread on one
-// stream (the rows, the flags and the sum scratch are shared state). Pointers
+// Not thread-safe: issue the calls on one object one at a time. Sums and
+// pushes wait on the GPU for the previous sum or push, whatever its stream;
+// update_blocks goes on the stream of the sums that read its rows (the rows
+// and the flags are shared state). Pointers
 // marked [device] must be device-accessible (device, managed or mapped pinned
 // host memory); anything else is rejected before a kernel could fault on it.
 #pragma once
@@ -75,11 +77,11 @@ class GpuFootprints {
   //   ring even when empty; state: the stream is capturing a CUDA graph.
   // - A request whose sum is flagged gets a record with negative counts,
   //   which the daemon rejects with an error decision for its id.
-  // - Records are committed in call order: a push on another stream than the
-  //   last one's first waits (on the GPU, not the host) for the last one's
-  //   hand-offs. The client must be this object's alone: while hand-offs are
-  //   in flight, its CPU pushes return Errc::state. A client closed meanwhile
-  //   keeps its slot until the last hand-off has committed.
+  // - Records are committed in call order: each sum or push waits (on the
+  //   GPU, not the host) for the previous one, whatever their streams. The
+  //   client must be this object's alone: while hand-offs are in flight, its
+  //   CPU pushes return Errc::state. A client closed meanwhile keeps its slot
+  //   until the last hand-off has committed.
   // - The client's ring (its own region of the segment: 4 KiB plus the ring
   //   size) is registered with CUDA (page-locked, mapped) on first use; the
   //   ring of an earlier attachment of the client is released when the client
