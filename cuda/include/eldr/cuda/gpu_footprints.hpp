@@ -11,9 +11,9 @@
 // Not thread-safe: issue the calls on one object one at a time. Sums and
 // pushes wait on the GPU for the previous sum or push, whatever its stream;
 // update_blocks goes on the stream of the sums that read its rows (the rows
-// and the flags are shared state). Pointers
-// marked [device] must be device-accessible (device, managed or mapped pinned
-// host memory); anything else is rejected before a kernel could fault on it.
+// and the flags are shared state). Pointers marked [device] must be
+// device-accessible (device, managed or mapped pinned host memory); anything
+// else is rejected before a kernel could fault on it.
 #pragma once
 
 #include <cstdint>
