@@ -6,6 +6,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -70,11 +71,10 @@ class SharedHandle {
     std::unique_lock lock(m_mutex);
     Free(m_handle);
     m_handle = nullptr;
+    m_closed.store(true, std::memory_order_release);
   }
-  bool closed() const {
-    std::shared_lock lock(m_mutex);
-    return m_handle == nullptr;
-  }
+  // Without the lock: it may be held by a long call, and the GIL is held here.
+  bool closed() const { return m_closed.load(std::memory_order_acquire); }
 
   // fn(handle) under the lock; StatusError(STATE) once closed. For callers
   // that already released the GIL.
@@ -98,6 +98,7 @@ class SharedHandle {
 
  private:
   Handle* m_handle = nullptr;
+  std::atomic<bool> m_closed{false};
   const char* m_what;
   mutable std::shared_mutex m_mutex;
 };

@@ -16,11 +16,11 @@ from eldr import _gpu
 class CudaArray:
     """A stand-in for a torch CUDA tensor: only __cuda_array_interface__."""
 
-    def __init__(self, shape, typestr, address=0x7F0000001000, strides=None):
+    def __init__(self, shape, typestr, address=0x7F0000001000, strides=None, readonly=False):
         self.__cuda_array_interface__ = {
             "shape": tuple(shape),
             "typestr": typestr,
-            "data": (address, False),
+            "data": (address, readonly),
             "strides": strides,
             "version": 3,
         }
@@ -136,6 +136,22 @@ def test_bad_request_tables_raise_before_the_extension_is_called():
         gpu.push_requests(object(), ["a", "b"], table, counts)
     with pytest.raises(eldr.InvalidArgument, match="CUDA array"):
         gpu.push_requests(object(), ["a", "b", "c"], np.zeros((3, 10), np.int32), counts)
+    with pytest.raises(eldr.InvalidArgument, match="not one id"):
+        gpu.push_requests(object(), "abc", table, counts)  # would be three 1-byte ids
+    with pytest.raises(eldr.InvalidArgument, match="read-only"):
+        gpu.sum_requests(table, counts, CudaArray((3, 4, 16), "<i2", readonly=True))
+    masked = CudaArray((3, 4, 16), "<i2")
+    masked.__cuda_array_interface__["mask"] = CudaArray((3, 4, 16), "|b1")
+    with pytest.raises(eldr.InvalidArgument, match="masked"):
+        gpu.sum_requests(table, counts, masked)
+    assert gpu._gpu.calls == []
+
+
+@pytest.mark.parametrize("layer", [-1, 4, 1 << 40])
+def test_a_layer_outside_the_model_is_refused_never_read_as_all_layers(layer):
+    gpu = recorded()  # 4 layers
+    with pytest.raises(eldr.OutOfRange, match="layer"):
+        gpu.update_blocks(CudaArray((5, 2), "<i4"), CudaArray((5,), "<i8"), layer=layer)
     assert gpu._gpu.calls == []
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Optional, Sequence, Tuple
 
 from . import _eldr
-from ._errors import InvalidArgument, ShapeMismatch
+from ._errors import InvalidArgument, OutOfRange, ShapeMismatch
 
 
 class _Array(NamedTuple):
@@ -26,17 +26,26 @@ class _Array(NamedTuple):
 _ITEMSIZE = {"<i2": 2, "<i4": 4, "<i8": 8}
 
 
-def _array(obj: Any, name: str, typestrs: Tuple[str, ...], ndim: int, host: bool = False) -> _Array:
+def _array(
+    obj: Any,
+    name: str,
+    typestrs: Tuple[str, ...],
+    ndim: int,
+    host: bool = False,
+    written: bool = False,
+) -> _Array:
     """Reads ``obj``'s CUDA array interface (or, where ``host`` allows pinned
-    host memory, its NumPy array interface) and checks dtype, rank and layout."""
+    host memory, its NumPy array interface) and checks dtype, rank, layout
+    and, for an array the GPU writes, that it is writable."""
     interface = getattr(obj, "__cuda_array_interface__", None)
     if interface is None and host:
         interface = getattr(obj, "__array_interface__", None)
     if not isinstance(interface, dict):
         where = "a CUDA array" + (" or pinned host memory" if host else "")
+        pinned = " or a pinned torch CPU tensor's .numpy()" if host else ""
         raise InvalidArgument(
             f"{name} must be {where} (an object with __cuda_array_interface__, "
-            f"such as a torch CUDA tensor), got {type(obj).__name__}"
+            f"such as a torch CUDA tensor{pinned}), got {type(obj).__name__}"
         )
     typestr = interface.get("typestr")
     if typestr not in typestrs:
@@ -60,9 +69,13 @@ def _array(obj: Any, name: str, typestrs: Tuple[str, ...], ndim: int, host: bool
             raise InvalidArgument(
                 f"{name} is not C-contiguous (strides {tuple(strides)}): pass .contiguous()"
             )
+    if interface.get("mask") is not None:
+        raise InvalidArgument(f"{name} is a masked array: pass its data")
     data = interface.get("data")
     if not isinstance(data, tuple) or len(data) != 2:
         raise InvalidArgument(f"{name}'s array interface has no data pointer")
+    if written and data[1]:
+        raise InvalidArgument(f"{name} is read-only, and the GPU writes it")
     address = data[0] or 0  # None: an empty array
     return _Array(int(address), shape, itemsize)
 
@@ -124,6 +137,8 @@ class GpuFootprints:
         """One engine step: router top-k ``expert_ids`` int32/int64
         [tokens][layers][top_k] (or [tokens][top_k] for one ``layer``) and
         ``slot_mapping`` int64 [tokens] (physical KV slot; negative: padding)."""
+        if layer is not None and not 0 <= layer < self._layers:
+            raise OutOfRange(f"layer {layer} is outside [0, {self._layers}) (None: all layers)")
         ids = _array(expert_ids, "expert_ids", ("<i4", "<i8"), 3 if layer is None else 2)
         slots = _array(slot_mapping, "slot_mapping", ("<i8",), 1)
         want = (ids.shape[0],) + ((self._layers,) if layer is None else ()) + (self._top_k,)
@@ -162,7 +177,7 @@ class GpuFootprints:
         and ``num_blocks`` int32 [requests] on the device; ``out`` int16
         [requests][layers][experts] in device or mapped pinned host memory."""
         table, counts = self._tables(block_table, num_blocks)
-        target = _array(out, "out", ("<i2",), 3, host=True)
+        target = _array(out, "out", ("<i2",), 3, host=True, written=True)
         want = (table.shape[0], self._layers, self._experts)
         if target.shape != want:
             raise ShapeMismatch(
@@ -185,6 +200,8 @@ class GpuFootprints:
         """Sums the requests' footprints and writes them from the GPU into
         ``client``'s ring (an ``eldr.Client`` of this object's alone), one
         record per id; all or none (``RingFull``: retry later)."""
+        if isinstance(request_ids, (str, bytes)):
+            raise InvalidArgument("request_ids must be a sequence of ids, not one id")
         table, counts = self._tables(block_table, num_blocks)
         if len(request_ids) != table.shape[0]:
             raise ShapeMismatch(
@@ -200,8 +217,15 @@ class GpuFootprints:
         return int(self._gpu.take_errors(_stream(stream)))
 
     def close(self) -> None:
-        """Frees the device memory. Idempotent."""
+        """Synchronises the device (hand-offs may still be in flight), then
+        frees the device memory. Idempotent; the GIL is released meanwhile."""
         self._gpu.close()
+
+    def __del__(self) -> None:
+        # Freeing synchronises the device: never with the GIL held.
+        gpu = getattr(self, "_gpu", None)
+        if gpu is not None:
+            gpu.close()
 
     @property
     def closed(self) -> bool:

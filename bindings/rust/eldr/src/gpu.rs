@@ -67,6 +67,10 @@ impl GpuOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CudaStream(*mut c_void);
 
+// SAFETY: a cudaStream_t may be used from any thread of its process.
+unsafe impl Send for CudaStream {}
+unsafe impl Sync for CudaStream {}
+
 impl CudaStream {
     /// The legacy default stream (a null `cudaStream_t`).
     pub const LEGACY_DEFAULT: CudaStream = CudaStream(std::ptr::null_mut());
@@ -103,7 +107,8 @@ pub enum Layers {
 ///
 /// The C handle is not thread-safe (its rows and scratch are shared state):
 /// it is `Send` but not `Sync`, and every call takes `&mut self`. Dropping it
-/// waits for its hand-offs in flight and frees the device memory.
+/// synchronises the device (hand-offs may be in flight; the engine's streams
+/// are waited for too), then frees the device memory.
 pub struct GpuFootprints {
     raw: NonNull<sys::eldr_gpu_footprints_t>,
     options: GpuOptions,
