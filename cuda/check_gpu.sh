@@ -89,29 +89,30 @@ $skipped"
   "$bin/eldr_gpu_bench" --runs "$runs"
 }
 
-# Where a build puts each program.
-built_path() {
-  case "$1" in
-    eldr_gpu_bench) echo "$build/cuda/$1" ;;
-    *) echo "$build/tests/cuda/$1" ;;
-  esac
+# Copies the built programs and the libeldr.so.1 they load into $1.
+collect_programs() {
+  local p
+  mkdir -p "$1"
+  for p in "${programs[@]}"; do
+    case "$p" in
+      eldr_gpu_bench) cp "$build/cuda/$p" "$1/" ;;
+      *) cp "$build/tests/cuda/$p" "$1/" ;;
+    esac
+  done
+  cp -L "$(find "$build" -name 'libeldr.so.1' -print -quit)" "$1/libeldr.so.1"
 }
 
 case "$mode" in
   all)
     require_gpu
     build_programs
-    stage="$(mktemp -d)"
-    for p in "${programs[@]}"; do ln -s "$(built_path "$p")" "$stage/$p"; done
-    ln -s "$(find "$build" -name 'libeldr.so.1' -print -quit)" "$stage/libeldr.so.1"
-    check_and_time "$stage"
-    rm -rf "$stage"
+    collect_programs "$build/checked"
+    check_and_time "$build/checked"
     ;;
   stage)
     build="$root/build-gpu-check"
     build_programs
-    for p in "${programs[@]}"; do cp "$(built_path "$p")" "$dir/"; done
-    cp -L "$(find "$build" -name 'libeldr.so.1' -print -quit)" "$dir/libeldr.so.1"
+    collect_programs "$dir"
     {
       echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
       "${CUDACXX:-/usr/local/cuda/bin/nvcc}" --version | tail -2

@@ -49,14 +49,11 @@ def _array(
         )
     typestr = interface.get("typestr")
     if typestr not in typestrs:
-        raise InvalidArgument(
-            f"{name} has dtype {typestr!r}, expected one of {', '.join(typestrs)}"
-        )
+        expected = ", ".join(typestrs)
+        raise InvalidArgument(f"{name} has dtype {typestr!r}, expected one of {expected}")
     shape = tuple(int(n) for n in interface.get("shape", ()))
     if len(shape) != ndim:
-        raise ShapeMismatch(
-            f"{name} has {len(shape)} dimensions {shape}, expected {ndim}"
-        )
+        raise ShapeMismatch(f"{name} has {len(shape)} dimensions {shape}, expected {ndim}")
     itemsize = _ITEMSIZE[typestr]
     strides = interface.get("strides")
     if strides is not None:
@@ -78,6 +75,13 @@ def _array(
         raise InvalidArgument(f"{name} is read-only, and the GPU writes it")
     address = data[0] or 0  # None: an empty array
     return _Array(int(address), shape, itemsize)
+
+
+def _expect_shape(array: _Array, name: str, want: Tuple[int, ...], why: str = "") -> None:
+    if array.shape != want:
+        raise ShapeMismatch(
+            f"{name} has shape {array.shape}, expected {want}" + (f" ({why})" if why else "")
+        )
 
 
 def _stream(stream: Any) -> int:
@@ -141,16 +145,9 @@ class GpuFootprints:
             raise OutOfRange(f"layer {layer} is outside [0, {self._layers}) (None: all layers)")
         ids = _array(expert_ids, "expert_ids", ("<i4", "<i8"), 3 if layer is None else 2)
         slots = _array(slot_mapping, "slot_mapping", ("<i8",), 1)
-        want = (ids.shape[0],) + ((self._layers,) if layer is None else ()) + (self._top_k,)
-        if ids.shape != want:
-            raise ShapeMismatch(
-                f"expert_ids has shape {ids.shape}, expected {want}"
-            )
-        if slots.shape != (ids.shape[0],):
-            raise ShapeMismatch(
-                f"slot_mapping has shape {slots.shape}, expected ({ids.shape[0]},) "
-                "(one slot per token)"
-            )
+        layers = (self._layers,) if layer is None else ()
+        _expect_shape(ids, "expert_ids", (ids.shape[0],) + layers + (self._top_k,))
+        _expect_shape(slots, "slot_mapping", (ids.shape[0],), "one slot per token")
         self._gpu.update_blocks(
             ids.address,
             ids.itemsize,
@@ -163,11 +160,7 @@ class GpuFootprints:
     def _tables(self, block_table: Any, num_blocks: Any) -> Tuple[_Array, _Array]:
         table = _array(block_table, "block_table", ("<i4",), 2)
         counts = _array(num_blocks, "num_blocks", ("<i4",), 1)
-        if counts.shape != (table.shape[0],):
-            raise ShapeMismatch(
-                f"num_blocks has shape {counts.shape}, expected ({table.shape[0]},) "
-                "(one count per block_table row)"
-            )
+        _expect_shape(counts, "num_blocks", (table.shape[0],), "one count per block_table row")
         return table, counts
 
     def sum_requests(
@@ -178,11 +171,7 @@ class GpuFootprints:
         [requests][layers][experts] in device or mapped pinned host memory."""
         table, counts = self._tables(block_table, num_blocks)
         target = _array(out, "out", ("<i2",), 3, host=True, written=True)
-        want = (table.shape[0], self._layers, self._experts)
-        if target.shape != want:
-            raise ShapeMismatch(
-                f"out has shape {target.shape}, expected {want}"
-            )
+        _expect_shape(target, "out", (table.shape[0], self._layers, self._experts))
         self._gpu.sum_requests(
             table.address, table.shape[1], counts.address, table.shape[0], target.address,
             _stream(stream),
@@ -204,9 +193,8 @@ class GpuFootprints:
             raise InvalidArgument("request_ids must be a sequence of ids, not one id")
         table, counts = self._tables(block_table, num_blocks)
         if len(request_ids) != table.shape[0]:
-            raise ShapeMismatch(
-                f"{len(request_ids)} request ids for {table.shape[0]} block_table rows"
-            )
+            rows = table.shape[0]
+            raise ShapeMismatch(f"{len(request_ids)} request ids for {rows} block_table rows")
         self._gpu.push_requests(
             client, list(request_ids), table.address, table.shape[1], counts.address,
             _stream(stream),
