@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "futex.hpp"  // core/src: cpu_relax
+#include "eldr/internal/cpu_relax.hpp"
 #include "log.hpp"
 
 namespace eldr::sidecar {
@@ -25,7 +25,7 @@ constexpr auto kDoorbellWait = std::chrono::microseconds(10'000);
 // Idle back-off, one step per empty poll; `idle` counts the empty polls.
 void back_off(uint32_t idle, shm::Host& host) {
   if (idle < kSpinRounds) {
-    shm::detail::cpu_relax();
+    cpu_relax();
   } else if (idle < kSpinRounds + kYieldRounds) {
     sched_yield();
   } else {

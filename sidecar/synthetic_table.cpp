@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "eldr/fit.hpp"
-#include "eldr/synthetic.hpp"
+#include "eldr/lab/synthetic.hpp"
 
 namespace eldr::sidecar {
 

@@ -11,8 +11,8 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "eldr/fit.hpp"
+#include "eldr/lab/synthetic.hpp"
 #include "eldr/router.hpp"
-#include "eldr/synthetic.hpp"
 
 namespace eldr::cli {
 

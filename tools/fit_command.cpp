@@ -8,8 +8,8 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "eldr/fit.hpp"
+#include "eldr/lab/synthetic.hpp"
 #include "eldr/npy.hpp"
-#include "eldr/synthetic.hpp"
 
 namespace eldr::cli {
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include "eldr/lab/synthetic.hpp"
 #include "eldr/shm.hpp"
 #include "eldr/status.hpp"
-#include "eldr/synthetic.hpp"
 
 namespace eldr::cli {
 

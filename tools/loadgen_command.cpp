@@ -22,9 +22,9 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "eldr/fit.hpp"
+#include "eldr/lab/synthetic.hpp"
 #include "eldr/router.hpp"
 #include "eldr/shm.hpp"
-#include "eldr/synthetic.hpp"
 #include "footprint_pool.hpp"
 
 namespace eldr::cli {

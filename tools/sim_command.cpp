@@ -11,15 +11,27 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "eldr/fit.hpp"
-#include "eldr/sim.hpp"
-
-#ifndef ELDR_SOURCE_DIR
-#define ELDR_SOURCE_DIR "."
-#endif
+#include "eldr/lab/sim.hpp"
+#include "plot_sim_script.hpp"
 
 namespace eldr::cli {
 
 namespace {
+
+// The embedded plot script, piped into Debian's python3 (sys.argv[1] = dir).
+Status plot(const std::string& dir) {
+  std::string quoted = "'";
+  for (char c : dir) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  const std::string cmd = "/usr/bin/python3 - " + quoted;
+  FILE* py = ::popen(cmd.c_str(), "w");
+  if (py == nullptr) return {Errc::io, "cannot run " + cmd};
+  const size_t n = sizeof(kPlotSimScript) - 1;
+  const bool written = std::fwrite(kPlotSimScript, 1, n, py) == n;
+  if (::pclose(py) != 0 || !written)
+    return {Errc::io, "plotting failed (needs Debian's python3-matplotlib): " + cmd};
+  return {};
+}
 
 struct SimArgs {
   std::string preset = "qwen3-30b-a3b", workload = "task", ablation, plot_dir;
@@ -258,10 +270,7 @@ int run_sim(const SimArgs& a) {
     std::printf("(%.1f s; a model of step time, not a measurement: see README)\n", secs);
   if (!a.plot_dir.empty()) {
     std::ofstream(a.plot_dir + "/results.json") << out.dump();
-    const std::string cmd =
-        "/usr/bin/python3 " + std::string(ELDR_SOURCE_DIR) + "/tools/plot_sim.py " + a.plot_dir;
-    if (std::system(cmd.c_str()) != 0)
-      return report({Errc::io, "plotting failed (needs Debian's python3-matplotlib): " + cmd});
+    if (Status s = plot(a.plot_dir); !s) return report(s);
   }
   return 0;
 }

@@ -13,9 +13,10 @@
 #include <type_traits>
 
 #include "eldr/shm.hpp"
+#include "eldr/shm/records.hpp"
+#include "eldr/shm/ring.hpp"
 #include "eldr/signature_cache.hpp"
-#include "kernels.hpp"
-#include "shm_ring.hpp"
+#include "gpu_kernels.hpp"
 
 namespace eldr::gpu {
 

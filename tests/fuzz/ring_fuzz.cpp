@@ -10,7 +10,8 @@
 #include <cstring>
 #include <vector>
 
-#include "../../core/src/shm_ring.hpp"
+#include "eldr/shm/records.hpp"
+#include "eldr/shm/ring.hpp"
 
 namespace {
 

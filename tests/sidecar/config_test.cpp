@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "core/temp_dir.hpp"
+#include "temp_dir.hpp"
 
 namespace eldr::sidecar {
 namespace {

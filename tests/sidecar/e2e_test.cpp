@@ -24,10 +24,10 @@
 #include <string_view>
 #include <thread>
 
-#include "core/temp_dir.hpp"
-#include "core/test_tables.hpp"
 #include "eldr/cluster_table.hpp"
 #include "eldr/shm.hpp"
+#include "temp_dir.hpp"
+#include "test_tables.hpp"
 
 extern char** environ;
 

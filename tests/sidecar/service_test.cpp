@@ -9,9 +9,9 @@
 #include <random>
 #include <unordered_map>
 
-#include "core/temp_dir.hpp"
-#include "core/test_tables.hpp"
 #include "log.hpp"
+#include "temp_dir.hpp"
+#include "test_tables.hpp"
 
 namespace eldr::sidecar {
 namespace {

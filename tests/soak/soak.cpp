@@ -46,9 +46,9 @@
 #include "eldr/cluster_table.hpp"
 #include "eldr/fit.hpp"
 #include "eldr/geometry.hpp"
+#include "eldr/lab/synthetic.hpp"
 #include "eldr/random.hpp"
 #include "eldr/shm.hpp"
-#include "eldr/synthetic.hpp"
 
 extern char** environ;
 

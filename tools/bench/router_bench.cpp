@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "eldr/fit.hpp"
+#include "eldr/lab/synthetic.hpp"
 #include "eldr/router.hpp"
-#include "eldr/synthetic.hpp"
 
 namespace {
 

@@ -24,7 +24,7 @@
 namespace eldr {
 
 namespace detail {
-struct RouterScoring;  // one table's precomputed scoring data (router.cpp)
+struct RouterScoring;  // one table's precomputed scoring data (route/scoring.hpp)
 }
 
 // eldr_guard (ours, beyond the paper): the locality band, but a pick may not
@@ -150,7 +150,6 @@ class Router {
   // in-flight count) of the first n slots, gathered once per call; returns how many.
   uint32_t gather_active(uint32_t clusters, uint32_t n, std::span<const uint32_t> loads,
                          uint32_t* active, uint32_t* cluster, int64_t* load) const noexcept;
-  uint64_t next_random() noexcept;
 
   RouterOptions m_options;
   std::atomic<std::shared_ptr<const Scoring>> m_scoring;

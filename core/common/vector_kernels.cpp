@@ -1,0 +1,292 @@
+#include "eldr/internal/vector_kernels.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
+namespace eldr::kernels {
+
+ELDR_MULTIVERSION
+float dot(const float* a, const float* b, size_t n) noexcept {
+  float acc[16] = {};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  float sum = 0.0f;
+  for (float v : acc) sum += v;
+  return sum + tail;
+}
+
+namespace {
+
+// always_inline: the helpers must be compiled inside each target_clones
+// clone, with that clone's ISA, or they stay scalar baseline code.
+#define ELDR_INLINE inline __attribute__((always_inline))
+
+// Eight floats as one GCC vector: AVX registers in the x86-64-v3 clone, pairs
+// of SSE registers in the baseline one. Explicit, because the auto-vectoriser
+// turns the short fixed loops below into scalar code.
+typedef float v8f __attribute__((vector_size(32)));
+
+ELDR_INLINE v8f load8(const float* p) noexcept {
+  v8f v;
+  __builtin_memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+typedef int16_t v8s __attribute__((vector_size(16)));
+
+ELDR_INLINE v8f load_counts8(const int16_t* p) noexcept {
+  v8s c;
+  __builtin_memcpy(&c, p, sizeof(c));
+  return __builtin_convertvector(c, v8f);
+}
+
+ELDR_INLINE float sum8(v8f v) noexcept {
+  float sum = 0.0f;
+  for (int i = 0; i < 8; ++i) sum += v[i];
+  return sum;
+}
+
+}  // namespace
+
+ELDR_MULTIVERSION
+MaskedNorms masked_norms(const int16_t* counts, const uint32_t* mask, size_t mask_len,
+                         uint32_t experts, const float* idf) noexcept {
+  MaskedNorms out{0.0, 0.0};
+  for (size_t s = 0; s < mask_len; ++s) {
+    const int16_t* row = counts + size_t{mask[s]} * experts;
+    const float* w = idf + s * experts;
+    // Four chains: one would wait on the FMA latency at every step.
+    v8f acc[4] = {}, raw[4] = {};
+    uint32_t e = 0;
+    for (; e + 32 <= experts; e += 32)
+      for (uint32_t u = 0; u < 4; ++u) {
+        const v8f c = load_counts8(row + e + 8 * u);
+        const v8f v = c * load8(w + e + 8 * u);
+        acc[u] += v * v;
+        raw[u] += c * c;
+      }
+    for (; e + 8 <= experts; e += 8) {
+      const v8f c = load_counts8(row + e);
+      const v8f v = c * load8(w + e);
+      acc[0] += v * v;
+      raw[0] += c * c;
+    }
+    float sum = sum8((acc[0] + acc[1]) + (acc[2] + acc[3]));
+    float raw_sum = sum8((raw[0] + raw[1]) + (raw[2] + raw[3]));
+    for (; e < experts; ++e) {
+      const float c = static_cast<float>(row[e]);
+      const float v = c * w[e];
+      sum += v * v;
+      raw_sum += c * c;
+    }
+    out.weighted2 += sum;
+    out.counts2 += raw_sum;
+  }
+  return out;
+}
+
+ELDR_MULTIVERSION
+float masked_dot(const int16_t* counts, const uint32_t* mask, size_t mask_len, uint32_t experts,
+                 const float* w) noexcept {
+  // Four chains hide the FMA latency; one per layer would not.
+  v8f acc[4] = {};
+  float tail = 0.0f;
+  for (size_t s = 0; s < mask_len; ++s) {
+    const int16_t* row = counts + size_t{mask[s]} * experts;
+    const float* ws = w + s * experts;
+    uint32_t e = 0;
+    for (; e + 32 <= experts; e += 32)
+      for (uint32_t u = 0; u < 4; ++u)
+        acc[u] += load_counts8(row + e + 8 * u) * load8(ws + e + 8 * u);
+    for (; e + 8 <= experts; e += 8) acc[0] += load_counts8(row + e) * load8(ws + e);
+    for (; e < experts; ++e) tail += static_cast<float>(row[e]) * ws[e];
+  }
+  return sum8((acc[0] + acc[1]) + (acc[2] + acc[3])) + tail;
+}
+
+ELDR_MULTIVERSION
+Range16 range16(const int16_t* values, size_t n) noexcept {
+  // Lane-wise min and max, no early exit and no branch: it vectorises.
+  typedef int16_t v16s __attribute__((vector_size(32)));
+  v16s lo = v16s{} + INT16_MAX, hi = v16s{} + INT16_MIN;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    v16s v;
+    __builtin_memcpy(&v, values + i, sizeof(v));
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+  }
+  Range16 r{INT16_MAX, INT16_MIN};
+  for (int k = 0; k < 16; ++k) {
+    r.min = std::min(r.min, lo[k]);
+    r.max = std::max(r.max, hi[k]);
+  }
+  for (; i < n; ++i) {
+    r.min = std::min(r.min, values[i]);
+    r.max = std::max(r.max, values[i]);
+  }
+  return r;
+}
+
+ELDR_MULTIVERSION
+int64_t sum16(const int16_t* values, size_t n) noexcept {
+  // int32 lanes cannot overflow within 65,536 values; longer runs are split.
+  typedef int16_t v16s __attribute__((vector_size(32)));
+  typedef int32_t v16i __attribute__((vector_size(64)));
+  int64_t total = 0;
+  for (size_t first = 0; first < n; first += 65536) {
+    const size_t end = std::min(n, first + 65536);
+    v16i acc = {};
+    size_t i = first;
+    for (; i + 16 <= end; i += 16) {
+      v16s v;
+      __builtin_memcpy(&v, values + i, sizeof(v));
+      acc += __builtin_convertvector(v, v16i);
+    }
+    for (int k = 0; k < 16; ++k) total += acc[k];
+    for (; i < end; ++i) total += values[i];
+  }
+  return total;
+}
+
+void gather_counts(const int16_t* counts, const uint32_t* mask, uint32_t experts, uint32_t shift,
+                   size_t first, size_t n, int16_t* x) noexcept {
+  const int32_t half = shift == 0 ? 0 : int32_t{1} << (shift - 1);
+  for (size_t i = first; i < first + n;) {
+    const size_t s = i / experts;
+    const uint32_t e0 = static_cast<uint32_t>(i % experts);
+    const uint32_t e1 = static_cast<uint32_t>(std::min<size_t>(experts, e0 + (first + n - i)));
+    const int16_t* row = counts + size_t{mask[s]} * experts;
+    int16_t* out = x + (i - first) - e0;
+    if (shift == 0)
+      std::copy(row + e0, row + e1, out + e0);
+    else
+      for (uint32_t e = e0; e < e1; ++e)
+        out[e] = static_cast<int16_t>((int32_t{row[e]} + half) >> shift);
+    i += e1 - e0;
+  }
+}
+
+void reference::dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks,
+                              int64_t* out) noexcept {
+  for (size_t c = 0; c < 8; ++c) {
+    int64_t acc = 0;
+    for (size_t j = 0; j < chunks; ++j) {
+      const int16_t* qc = q + (j * 8 + c) * 16;
+      for (size_t k = 0; k < 16; ++k) acc += int32_t{x[j * 16 + k]} * qc[k];
+    }
+    out[c] += acc;
+  }
+}
+
+namespace {
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+bool has_avx2() noexcept {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+
+// One vpmaddwd per 16 cells and cluster: 16 multiply-adds per instruction,
+// twice the fp32 FMA rate, from half the bytes of an fp32 matrix.
+__attribute__((target("avx2"))) void dot_q16_block_avx2(const int16_t* x, const int16_t* q,
+                                                        size_t chunks, int64_t* out) noexcept {
+  __m256i a[8];
+  for (auto& v : a) v = _mm256_setzero_si256();
+  for (size_t j = 0; j < chunks; ++j) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + j * 16));
+    const __m256i* qj = reinterpret_cast<const __m256i*>(q + j * 128);
+    for (int c = 0; c < 8; ++c)
+      a[c] = _mm256_add_epi32(a[c], _mm256_madd_epi16(xv, _mm256_loadu_si256(qj + c)));
+  }
+  // Transpose-and-add the eight accumulators into one vector of 8 totals.
+  const __m256i t0 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+  const __m256i t1 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(a[4], a[5]), _mm256_hadd_epi32(a[6], a[7]));
+  const __m256i sum = _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20),
+                                       _mm256_permute2x128_si256(t0, t1, 0x31));
+  alignas(32) int32_t totals[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(totals), sum);
+  for (int c = 0; c < 8; ++c) out[c] += totals[c];
+}
+#endif
+
+}  // namespace
+
+void dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks, int64_t* out) noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (has_avx2()) return dot_q16_block_avx2(x, q, chunks, out);
+#endif
+  reference::dot_q16_block(x, q, chunks, out);
+}
+
+namespace {
+
+// Whole 32-byte moves, the last one overlapping (n >= 32). A macro, not a
+// helper: the move must be inlined into each ISA's loop.
+#define ELDR_COPY_IN_32S(MOVE32)                       \
+  do {                                                 \
+    size_t i = 0;                                      \
+    for (; i + 128 <= n; i += 128) {                   \
+      MOVE32(d + i, s + i);                            \
+      MOVE32(d + i + 32, s + i + 32);                  \
+      MOVE32(d + i + 64, s + i + 64);                  \
+      MOVE32(d + i + 96, s + i + 96);                  \
+    }                                                  \
+    for (; i + 32 <= n; i += 32) MOVE32(d + i, s + i); \
+    if (i < n) MOVE32(d + n - 32, s + n - 32);         \
+  } while (0)
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define ELDR_MOVE32_AVX2(to, from)                    \
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), \
+                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from)))
+__attribute__((target("avx2"))) void copy_bytes_avx2(char* d, const char* s, size_t n) noexcept {
+  ELDR_COPY_IN_32S(ELDR_MOVE32_AVX2);
+}
+#endif
+
+// Portable: the compiler picks the widest moves of the baseline ISA.
+#define ELDR_MOVE32_PORTABLE(to, from) \
+  do {                                 \
+    char v[32];                        \
+    __builtin_memcpy(v, from, 32);     \
+    __builtin_memcpy(to, v, 32);       \
+  } while (0)
+void copy_bytes_portable(char* d, const char* s, size_t n) noexcept {
+  ELDR_COPY_IN_32S(ELDR_MOVE32_PORTABLE);
+}
+
+}  // namespace
+
+uint64_t xxh3_64(const void* data, size_t n) noexcept {
+#if defined(ELDR_XXH3_AVX2)
+  if (has_avx2()) return detail::xxh3_64_avx2(data, n);
+#endif
+  return XXH3_64bits(data, n);
+}
+
+void copy_bytes(void* dst, const void* src, size_t n) noexcept {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  if (n < 32) {  // far below glibc's rep-movsb threshold
+    std::memcpy(d, s, n);
+    return;
+  }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (has_avx2()) return copy_bytes_avx2(d, s, n);
+#endif
+  copy_bytes_portable(d, s, n);
+}
+
+}  // namespace eldr::kernels

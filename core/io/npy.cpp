@@ -1,0 +1,662 @@
+#include "eldr/npy.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "eldr/internal/file_io.hpp"
+
+namespace eldr {
+
+// NpyArray::bytes is documented as native little-endian and every writer here
+// emits '<' descriptors straight from memory; a big-endian host would need a
+// second swap path that nothing exercises.
+static_assert(std::endian::native == std::endian::little, "eldr assumes a little-endian host");
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicLen = 6;
+// NumPy 2 allows 64 dimensions; more is certainly not a capture dump.
+constexpr size_t kMaxDims = 64;
+// The header is a Python literal of a few dozen bytes; anything this large is
+// garbage, and bounding it keeps the parser's work trivially small.
+constexpr uint64_t kMaxHeaderLen = uint64_t{1} << 20;
+// Whole-file cap for read_npy / load_labels: far above any calibration dump, and
+// it turns a wrong path (a disk image, /dev/zero) into a clean error.
+constexpr uint64_t kMaxFileBytes = uint64_t{16} << 30;
+
+Status with_path(const std::string& path, const Status& s) {
+  if (s.is_ok() || path.empty()) return s;
+  return {s.code(), path + ": " + s.message()};
+}
+
+bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+std::string shape_string(std::span<const uint64_t> shape) {
+  std::string out = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) out += ",";
+  out += ")";
+  return out;
+}
+
+// ---- the header dict ---------------------------------------------------------
+// The header is a Python dict literal written by numpy's repr; we accept exactly
+// the subset numpy produces (and old Python 2 'L' suffixes), not general Python.
+class HeaderParser {
+ public:
+  explicit HeaderParser(std::string_view text) : m_text(text) {}
+
+  struct Fields {
+    std::string descr;
+    bool fortran_order = false;
+    std::vector<uint64_t> shape;
+  };
+
+  Status parse(Fields* out) {
+    bool have_descr = false, have_fortran = false, have_shape = false;
+    skip_ws();
+    if (!eat('{')) return fail("expected '{'");
+    for (;;) {
+      skip_ws();
+      if (eat('}')) break;
+      std::string key;
+      ELDR_TRY(parse_string(&key));
+      skip_ws();
+      if (!eat(':')) return fail("expected ':' after key '" + key + "'");
+      skip_ws();
+      if (key == "descr") {
+        if (have_descr) return fail("duplicate key 'descr'");
+        have_descr = true;
+        if (peek() == '[')
+          return {Errc::unsupported, "npy header: structured dtypes are not supported"};
+        ELDR_TRY(parse_string(&out->descr));
+      } else if (key == "fortran_order") {
+        if (have_fortran) return fail("duplicate key 'fortran_order'");
+        have_fortran = true;
+        ELDR_TRY(parse_bool(&out->fortran_order));
+      } else if (key == "shape") {
+        if (have_shape) return fail("duplicate key 'shape'");
+        have_shape = true;
+        ELDR_TRY(parse_shape(&out->shape));
+      } else {
+        return fail("unexpected key '" + key + "'");
+      }
+      skip_ws();
+      if (eat(',')) continue;
+      skip_ws();
+      if (eat('}')) break;
+      return fail("expected ',' or '}'");
+    }
+    // numpy pads with spaces and ends with '\n'; some writers pad with NULs.
+    while (m_pos < m_text.size()) {
+      char c = m_text[m_pos++];
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t' && c != '\0')
+        return fail("trailing bytes after the dict");
+    }
+    if (!have_descr || !have_fortran || !have_shape)
+      return fail("missing key (needs 'descr', 'fortran_order' and 'shape')");
+    return Status::ok();
+  }
+
+ private:
+  Status fail(const std::string& what) const {
+    return {Errc::corrupt,
+            "npy header: " + what + " at offset " + std::to_string(m_pos) + " of the dict"};
+  }
+  char peek() const { return m_pos < m_text.size() ? m_text[m_pos] : '\0'; }
+  bool eat(char c) {
+    if (m_pos < m_text.size() && m_text[m_pos] == c) {
+      ++m_pos;
+      return true;
+    }
+    return false;
+  }
+  void skip_ws() {
+    while (m_pos < m_text.size() && (m_text[m_pos] == ' ' || m_text[m_pos] == '\t' ||
+                                     m_text[m_pos] == '\n' || m_text[m_pos] == '\r'))
+      ++m_pos;
+  }
+  Status parse_string(std::string* out) {
+    char quote = peek();
+    if (quote != '\'' && quote != '"') return fail("expected a quoted string");
+    ++m_pos;
+    size_t end = m_text.find(quote, m_pos);
+    // Keys and dtype strings never need escapes; a backslash means garbage.
+    if (end == std::string_view::npos) return fail("unterminated string");
+    std::string_view body = m_text.substr(m_pos, end - m_pos);
+    if (body.find('\\') != std::string_view::npos || body.size() > 64)
+      return fail("unexpected string content");
+    *out = std::string(body);
+    m_pos = end + 1;
+    return Status::ok();
+  }
+  Status parse_bool(bool* out) {
+    if (m_text.substr(m_pos, 4) == "True") {
+      m_pos += 4;
+      *out = true;
+    } else if (m_text.substr(m_pos, 5) == "False") {
+      m_pos += 5;
+      *out = false;
+    } else {
+      return fail("expected True or False");
+    }
+    return Status::ok();
+  }
+  Status parse_uint(uint64_t* out) {
+    if (m_pos >= m_text.size() || m_text[m_pos] < '0' || m_text[m_pos] > '9')
+      return fail("expected a non-negative integer");
+    uint64_t v = 0;
+    while (m_pos < m_text.size() && m_text[m_pos] >= '0' && m_text[m_pos] <= '9') {
+      uint64_t digit = static_cast<uint64_t>(m_text[m_pos] - '0');
+      if (v > (std::numeric_limits<uint64_t>::max() - digit) / 10)
+        return fail("dimension overflows 64 bits");
+      v = v * 10 + digit;
+      ++m_pos;
+    }
+    eat('L');  // Python 2 long literal
+    *out = v;
+    return Status::ok();
+  }
+  Status parse_shape(std::vector<uint64_t>* out) {
+    out->clear();
+    if (!eat('(')) return fail("expected '(' for shape");
+    for (;;) {
+      skip_ws();
+      if (eat(')')) break;
+      if (out->size() == kMaxDims) return fail("too many dimensions");
+      uint64_t dim = 0;
+      ELDR_TRY(parse_uint(&dim));
+      out->push_back(dim);
+      skip_ws();
+      if (eat(',')) continue;
+      skip_ws();
+      if (eat(')')) break;
+      return fail("expected ',' or ')' in shape");
+    }
+    return Status::ok();
+  }
+
+  std::string_view m_text;
+  size_t m_pos = 0;
+};
+
+struct ParsedDescr {
+  NpyDtype dtype;
+  bool swap;
+};
+
+Result<ParsedDescr> parse_descr(std::string_view descr) {
+  std::string_view body = descr;
+  bool big = false;
+  if (!body.empty() && (body[0] == '<' || body[0] == '>' || body[0] == '|' || body[0] == '=')) {
+    big = body[0] == '>';
+    body.remove_prefix(1);
+  }
+  struct Entry {
+    std::string_view code;
+    NpyDtype dtype;
+  };
+  static constexpr Entry kTable[] = {
+      {"i1", NpyDtype::i8},  {"b", NpyDtype::i8},   {"u1", NpyDtype::u8},  {"B", NpyDtype::u8},
+      {"i2", NpyDtype::i16}, {"u2", NpyDtype::u16}, {"i4", NpyDtype::i32}, {"u4", NpyDtype::u32},
+      {"i8", NpyDtype::i64}, {"u8", NpyDtype::u64}, {"f4", NpyDtype::f32}, {"f8", NpyDtype::f64},
+  };
+  for (const auto& e : kTable)
+    if (body == e.code) return ParsedDescr{e.dtype, big && npy_dtype_size(e.dtype) > 1};
+  return Status{Errc::unsupported, "npy: unsupported dtype '" + std::string(descr) +
+                                       "' (supported: i1 u1 i2 u2 i4 u4 i8 u8 f4 f8)"};
+}
+
+void byteswap_in_place(uint8_t* data, uint64_t count, size_t width) {
+  for (uint64_t i = 0; i < count; ++i) std::reverse(data + i * width, data + (i + 1) * width);
+}
+
+uint32_t read_le32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+// Parses a whole .npy image. When `owned` is given it holds the same bytes as
+// `file`, and the element data is moved out of it instead of copied: capture
+// dumps can be gigabytes, and read_npy should not need twice that.
+Result<NpyArray> parse_impl(std::span<const uint8_t> file, std::vector<uint8_t>* owned) {
+  if (file.size() < kMagicLen + 2 || std::memcmp(file.data(), kMagic, kMagicLen) != 0)
+    return Status{Errc::corrupt, "not an npy file (bad magic)"};
+  const uint8_t major = file[6], minor = file[7];
+  size_t len_bytes = 0;
+  if (major == 1 && minor == 0)
+    len_bytes = 2;
+  else if ((major == 2 || major == 3) && minor == 0)
+    len_bytes = 4;
+  else
+    return Status{Errc::unsupported, "npy format version " + std::to_string(major) + "." +
+                                         std::to_string(minor) + " is not supported"};
+  const size_t preamble = kMagicLen + 2 + len_bytes;
+  if (file.size() < preamble)
+    return Status{Errc::corrupt, "npy file truncated inside the preamble (" +
+                                     std::to_string(file.size()) + " bytes)"};
+  const uint64_t header_len = len_bytes == 2 ? uint64_t{file[8]} | uint64_t{file[9]} << 8
+                                             : uint64_t{read_le32(file.data() + 8)};
+  if (header_len > kMaxHeaderLen || header_len > file.size() - preamble)
+    return Status{Errc::corrupt, "npy header length " + std::to_string(header_len) +
+                                     " runs past the end of the file (" +
+                                     std::to_string(file.size()) + " bytes)"};
+  const size_t data_start = preamble + static_cast<size_t>(header_len);
+  std::string_view header(reinterpret_cast<const char*>(file.data() + preamble),
+                          static_cast<size_t>(header_len));
+
+  HeaderParser::Fields fields;
+  ELDR_TRY(HeaderParser(header).parse(&fields));
+  auto descr = parse_descr(fields.descr);
+  if (!descr) return descr.status();
+  if (fields.fortran_order)
+    return Status{Errc::unsupported, "npy: fortran_order True is not supported (save C order)"};
+
+  NpyArray out;
+  out.dtype = descr->dtype;
+  out.shape = std::move(fields.shape);
+  uint64_t count = 1;
+  for (uint64_t d : out.shape)
+    if (!checked_mul(count, d, &count))
+      return Status{Errc::corrupt, "npy shape " + shape_string(out.shape) + " overflows"};
+  const size_t width = npy_dtype_size(out.dtype);
+  uint64_t expected = 0;
+  if (!checked_mul(count, width, &expected))
+    return Status{Errc::corrupt, "npy shape " + shape_string(out.shape) + " overflows"};
+  const uint64_t actual = file.size() - data_start;
+  if (actual != expected)
+    return Status{Errc::corrupt, "npy data is " + std::to_string(actual) + " bytes but shape " +
+                                     shape_string(out.shape) + " of " + npy_dtype_descr(out.dtype) +
+                                     " needs " + std::to_string(expected) + " bytes" +
+                                     (actual < expected ? " (truncated)" : " (trailing bytes)")};
+
+  if (owned) {
+    owned->erase(owned->begin(), owned->begin() + static_cast<std::ptrdiff_t>(data_start));
+    out.bytes = std::move(*owned);
+  } else {
+    out.bytes.assign(file.begin() + static_cast<std::ptrdiff_t>(data_start), file.end());
+  }
+  if (descr->swap) byteswap_in_place(out.bytes.data(), count, width);
+  return out;
+}
+
+// Copies one element of the given dtype into T without alignment assumptions.
+template <class T>
+T load_elem(const uint8_t* base, uint64_t i) {
+  T v;
+  std::memcpy(&v, base + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+template <class F>
+decltype(auto) visit_dtype(NpyDtype dtype, F&& f) {
+  switch (dtype) {
+    case NpyDtype::i8:
+      return f(int8_t{});
+    case NpyDtype::u8:
+      return f(uint8_t{});
+    case NpyDtype::i16:
+      return f(int16_t{});
+    case NpyDtype::u16:
+      return f(uint16_t{});
+    case NpyDtype::i32:
+      return f(int32_t{});
+    case NpyDtype::u32:
+      return f(uint32_t{});
+    case NpyDtype::i64:
+      return f(int64_t{});
+    case NpyDtype::u64:
+      return f(uint64_t{});
+    case NpyDtype::f32:
+      return f(float{});
+    case NpyDtype::f64:
+      return f(double{});
+  }
+  return f(uint8_t{});
+}
+
+template <class Dst>
+const char* type_name() {
+  if constexpr (std::is_same_v<Dst, int16_t>) return "int16";
+  if constexpr (std::is_same_v<Dst, int32_t>) return "int32";
+  if constexpr (std::is_same_v<Dst, int64_t>) return "int64";
+  return "float32";
+}
+
+template <class Src>
+std::string value_string(Src v) {
+  if constexpr (std::is_floating_point_v<Src>) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", static_cast<double>(v));
+    return buf;
+  } else {
+    return std::to_string(v);
+  }
+}
+
+// Returns false when `v` has no exact-enough Dst counterpart.
+template <class Dst, class Src>
+bool convert_one(Src v, Dst* out) {
+  if constexpr (std::is_integral_v<Dst>) {
+    if constexpr (std::is_integral_v<Src>) {
+      if (!std::in_range<Dst>(v)) return false;
+      *out = static_cast<Dst>(v);
+      return true;
+    } else {
+      const double d = static_cast<double>(v);
+      // Bounds as powers of two are exact in double, unlike max() for int64.
+      const double lo = static_cast<double>(std::numeric_limits<Dst>::min());
+      if (!std::isfinite(d) || std::trunc(d) != d || d < lo || d >= -lo) return false;
+      *out = static_cast<Dst>(d);
+      return true;
+    }
+  } else {
+    if constexpr (std::is_same_v<Src, double>) {
+      // NaN and infinities have float counterparts; finite overflow does not.
+      if (std::isfinite(v) && std::fabs(v) > static_cast<double>(FLT_MAX)) return false;
+    }
+    *out = static_cast<Dst>(v);
+    return true;
+  }
+}
+
+template <class Dst>
+Result<std::vector<Dst>> convert_all(const NpyArray& array) {
+  const uint64_t n = array.count();
+  const size_t width = npy_dtype_size(array.dtype);
+  uint64_t need = 0;
+  if (!checked_mul(n, width, &need) || array.bytes.size() != need)
+    return Status{Errc::shape_mismatch, "npy array holds " + std::to_string(array.bytes.size()) +
+                                            " bytes but shape " + shape_string(array.shape) +
+                                            " needs " + std::to_string(need)};
+  std::vector<Dst> out(static_cast<size_t>(n));
+  Status st = visit_dtype(array.dtype, [&](auto tag) -> Status {
+    using Src = decltype(tag);
+    const uint8_t* base = array.bytes.data();
+    for (uint64_t i = 0; i < n; ++i) {
+      Src v = load_elem<Src>(base, i);
+      if (!convert_one<Dst>(v, &out[static_cast<size_t>(i)]))
+        return {Errc::out_of_range, "element " + std::to_string(i) + " (value " + value_string(v) +
+                                        ") does not convert to " + type_name<Dst>()};
+    }
+    return Status::ok();
+  });
+  if (!st) return st;
+  return out;
+}
+
+bool is_integer_dtype(NpyDtype d) { return d != NpyDtype::f32 && d != NpyDtype::f64; }
+
+Status write_all(const std::string& path, const std::string& header, const void* data,
+                 uint64_t data_bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return {Errc::io, path + ": cannot create: " + std::strerror(errno)};
+  bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  if (ok && data_bytes > 0)
+    ok = std::fwrite(data, 1, static_cast<size_t>(data_bytes), f) == data_bytes;
+  // fclose flushes; a full disk often only shows up here.
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) {
+    std::remove(path.c_str());
+    return {Errc::io, path + ": write failed"};
+  }
+  return Status::ok();
+}
+
+// Public entry points run their body through this so that an allocation
+// failure on a huge (or lying) input comes back as a Status, not an exception.
+template <class F>
+auto guarded(const char* what, F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Status{Errc::internal, std::string(what) + ": out of memory"};
+  } catch (const std::exception& e) {
+    return Status{Errc::internal, std::string(what) + ": " + e.what()};
+  }
+}
+
+}  // namespace
+
+uint64_t NpyArray::count() const noexcept {
+  uint64_t n = 1;
+  for (uint64_t d : shape)
+    if (!checked_mul(n, d, &n)) return std::numeric_limits<uint64_t>::max();
+  return n;
+}
+
+size_t npy_dtype_size(NpyDtype dtype) noexcept {
+  switch (dtype) {
+    case NpyDtype::i8:
+    case NpyDtype::u8:
+      return 1;
+    case NpyDtype::i16:
+    case NpyDtype::u16:
+      return 2;
+    case NpyDtype::i32:
+    case NpyDtype::u32:
+    case NpyDtype::f32:
+      return 4;
+    case NpyDtype::i64:
+    case NpyDtype::u64:
+    case NpyDtype::f64:
+      return 8;
+  }
+  return 1;
+}
+
+const char* npy_dtype_descr(NpyDtype dtype) noexcept {
+  switch (dtype) {
+    case NpyDtype::i8:
+      return "|i1";
+    case NpyDtype::u8:
+      return "|u1";
+    case NpyDtype::i16:
+      return "<i2";
+    case NpyDtype::u16:
+      return "<u2";
+    case NpyDtype::i32:
+      return "<i4";
+    case NpyDtype::u32:
+      return "<u4";
+    case NpyDtype::i64:
+      return "<i8";
+    case NpyDtype::u64:
+      return "<u8";
+    case NpyDtype::f32:
+      return "<f4";
+    case NpyDtype::f64:
+      return "<f8";
+  }
+  return "|u1";
+}
+
+Result<NpyArray> parse_npy(std::span<const uint8_t> file_bytes) {
+  return guarded("parse_npy",
+                 [&]() -> Result<NpyArray> { return parse_impl(file_bytes, nullptr); });
+}
+
+Result<NpyArray> read_npy(const std::string& path) {
+  return guarded("read_npy", [&]() -> Result<NpyArray> {
+    auto bytes = read_file(path, kMaxFileBytes);
+    if (!bytes) return bytes.status();
+    std::vector<uint8_t> owned = std::move(*bytes);
+    auto parsed = parse_impl(owned, &owned);
+    if (!parsed) return with_path(path, parsed.status());
+    return parsed;
+  });
+}
+
+Status write_npy(const std::string& path, NpyDtype dtype, std::span<const uint64_t> shape,
+                 const void* data) {
+  return guarded("write_npy", [&]() -> Status {
+    if (shape.size() > kMaxDims)
+      return {Errc::invalid_argument,
+              path + ": npy arrays have at most " + std::to_string(kMaxDims) + " dimensions"};
+    uint64_t count = 1, data_bytes = 0;
+    for (uint64_t d : shape)
+      if (!checked_mul(count, d, &count))
+        return {Errc::invalid_argument, path + ": shape " + shape_string(shape) + " overflows"};
+    if (!checked_mul(count, npy_dtype_size(dtype), &data_bytes) ||
+        data_bytes > std::numeric_limits<size_t>::max())
+      return {Errc::invalid_argument, path + ": shape " + shape_string(shape) + " overflows"};
+    if (data_bytes > 0 && data == nullptr)
+      return {Errc::invalid_argument, path + ": data is NULL for a non-empty array"};
+
+    std::string dict = std::string("{'descr': '") + npy_dtype_descr(dtype) +
+                       "', 'fortran_order': False, 'shape': " + shape_string(shape) + ", }";
+    // Data starts on a 64-byte boundary (what numpy does, so mmap readers can use
+    // aligned SIMD loads); the dict is padded with spaces and ends in '\n'.
+    auto build = [&](size_t len_bytes) {
+      const size_t preamble = kMagicLen + 2 + len_bytes;
+      size_t total = preamble + dict.size() + 1;
+      total = (total + 63) / 64 * 64;
+      const size_t hlen = total - preamble;
+      std::string out(kMagic, kMagicLen);
+      out += static_cast<char>(len_bytes == 2 ? 1 : 2);
+      out += '\0';
+      for (size_t i = 0; i < len_bytes; ++i) out += static_cast<char>((hlen >> (8 * i)) & 0xff);
+      out += dict;
+      out.append(hlen - dict.size() - 1, ' ');
+      out += '\n';
+      return std::make_pair(out, hlen);
+    };
+    auto [header, hlen] = build(2);
+    if (hlen > 0xffff) header = build(4).first;
+    return write_all(path, header, data, data_bytes);
+  });
+}
+
+Result<std::vector<int16_t>> npy_to_int16(const NpyArray& array) {
+  return guarded("npy_to_int16",
+                 [&]() -> Result<std::vector<int16_t>> { return convert_all<int16_t>(array); });
+}
+Result<std::vector<int32_t>> npy_to_int32(const NpyArray& array) {
+  return guarded("npy_to_int32",
+                 [&]() -> Result<std::vector<int32_t>> { return convert_all<int32_t>(array); });
+}
+Result<std::vector<int64_t>> npy_to_int64(const NpyArray& array) {
+  return guarded("npy_to_int64",
+                 [&]() -> Result<std::vector<int64_t>> { return convert_all<int64_t>(array); });
+}
+Result<std::vector<float>> npy_to_float(const NpyArray& array) {
+  return guarded("npy_to_float",
+                 [&]() -> Result<std::vector<float>> { return convert_all<float>(array); });
+}
+
+Result<CountsTensor> load_counts_npy(const std::string& path) {
+  return guarded("load_counts_npy", [&]() -> Result<CountsTensor> {
+    auto array = read_npy(path);
+    if (!array) return array.status();
+    const auto& shape = array->shape;
+    if (shape.size() != 3)
+      return Status{
+          Errc::shape_mismatch,
+          path + ": counts must be a 3-D array [N, L, E], got shape " + shape_string(shape)};
+    if (shape[1] == 0 || shape[1] > kMaxLayers || shape[2] == 0 || shape[2] > kMaxExperts)
+      return Status{Errc::shape_mismatch, path + ": counts shape " + shape_string(shape) +
+                                              " needs 1 <= L <= " + std::to_string(kMaxLayers) +
+                                              " and 1 <= E <= " + std::to_string(kMaxExperts)};
+    if (!is_integer_dtype(array->dtype))
+      return Status{Errc::invalid_argument, path + ": counts must have an integer dtype, got " +
+                                                npy_dtype_descr(array->dtype)};
+    auto values = npy_to_int16(*array);
+    if (!values) return with_path(path, values.status());
+
+    CountsTensor out;
+    out.n = shape[0];
+    out.layers = static_cast<uint32_t>(shape[1]);
+    out.experts = static_cast<uint32_t>(shape[2]);
+    out.data = std::move(*values);
+    const size_t row = size_t{out.layers} * out.experts;
+    for (size_t i = 0; i < out.data.size(); ++i) {
+      if (out.data[i] < 0) {
+        const size_t cell = i % row;
+        return Status{Errc::out_of_range, path + ": negative count " + std::to_string(out.data[i]) +
+                                              " at [" + std::to_string(i / row) + ", " +
+                                              std::to_string(cell / out.experts) + ", " +
+                                              std::to_string(cell % out.experts) + "]"};
+      }
+    }
+    return out;
+  });
+}
+
+Status save_counts_npy(const std::string& path, const CountsTensor& counts) {
+  return guarded("save_counts_npy", [&]() -> Status {
+    uint64_t need = 0;
+    if (!checked_mul(counts.n, uint64_t{counts.layers} * counts.experts, &need) ||
+        need != counts.data.size())
+      return {Errc::shape_mismatch,
+              path + ": counts tensor holds " + std::to_string(counts.data.size()) + " values, [" +
+                  std::to_string(counts.n) + ", " + std::to_string(counts.layers) + ", " +
+                  std::to_string(counts.experts) + "] needs " + std::to_string(need)};
+    const uint64_t shape[3] = {counts.n, counts.layers, counts.experts};
+    return write_npy(path, NpyDtype::i16, shape, counts.data.data());
+  });
+}
+
+Result<std::vector<std::string>> load_labels(const std::string& path) {
+  return guarded("load_labels", [&]() -> Result<std::vector<std::string>> {
+    auto bytes = read_file(path, kMaxFileBytes);
+    if (!bytes) return bytes.status();
+    std::vector<std::string> labels;
+
+    if (bytes->size() >= kMagicLen && std::memcmp(bytes->data(), kMagic, kMagicLen) == 0) {
+      auto array = parse_npy(*bytes);
+      if (!array) return with_path(path, array.status());
+      if (array->shape.size() != 1)
+        return Status{Errc::shape_mismatch, path + ": labels must be a 1-D array, got shape " +
+                                                shape_string(array->shape)};
+      if (!is_integer_dtype(array->dtype))
+        return Status{
+            Errc::invalid_argument,
+            path + ": npy labels must have an integer dtype, got " + npy_dtype_descr(array->dtype)};
+      labels.reserve(static_cast<size_t>(array->count()));
+      if (array->dtype == NpyDtype::u64) {
+        // Not routed through int64: ids above 2^63 are still valid labels.
+        for (uint64_t i = 0; i < array->count(); ++i)
+          labels.push_back(std::to_string(load_elem<uint64_t>(array->bytes.data(), i)));
+      } else {
+        auto values = npy_to_int64(*array);
+        if (!values) return with_path(path, values.status());
+        for (int64_t v : *values) labels.push_back(std::to_string(v));
+      }
+      return labels;
+    }
+
+    std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+    if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // UTF-8 BOM from editors
+    size_t line_no = 0;
+    while (!text.empty()) {
+      ++line_no;
+      size_t nl = text.find('\n');
+      std::string_view line = text.substr(0, nl);
+      text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.find_first_not_of(" \t") == std::string_view::npos)
+        return Status{Errc::corrupt, path + ":" + std::to_string(line_no) +
+                                         ": blank label (one label per line, no blank lines)"};
+      labels.emplace_back(line);
+    }
+    return labels;
+  });
+}
+
+}  // namespace eldr

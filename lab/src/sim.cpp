@@ -1,0 +1,374 @@
+#include "eldr/lab/sim.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <numeric>
+#include <queue>
+
+#include "eldr/footprint.hpp"
+#include "eldr/lab/synthetic.hpp"
+#include "eldr/random.hpp"
+
+namespace eldr {
+
+namespace {
+
+// A draw from Binomial(trials, p), exact by inversion for small means and a
+// rounded normal approximation above (a workload model, not a statistics lib).
+uint32_t binomial(Rng& rng, uint32_t trials, double p) {
+  const double mean = trials * p;
+  if (mean <= 0.0) return 0;
+  if (mean < 12.0) {
+    // Poisson(mean) by inversion approximates the binomial well here.
+    double u = rng.uniform(), term = std::exp(-mean), cdf = term;
+    uint32_t k = 0;
+    while (u > cdf && k < trials) {
+      ++k;
+      term *= mean / k;
+      cdf += term;
+    }
+    return k;
+  }
+  const double v = mean + std::sqrt(mean * (1.0 - p)) * rng.normal();
+  return static_cast<uint32_t>(std::clamp(std::lround(v), 0L, static_cast<long>(trials)));
+}
+
+uint32_t lognormal_tokens(Rng& rng, double median, double sigma, uint32_t max) {
+  const double v = median * std::exp(sigma * rng.normal());
+  return std::clamp<uint32_t>(static_cast<uint32_t>(std::lround(v)), 1, max);
+}
+
+}  // namespace
+
+Result<SimWorkload> synthetic_sim_workload(const Geometry& g, const SyntheticSimOptions& o,
+                                           uint64_t n, uint64_t seed, CountsTensor* decode) {
+  ELDR_TRY(g.validate());
+  if (g.top_k == 0) return Status{Errc::invalid_argument, "the workload model needs top_k > 0"};
+  if (o.subtopics == 0) return Status{Errc::invalid_argument, "subtopics must be >= 1"};
+  if (!(o.domain_affinity >= 0 && o.subtopic_affinity >= 0 &&
+        o.domain_affinity + o.subtopic_affinity < 1.0))
+    return Status{Errc::invalid_argument, "affinities must be >= 0 and sum below 1"};
+  auto mix = synthetic_preset(o.preset, g, seed);
+  if (!mix) return mix.status();
+  const uint32_t L = g.layers, E = g.experts, D = static_cast<uint32_t>(mix->domain_names.size());
+  const uint32_t S = o.subtopics, P = D * S;
+  const size_t cells = g.cells();
+
+  SimWorkload w;
+  w.geometry = g;
+  w.domain_names = mix->domain_names;
+  w.inclusion.assign(size_t{P} * cells, 0.0f);
+  // Profiles: generalist + domain experts + subtopic experts, per layer.
+  Rng model(o.model_seed);
+  std::vector<uint32_t> perm(E);
+  auto preferred = [&](uint32_t count, std::vector<double>& out) {
+    std::fill(out.begin(), out.end(), 0.0);
+    std::iota(perm.begin(), perm.end(), 0u);
+    double sum = 0.0;
+    for (uint32_t i = 0; i < count; ++i) {
+      std::swap(perm[i], perm[i + model.below(E - i)]);
+      sum += out[perm[i]] = std::exp(0.5 * model.normal());
+    }
+    for (auto& v : out) v /= sum;
+  };
+  std::vector<double> gen(E), dom(E), sub(E);
+  for (uint32_t l = 0; l < L; ++l) {
+    double gsum = 0.0;
+    for (auto& v : gen) gsum += v = std::exp(0.8 * model.normal());
+    for (auto& v : gen) v /= gsum;
+    for (uint32_t d = 0; d < D; ++d) {
+      preferred(std::max(1u, E / 8), dom);
+      for (uint32_t s = 0; s < S; ++s) {
+        preferred(std::max(1u, E / 16), sub);
+        float* inc = &w.inclusion[(size_t{d} * S + s) * cells + size_t{l} * E];
+        for (uint32_t e = 0; e < E; ++e) {
+          const double q = (1.0 - o.domain_affinity - o.subtopic_affinity) * gen[e] +
+                           o.domain_affinity * dom[e] + o.subtopic_affinity * sub[e];
+          // P(one token's top-k includes e), approximating k draws without replacement.
+          inc[e] = static_cast<float>(std::min(0.999, 1.0 - std::pow(1.0 - q, g.top_k)));
+        }
+      }
+    }
+  }
+
+  Rng rng(seed ^ 0x6a09e667f3bcc909ULL);
+  std::vector<double> cum(D);
+  std::partial_sum(mix->domain_weights.begin(), mix->domain_weights.end(), cum.begin());
+  w.requests.resize(n);
+  w.prefill = {n, L, E, std::vector<int16_t>(n * cells)};
+  if (decode) *decode = {n, L, E, std::vector<int16_t>(n * cells)};
+  for (uint64_t r = 0; r < n; ++r) {
+    SimRequest& req = w.requests[r];
+    const double u = rng.uniform() * cum.back();
+    req.domain = std::min<uint32_t>(
+        D - 1, static_cast<uint32_t>(std::upper_bound(cum.begin(), cum.end(), u) - cum.begin()));
+    req.profile = req.domain * S + static_cast<uint32_t>(rng.below(S));
+    req.output_tokens =
+        lognormal_tokens(rng, o.output_tokens_median, o.output_tokens_sigma, o.output_tokens_max);
+    const uint32_t prompt =
+        lognormal_tokens(rng, o.prompt_tokens_median, o.prompt_tokens_sigma, 8192);
+    const float* inc = &w.inclusion[size_t{req.profile} * cells];
+    int16_t* pre = &w.prefill.data[r * cells];
+    for (size_t c = 0; c < cells; ++c) pre[c] = static_cast<int16_t>(binomial(rng, prompt, inc[c]));
+    if (decode) {
+      int16_t* dec = &decode->data[r * cells];
+      for (size_t c = 0; c < cells; ++c) dec[c] = static_cast<int16_t>(binomial(rng, 127, inc[c]));
+    }
+  }
+  return w;
+}
+
+Result<SimWorkload> load_trace_workload(const std::string& token_experts_npy,
+                                        const std::string& index_npy,
+                                        const std::string& labels_path,
+                                        uint32_t prefill_proxy_tokens) {
+  auto tokens_arr = read_npy(token_experts_npy);
+  if (!tokens_arr) return tokens_arr.status();
+  if (tokens_arr->shape.size() != 3)
+    return Status{Errc::shape_mismatch, token_experts_npy + ": expected [tokens, L, k]"};
+  auto ids = npy_to_int32(*tokens_arr);
+  if (!ids) return ids.status();
+  auto index_arr = read_npy(index_npy);
+  if (!index_arr) return index_arr.status();
+  if (index_arr->shape.size() != 2 || index_arr->shape[1] != 3)
+    return Status{Errc::shape_mismatch, index_npy + ": expected [N, 3] (start, prompt, output)"};
+  auto index = npy_to_int64(*index_arr);
+  if (!index) return index.status();
+  const uint64_t T = tokens_arr->shape[0];
+  if (tokens_arr->shape[1] > kMaxLayers || tokens_arr->shape[2] > kMaxTopK ||
+      tokens_arr->shape[2] == 0)
+    return Status{Errc::out_of_range, token_experts_npy + ": L or k out of range"};
+  const uint32_t L = static_cast<uint32_t>(tokens_arr->shape[1]);
+  const uint32_t k = static_cast<uint32_t>(tokens_arr->shape[2]);
+  int32_t max_id = -1;
+  for (int32_t v : *ids) {
+    if (v < 0) return Status{Errc::out_of_range, token_experts_npy + ": negative expert id"};
+    max_id = std::max(max_id, v);
+  }
+  // E: the next power of two above the largest id seen (traces rarely use every expert).
+  uint32_t E = 1;
+  while (E <= static_cast<uint32_t>(max_id)) E *= 2;
+  Geometry g{L, E, std::min(k, E)};
+  ELDR_TRY(g.validate());
+  const uint64_t n = index_arr->shape[0];
+  const size_t cells = g.cells();
+  SimWorkload w;
+  w.geometry = g;
+  w.requests.resize(n);
+  w.prefill = {n, L, E, std::vector<int16_t>(n * cells, 0)};
+  w.inclusion.assign(n * cells, 0.0f);
+  std::vector<std::string> labels;
+  if (!labels_path.empty()) {
+    auto l = load_labels(labels_path);
+    if (!l) return l.status();
+    if (l->size() != n) return Status{Errc::shape_mismatch, "one label per trace request expected"};
+    labels = std::move(*l);
+  }
+  // Ids are known to be in [0, E) here: E was derived from the largest id.
+  auto count_tokens = [&](uint64_t first, uint64_t count, std::vector<int32_t>& into) {
+    for (uint64_t t = first; t < first + count; ++t)
+      for (uint32_t l = 0; l < L; ++l)
+        for (uint32_t j = 0; j < k; ++j) {
+          const int32_t e = (*ids)[(t * L + l) * k + j];
+          into[size_t{l} * E + static_cast<uint32_t>(e)] += 1;
+        }
+  };
+  std::vector<int32_t> acc(cells);
+  for (uint64_t r = 0; r < n; ++r) {
+    const int64_t start = (*index)[r * 3], prompt = (*index)[r * 3 + 1],
+                  output = (*index)[r * 3 + 2];
+    // Each bounded by T first, so the sum cannot overflow on a hostile index.
+    const int64_t limit = static_cast<int64_t>(T);
+    if (start < 0 || prompt < 0 || output <= 0 || start > limit || prompt > limit ||
+        output > limit || start + prompt + output > limit)
+      return Status{Errc::out_of_range, index_npy + ": request " + std::to_string(r) +
+                                            " points outside the token array"};
+    SimRequest& req = w.requests[r];
+    req.profile = static_cast<uint32_t>(r);
+    req.output_tokens = static_cast<uint32_t>(std::min<int64_t>(output, 1 << 20));
+    if (!labels.empty()) {
+      auto it = std::find(w.domain_names.begin(), w.domain_names.end(), labels[r]);
+      if (it == w.domain_names.end()) it = w.domain_names.insert(w.domain_names.end(), labels[r]);
+      req.domain = static_cast<uint32_t>(it - w.domain_names.begin());
+    }
+    // Prefill footprint: the prompt tokens, or the first decode tokens.
+    std::fill(acc.begin(), acc.end(), 0);
+    const uint64_t pre_first = static_cast<uint64_t>(start);
+    const uint64_t pre_count = prompt > 0 ? static_cast<uint64_t>(prompt)
+                                          : std::min<uint64_t>(prefill_proxy_tokens, output);
+    count_tokens(pre_first, pre_count, acc);
+    ELDR_TRY(narrow_footprint(acc, std::span<int16_t>(&w.prefill.data[r * cells], cells)));
+    // Decode profile: share of the request's decode tokens that use each expert.
+    std::fill(acc.begin(), acc.end(), 0);
+    count_tokens(static_cast<uint64_t>(start + prompt), static_cast<uint64_t>(output), acc);
+    for (size_t c = 0; c < cells; ++c)
+      w.inclusion[r * cells + c] =
+          std::min(0.999f, static_cast<float>(acc[c]) / static_cast<float>(output));
+  }
+  if (w.domain_names.empty()) w.domain_names = {"all"};
+  return w;
+}
+
+namespace {
+
+struct Worker {
+  std::vector<float> keep_product;  // per cell: P(no batch token uses it) = prod (1 - p)
+  double distinct = 0.0;            // expected distinct experts, all layers
+  std::vector<uint32_t> batch;      // request ids
+  std::deque<uint32_t> queue;
+  bool busy = false;
+  uint64_t tokens = 0;
+};
+
+// Multiplies (join) or divides (leave) the batch's keep-products by a
+// request's (1 - p) and refreshes the expected distinct-expert count.
+void update_union(Worker& w, const float* inclusion, size_t cells, bool join) {
+  float* prod = w.keep_product.data();
+  float sum = 0.0f;
+  if (join)
+    for (size_t c = 0; c < cells; ++c) sum += prod[c] *= 1.0f - inclusion[c];
+  else
+    for (size_t c = 0; c < cells; ++c)
+      sum += prod[c] = std::min(1.0f, prod[c] / (1.0f - inclusion[c]));
+  w.distinct = static_cast<double>(cells) - sum;
+}
+
+struct Event {
+  double time;
+  uint32_t kind;  // 0 = arrival, 1 = step end
+  uint32_t id;    // request or worker
+  bool operator>(const Event& o) const {
+    return time != o.time ? time > o.time : (kind != o.kind ? kind > o.kind : id > o.id);
+  }
+};
+
+double percentile_sorted(const std::vector<double>& v, double p) {
+  if (v.empty()) return 0.0;
+  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * v.size()));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+}  // namespace
+
+Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterTable> table,
+                           const SimOptions& o) {
+  if (!table) return Status{Errc::invalid_argument, "simulate needs a cluster table"};
+  const Geometry& g = wl.geometry;
+  if (table->geometry.layers != g.layers || table->geometry.experts != g.experts)
+    return Status{Errc::shape_mismatch, "table geometry " + table->geometry.to_string() +
+                                            " differs from the workload's " + g.to_string()};
+  if (!(o.rate > 0.0) || !std::isfinite(o.rate))
+    return Status{Errc::invalid_argument, "rate must be > 0"};
+  if (o.model.max_batch == 0) return Status{Errc::invalid_argument, "max_batch must be >= 1"};
+  const uint32_t K = table->num_clusters();
+  RouterOptions ro = o.router;
+  ro.max_workers = std::max(ro.max_workers, K);
+  auto router_r = Router::create(table, ro);
+  if (!router_r) return router_r.status();
+  Router& router = **router_r;
+  const size_t cells = g.cells();
+  const uint64_t n = wl.requests.size();
+
+  std::vector<Worker> workers(K);
+  for (auto& w : workers) w.keep_product.assign(cells, 1.0f);
+  std::vector<uint32_t> remaining(n);
+  std::vector<double> join_time(n, 0.0);
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
+  Rng arrivals(o.seed);
+  double t = 0.0;
+  for (uint64_t i = 0; i < n; ++i) {
+    t += -std::log(1.0 - arrivals.uniform()) / o.rate;
+    events.push({t, 0, static_cast<uint32_t>(i)});
+  }
+
+  SimResult res;
+  res.policy = policy_name(ro.policy);
+  res.requests = n;
+  res.tpot_ms.reserve(n);
+  uint64_t finished = 0, next_report = n / 100 + 1;
+
+  auto start_step = [&](uint32_t wi, double now) {
+    Worker& w = workers[wi];
+    while (w.batch.size() < o.model.max_batch && !w.queue.empty()) {
+      const uint32_t r = w.queue.front();
+      w.queue.pop_front();
+      update_union(w, &wl.inclusion[size_t{wl.requests[r].profile} * cells], cells, true);
+      join_time[r] = now;
+      w.batch.push_back(r);
+    }
+    if (w.batch.empty()) {
+      w.busy = false;
+      return;
+    }
+    w.busy = true;
+    const double step_ms = o.model.step_ms(static_cast<uint32_t>(w.batch.size()), w.distinct);
+    res.experts_per_step_samples.push_back(static_cast<float>(w.distinct / g.layers));
+    ++res.steps;
+    events.push({now + step_ms / 1000.0, 1, wi});
+  };
+
+  while (!events.empty()) {
+    const Event ev = events.top();
+    events.pop();
+    if (ev.kind == 0) {
+      const uint32_t r = ev.id;
+      RouteHints hints;
+      if (wl.requests[r].domain < wl.domain_names.size())
+        hints.label = wl.domain_names[wl.requests[r].domain];
+      auto d = router.route(wl.prefill.row(r), hints);
+      if (!d) return d.status();
+      if (d->worker_index >= K)
+        return Status{Errc::internal, "router returned a worker outside the table"};
+      remaining[r] = wl.requests[r].output_tokens;
+      workers[d->worker_index].queue.push_back(r);
+      if (!workers[d->worker_index].busy) start_step(d->worker_index, ev.time);
+      continue;
+    }
+    Worker& w = workers[ev.id];
+    w.tokens += w.batch.size();
+    size_t keep = 0;
+    for (uint32_t r : w.batch) {
+      if (--remaining[r] > 0) {
+        w.batch[keep++] = r;
+        continue;
+      }
+      res.tpot_ms.push_back((ev.time - join_time[r]) * 1000.0 / wl.requests[r].output_tokens);
+      update_union(w, &wl.inclusion[size_t{wl.requests[r].profile} * cells], cells, false);
+      (void)router.complete(table->worker_ids[ev.id]);
+      ++finished;
+    }
+    w.batch.resize(keep);
+    if (w.batch.empty()) {  // drop accumulated rounding
+      std::fill(w.keep_product.begin(), w.keep_product.end(), 1.0f);
+      w.distinct = 0.0;
+    }
+    res.makespan_s = ev.time;
+    if (o.progress && finished >= next_report) {
+      o.progress(static_cast<double>(finished) / n);
+      next_report = finished + n / 100 + 1;
+    }
+    start_step(ev.id, ev.time);
+  }
+
+  std::vector<double> sorted = res.tpot_ms;
+  std::sort(sorted.begin(), sorted.end());
+  res.tpot_p50_ms = percentile_sorted(sorted, 50);
+  res.tpot_p99_ms = percentile_sorted(sorted, 99);
+  res.tpot_mean_ms =
+      sorted.empty() ? 0.0 : std::accumulate(sorted.begin(), sorted.end(), 0.0) / sorted.size();
+  double eps = 0.0;
+  for (float v : res.experts_per_step_samples) eps += v;
+  res.experts_per_step = res.steps ? eps / static_cast<double>(res.steps) : 0.0;
+  uint64_t max_tokens = 0, sum_tokens = 0;
+  for (const auto& w : workers) {
+    max_tokens = std::max(max_tokens, w.tokens);
+    sum_tokens += w.tokens;
+  }
+  res.worker_load_max_over_mean =
+      sum_tokens ? static_cast<double>(max_tokens) * K / static_cast<double>(sum_tokens) : 0.0;
+  if (o.progress) o.progress(1.0);
+  return res;
+}
+
+}  // namespace eldr

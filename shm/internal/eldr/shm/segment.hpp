@@ -1,0 +1,90 @@
+// OS plumbing of the transport: the mapped POSIX shared-memory object, the
+// instance lock file (OFD byte-range locks: byte 0 = daemon, byte 1+i =
+// client slot i, released by the kernel when the holder dies), clocks,
+// process identity, and the header checks shared by every opener.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "eldr/shm/layout.hpp"
+#include "eldr/status.hpp"
+
+namespace eldr::shm::detail {
+
+uint64_t monotonic_ns() noexcept;
+uint64_t realtime_ns() noexcept;
+// /proc/<pid>/stat field 22 (clock ticks after boot); 0 when unreadable.
+uint64_t process_start_time(pid_t pid) noexcept;
+uint64_t random_generation();
+std::string lock_file_path(std::string_view dir, std::string_view instance);
+Result<gid_t> lookup_group(const std::string& name);
+
+// A mapped POSIX shared-memory object (Boost.Interprocess). Raw bytes only:
+// there is no managed segment and no Boost segment manager.
+class Mapping {
+ public:
+  // Exclusively, mode 0600, fully allocated (ENOSPC -> out_of_memory).
+  static Result<std::unique_ptr<Mapping>> create(const std::string& name, uint64_t size);
+  // ENOENT -> no_daemon, EACCES -> permission.
+  static Result<std::unique_ptr<Mapping>> open(const std::string& name, bool writable);
+  static bool remove(const std::string& name) noexcept;
+  ~Mapping();
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+
+  uint8_t* base() const noexcept { return m_base; }
+  uint64_t size() const noexcept { return m_size; }
+  int fd() const noexcept;
+  bool unlinked() const noexcept;  // fstat().st_nlink == 0: removed under us
+
+ private:
+  struct Boost;
+  explicit Mapping(std::unique_ptr<Boost> b);
+  std::unique_ptr<Boost> m_boost;
+  uint8_t* m_base = nullptr;
+  uint64_t m_size = 0;
+};
+
+// The instance's lock file.
+class LockFile {
+ public:
+  // Opens (creating if asked, with mode and group) the file at path for writing.
+  static Result<LockFile> open(const std::string& path, bool create, uint32_t mode,
+                               std::optional<gid_t> group);
+  LockFile() = default;
+  ~LockFile();
+  LockFile(LockFile&& other) noexcept;
+  LockFile& operator=(LockFile&& other) noexcept;
+
+  bool try_lock(uint64_t byte);  // exclusive, non-blocking
+  void unlock(uint64_t byte);
+  // Whether some other open file description holds a lock on byte.
+  Result<bool> locked_elsewhere(uint64_t byte) const;
+  // Whether path still names this very file (not unlinked or replaced).
+  bool still_at(const std::string& path) const;
+  uint64_t dev() const;
+  uint64_t ino() const;
+  int fd() const noexcept { return m_fd; }
+  void close();
+
+ private:
+  int m_fd = -1;
+};
+
+// Validates a mapped segment's header against this build: magic, format
+// major, header size and layout hash (Errc::incompatible with distinct
+// messages), capacities and size (Errc::corrupt). `not_ready` is set (and ok
+// returned) while the creator has not stored its identity yet.
+Status check_header(const uint8_t* base, uint64_t file_size, bool& not_ready);
+// After check_header: the view with offsets recomputed from the capacities.
+SegmentView make_view(uint8_t* base);
+
+const char* state_name(uint32_t state) noexcept;
+
+}  // namespace eldr::shm::detail

@@ -1,0 +1,483 @@
+// The client's end: registration in a slot, the ring's producer, decision
+// lookups and bounded waits, and re-attachment to a restarted daemon.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "eldr/internal/vector_kernels.hpp"
+#include "eldr/shm.hpp"
+#include "eldr/shm/decisions.hpp"
+#include "eldr/shm/futex.hpp"
+#include "eldr/shm/layout.hpp"
+#include "eldr/shm/records.hpp"
+#include "eldr/shm/ring.hpp"
+#include "eldr/shm/segment.hpp"
+
+namespace eldr::shm {
+
+using namespace detail;
+
+namespace {
+
+// How long wait_decision polls before it sleeps on the futex.
+constexpr auto kDecisionSpin = std::chrono::microseconds(50);
+
+struct Attachment {
+  std::shared_ptr<Mapping> mapping;  // shared: a waiter keeps it mapped across a re-attach
+  SegmentView view;
+  // Shared: a writer that commits after the client closed (a GPU hand-off's
+  // doorbell) keeps the slot's lock, so the daemon cannot reclaim the slot
+  // and give the ring to another client under the late commit.
+  std::shared_ptr<LockFile> lock;
+  uint32_t slot = 0;
+  uint64_t generation = 0;
+  RingWriter writer;
+};
+
+Status no_daemon(const std::string& name, const std::string& why) {
+  return {Errc::no_daemon, "eldrd segment " + name + ": " + why};
+}
+
+// The daemon's health as the header shows it; empty when healthy.
+std::string daemon_problem(const SegmentHeader& h, std::chrono::milliseconds stale) {
+  const uint32_t state = h.state.load(std::memory_order_acquire);
+  if (state != static_cast<uint32_t>(SegmentState::ready))
+    return std::string("daemon state is ") + state_name(state);
+  const int64_t age =
+      int64_t(monotonic_ns()) - int64_t(h.heartbeat_ns.load(std::memory_order_acquire));
+  if (age > std::chrono::nanoseconds(stale).count())
+    return "daemon heartbeat is " + std::to_string(age / 1'000'000) + " ms old (pid " +
+           std::to_string(h.daemon_pid) + " hung or dead)";
+  return {};
+}
+
+// Takes the first free slot: its byte lock first (the kernel arbitrates
+// between racing clients), then the row, ACTIVE last. When none is free,
+// `reclaimable` counts the slots of exited clients that the daemon has not
+// reclaimed yet (it does so within its maintenance period).
+Status claim_slot(Attachment& a, uint32_t& reclaimable) {
+  reclaimable = 0;
+  const SegmentView& v = a.view;
+  for (uint32_t i = 0; i < v.max_clients; ++i) {
+    ClientRow* row = v.row(i);
+    if (row->state.load(std::memory_order_acquire) != static_cast<uint32_t>(RowState::free))
+      continue;
+    if (!a.lock->try_lock(1 + uint64_t{i})) continue;
+    // Re-check under the lock: a dead predecessor's row stays DEAD until the
+    // daemon has drained and reclaimed it.
+    if (row->state.load(std::memory_order_acquire) != static_cast<uint32_t>(RowState::free)) {
+      a.lock->unlock(1 + uint64_t{i});
+      continue;
+    }
+    const uint64_t epoch = row->epoch.load(std::memory_order_acquire);
+    row->pid.store(static_cast<uint32_t>(::getpid()), std::memory_order_relaxed);
+    row->start_time.store(process_start_time(::getpid()), std::memory_order_relaxed);
+    row->heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
+    a.writer =
+        RingWriter(v.ring_control(i), v.ring_data(i), v.ring_bytes, static_cast<uint32_t>(epoch));
+    a.slot = i;
+    row->state.store(static_cast<uint32_t>(RowState::active), std::memory_order_release);
+    return Status::ok();
+  }
+  for (uint32_t i = 0; i < v.max_clients; ++i) {
+    auto held = a.lock->locked_elsewhere(1 + uint64_t{i});
+    if (held && !*held) ++reclaimable;
+  }
+  return {Errc::capacity,
+          "all " + std::to_string(v.max_clients) + " client slots of the eldrd segment are in use" +
+              (reclaimable == 0 ? std::string()
+                                : " (" + std::to_string(reclaimable) +
+                                      " by exited clients, not reclaimed by the daemon yet)")};
+}
+
+// One attempt to attach. `retryable`: waiting may help (not created yet,
+// being created, daemon restarting).
+Result<Attachment> try_attach(const std::string& name, const ClientOptions& options,
+                              bool& retryable) {
+  retryable = false;
+  Attachment a;
+  auto mapped = Mapping::open(name, true);
+  if (!mapped) {
+    retryable =
+        mapped.status().code() == Errc::no_daemon || mapped.status().code() == Errc::corrupt;
+    return mapped.status();
+  }
+  a.mapping = std::move(*mapped);
+  bool not_ready = false;
+  ELDR_TRY(check_header(a.mapping->base(), a.mapping->size(), not_ready));
+  if (not_ready) {
+    retryable = true;
+    return no_daemon(name, "segment is being created");
+  }
+  a.view = make_view(a.mapping->base());
+  const SegmentHeader& h = *a.view.header;
+  if (std::string problem = daemon_problem(h, options.daemon_stale); !problem.empty()) {
+    retryable = true;
+    return no_daemon(name, problem);
+  }
+  a.generation = h.generation;
+  const std::string lock_path(h.lock_path, strnlen(h.lock_path, sizeof(h.lock_path)));
+  auto lock = LockFile::open(lock_path, false, 0, std::nullopt);
+  if (!lock) {
+    retryable = lock.status().code() == Errc::no_daemon;
+    return lock.status();
+  }
+  a.lock = std::make_shared<LockFile>(std::move(*lock));
+  if (a.lock->dev() != h.lock_dev || a.lock->ino() != h.lock_ino) {
+    retryable = true;
+    return no_daemon(name, "lock file " + lock_path + " is not the daemon's");
+  }
+  auto daemon_alive = a.lock->locked_elsewhere(0);
+  if (!daemon_alive) return daemon_alive.status();
+  if (!*daemon_alive) {
+    retryable = true;
+    return no_daemon(name, "no daemon holds the instance lock (eldrd exited or crashed)");
+  }
+  uint32_t reclaimable = 0;
+  if (Status s = claim_slot(a, reclaimable); !s) {
+    retryable = reclaimable > 0;  // the daemon frees those slots shortly
+    return s;
+  }
+  return a;
+}
+
+Result<Attachment> attach(const std::string& name, const ClientOptions& options,
+                          std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::microseconds(500);
+  for (;;) {
+    bool retryable = false;
+    auto a = try_attach(name, options, retryable);
+    if (a || !retryable || std::chrono::steady_clock::now() >= deadline) return a;
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(20));
+  }
+}
+
+void ring_doorbell(SegmentHeader& h) {
+  // Dekker pairing with Host::wait_for_work: publish, then look for a sleeper.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (h.daemon_sleeping.load(std::memory_order_relaxed) != 0) {
+    h.doorbell.fetch_add(1, std::memory_order_release);
+    futex_wake(&h.doorbell, 1);
+  }
+}
+
+}  // namespace
+
+struct Client::Impl {
+  std::string name;
+  ClientOptions options;
+  std::mutex mutex;  // one ring, one producer: calls are serialised
+  std::optional<Attachment> att;
+  std::deque<RingWriter::Reservation> claims;  // handed out, not yet committed; in ring order
+  FootprintEncoder encoder;
+  uint64_t next_lock_probe_ns = 0;
+  std::atomic<uint32_t> slot{0};
+  std::atomic<uint64_t> generation{0};
+  std::atomic<uint64_t> reattachments{0};
+
+  void install(Attachment a) {
+    slot.store(a.slot, std::memory_order_relaxed);
+    generation.store(a.generation, std::memory_order_relaxed);
+    att.emplace(std::move(a));
+  }
+  // Dropping the lock file releases the slot's byte: the daemon drains what
+  // was committed, then reclaims the slot.
+  void detach() {
+    claims.clear();
+    att.reset();
+  }
+  Status ensure_attached();
+  void settle_claims();
+  Status no_claims_pending();
+  // Pushes one record whose `length` payload bytes fill(payload) writes.
+  template <class Fill>
+  Status push_record(RecordType type, size_t length, Fill&& fill);
+  Status push_bytes(RecordType type, std::span<const uint8_t> payload);
+  void touch() {
+    att->view.row(att->slot)->heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
+  }
+};
+
+// Every call starts here: the daemon must be alive, ready and the same one.
+Status Client::Impl::ensure_attached() {
+  std::string problem;
+  if (att) {
+    problem = daemon_problem(*att->view.header, options.daemon_stale);
+    if (problem.empty() &&
+        att->view.row(att->slot)->quarantined.load(std::memory_order_relaxed) != 0)
+      problem = "the daemon quarantined this client's ring after a protocol violation";
+    // The heartbeat needs daemon_stale to show a crash; the daemon's lock and
+    // the segment's link count show it at once. Probed once per
+    // liveness_interval (two syscalls) to keep pushes cheap.
+    if (problem.empty()) {
+      const uint64_t now = monotonic_ns();
+      if (now >= next_lock_probe_ns) {
+        next_lock_probe_ns =
+            now + uint64_t(std::chrono::nanoseconds(options.liveness_interval).count());
+        auto held = att->lock->locked_elsewhere(0);
+        if (held && !*held) problem = "the daemon exited (its instance lock is free)";
+        // A restarted daemon holds the same lock but removed our segment.
+        if (problem.empty() && att->mapping->unlinked())
+          problem = "the segment was removed (daemon restarted or stopped)";
+      }
+    }
+    if (problem.empty()) return Status::ok();
+    if (!options.reattach) return no_daemon(name, problem);
+    detach();
+  } else if (!options.reattach) {
+    return no_daemon(name, "not attached");
+  }
+  // One attempt, no waiting: a call never stalls for a daemon that is down.
+  bool retryable = false;
+  auto a = try_attach(name, options, retryable);
+  if (!a) {
+    Status s = a.status();
+    if (!problem.empty()) s = Status{s.code(), problem + "; re-attach failed: " + s.message()};
+    return s;
+  }
+  install(std::move(*a));
+  reattachments.fetch_add(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+// Drops the claims their writer has committed (the GPU stores the commit
+// word itself): positions only grow, so every claim up to the word's is done.
+void Client::Impl::settle_claims() {
+  if (claims.empty()) return;
+  const auto* word = reinterpret_cast<const std::atomic<uint64_t>*>(att->writer.commit_word());
+  const uint64_t committed = word->load(std::memory_order_acquire);
+  while (!claims.empty() && claims.front().commit_position <= committed) claims.pop_front();
+}
+
+// A CPU record may only follow published ones: committing it would publish
+// the pending claims before their writer has filled them.
+Status Client::Impl::no_claims_pending() {
+  settle_claims();
+  if (claims.empty()) return Status::ok();
+  return {Errc::state, std::to_string(claims.size()) +
+                           " claimed record(s) of this client are neither committed nor aborted "
+                           "(a GPU hand-off still in flight?): push from another client, or "
+                           "after the claims are committed"};
+}
+
+Result<std::unique_ptr<Client>> Client::open(std::string_view instance,
+                                             const ClientOptions& options) {
+  ELDR_TRY(validate_instance_name(instance));
+  auto impl = std::make_unique<Impl>();
+  impl->name = segment_name(instance);
+  impl->options = options;
+  auto a = attach(impl->name, options, options.open_timeout);
+  if (!a) return a.status();
+  impl->install(std::move(*a));
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+Client::~Client() = default;
+
+template <class Fill>
+Status Client::Impl::push_record(RecordType type, size_t length, Fill&& fill) {
+  ELDR_TRY(no_claims_pending());
+  ELDR_TRY(att->writer.push_with(type, current_schema(type), length, fill));
+  touch();
+  ring_doorbell(*att->view.header);
+  return Status::ok();
+}
+
+Status Client::Impl::push_bytes(RecordType type, std::span<const uint8_t> payload) {
+  return push_record(type, payload.size(),
+                     [&](uint8_t* to) { kernels::copy_bytes(to, payload.data(), payload.size()); });
+}
+
+Status Client::push_footprint(const FootprintOut& footprint) {
+  Impl& m = *m_impl;
+  std::lock_guard lock(m.mutex);
+  ELDR_TRY(m.encoder.encode(footprint));  // validates first: bad input never hits the ring
+  ELDR_TRY(m.ensure_attached());
+  return m.push_record(RecordType::footprint, m.encoder.size(),
+                       [&](uint8_t* to) { m.encoder.write_to(to); });
+}
+
+Status Client::push_complete(std::string_view request_id) {
+  ELDR_TRY(validate_request_id(request_id));
+  Impl& m = *m_impl;
+  std::lock_guard lock(m.mutex);
+  ELDR_TRY(m.ensure_attached());
+  return m.push_bytes(RecordType::complete,
+                      {reinterpret_cast<const uint8_t*>(request_id.data()), request_id.size()});
+}
+
+Status Client::push_worker_report(uint32_t worker, uint32_t running, float kv_usage) {
+  WorkerReportMsg msg{worker, running, kv_usage, 0};
+  DecodedRecord check;  // the daemon's rules, applied before anything is written
+  ELDR_TRY(decode_record(RecordType::worker_report, kWorkerReportSchema,
+                         {reinterpret_cast<const uint8_t*>(&msg), sizeof(msg)}, check));
+  Impl& m = *m_impl;
+  std::lock_guard lock(m.mutex);
+  ELDR_TRY(m.ensure_attached());
+  return m.push_bytes(RecordType::worker_report,
+                      {reinterpret_cast<const uint8_t*>(&msg), sizeof(msg)});
+}
+
+Status Client::push_worker_control(uint32_t worker, WorkerOp op) {
+  WorkerControlMsg msg{worker, static_cast<uint32_t>(op)};
+  DecodedRecord check;
+  ELDR_TRY(decode_record(RecordType::worker_control, kWorkerControlSchema,
+                         {reinterpret_cast<const uint8_t*>(&msg), sizeof(msg)}, check));
+  Impl& m = *m_impl;
+  std::lock_guard lock(m.mutex);
+  ELDR_TRY(m.ensure_attached());
+  return m.push_bytes(RecordType::worker_control,
+                      {reinterpret_cast<const uint8_t*>(&msg), sizeof(msg)});
+}
+
+Result<DecisionIn> Client::wait_decision(std::string_view request_id, uint32_t timeout_ms) {
+  ELDR_TRY(validate_request_id(request_id));
+  Impl& m = *m_impl;
+  // Waiting does not hold the mutex (the producer side stays usable); only
+  // the attachment bookkeeping does.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool spun = false;
+  for (;;) {
+    std::shared_ptr<Mapping> keep_mapped;
+    SegmentHeader* h = nullptr;
+    const DecisionCell* cells = nullptr;
+    uint32_t slots = 0;
+    {
+      std::lock_guard lock(m.mutex);
+      ELDR_TRY(m.ensure_attached());
+      keep_mapped = m.att->mapping;
+      h = m.att->view.header;
+      cells = m.att->view.decisions();
+      slots = m.att->view.decision_slots;
+      m.touch();
+    }
+    // Load the word before looking: a publish after this load changes it,
+    // so the futex wait below returns at once instead of missing it.
+    const uint32_t seen = h->decision_seq.load(std::memory_order_seq_cst);
+    if (auto d = lookup_decision(cells, slots, request_id)) return *d;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline)
+      return Status{Errc::timeout, "no decision for request \"" + std::string(request_id) +
+                                       "\" within " + std::to_string(timeout_ms) + " ms"};
+    // Spin first, once per wait: a decision usually lands within tens of
+    // microseconds, and a futex sleep plus the daemon's wake syscall cost more
+    // than that (they were most of the round trip). The daemon skips the wake
+    // syscall while nobody is counted as waiting.
+    if (!spun) {
+      spun = true;
+      const auto spin_until = std::min(deadline, now + kDecisionSpin);
+      uint32_t polls = 0;
+      while (h->decision_seq.load(std::memory_order_acquire) == seen) {
+        cpu_relax();
+        if (++polls % 64 == 0 && std::chrono::steady_clock::now() >= spin_until) break;
+      }
+      if (h->decision_seq.load(std::memory_order_acquire) != seen) continue;
+    }
+    const auto slice = std::min<std::chrono::nanoseconds>(
+        deadline - now, std::max(m.options.liveness_interval, std::chrono::milliseconds(1)));
+    h->decision_waiters.fetch_add(1, std::memory_order_seq_cst);
+    futex_wait(&h->decision_seq, seen, slice);
+    h->decision_waiters.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+Result<Client::Claim> Client::claim(RecordType type, size_t payload_bytes) {
+  Impl& m = *m_impl;
+  std::lock_guard lock(m.mutex);
+  if (type == RecordType::padding || current_schema(type) == 0)
+    return Status{Errc::invalid_argument, "cannot claim a record of that type"};
+  ELDR_TRY(m.ensure_attached());
+  m.settle_claims();
+  auto r = m.att->writer.reserve(type, current_schema(type), payload_bytes);
+  if (!r) return r.status();
+  m.claims.push_back(*r);
+  m.touch();
+  Claim c;
+  c.payload = {r->payload, r->length};
+  c.commit_word = m.att->writer.commit_word();
+  c.commit_position = r->commit_position;
+  const SegmentView& v = m.att->view;
+  c.ring = {reinterpret_cast<uint8_t*>(v.ring_control(m.att->slot)), v.layout.ring_stride};
+  return c;
+}
+
+namespace {
+
+// The pending claim `c` names, or end() when it is not pending (committed,
+// aborted, or made on a ring this client no longer writes: re-attachment).
+auto find_claim(std::deque<RingWriter::Reservation>& claims, const RingWriter& writer,
+                const Client::Claim& c) {
+  if (c.commit_word != writer.commit_word()) return claims.end();
+  return std::find_if(claims.begin(), claims.end(), [&](const RingWriter::Reservation& r) {
+    return r.commit_position == c.commit_position && r.payload == c.payload.data();
+  });
+}
+
+}  // namespace
+
+Status Client::commit(const Claim& claim) {
+  Impl& m = *m_impl;
+  std::lock_guard lock(m.mutex);
+  if (!m.att) return {Errc::state, "no such pending claim (dropped by a re-attachment)"};
+  m.settle_claims();
+  const auto it = find_claim(m.claims, m.att->writer, claim);
+  if (it == m.claims.end())
+    return {Errc::state,
+            "no such pending claim (already committed, aborted, or dropped by a re-attachment)"};
+  if (it != m.claims.begin())
+    return {Errc::state, "claims are committed in the order they were made: " +
+                             std::to_string(it - m.claims.begin()) + " earlier one(s) pending"};
+  m.att->writer.commit(*it);
+  m.claims.pop_front();
+  ring_doorbell(*m.att->view.header);
+  return Status::ok();
+}
+
+Status Client::abort(const Claim& claim) {
+  Impl& m = *m_impl;
+  std::lock_guard lock(m.mutex);
+  if (!m.att) return {Errc::state, "no such pending claim (dropped by a re-attachment)"};
+  m.settle_claims();
+  const auto it = find_claim(m.claims, m.att->writer, claim);
+  if (it == m.claims.end()) return {Errc::state, "no such pending claim"};
+  // Nothing past the commit word was published: the bytes stay invisible.
+  m.att->writer.rollback(*it);
+  m.claims.erase(it, m.claims.end());
+  return Status::ok();
+}
+
+std::function<void()> Client::doorbell() {
+  Impl& m = *m_impl;
+  std::lock_guard lock(m.mutex);
+  if (!m.att) return [] {};
+  // The closure keeps the segment mapped and the slot locked: it may run
+  // after this client re-attached or closed, and until it has run the
+  // daemon does not reclaim the slot under the writer's late commit.
+  return [mapping = m.att->mapping, lock = m.att->lock, header = m.att->view.header] {
+    ring_doorbell(*header);
+  };
+}
+
+uint32_t Client::slot() const noexcept { return m_impl->slot.load(std::memory_order_relaxed); }
+uint32_t Client::ring_bytes() const {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->att ? m_impl->att->view.ring_bytes : 0;
+}
+uint64_t Client::daemon_generation() const noexcept {
+  return m_impl->generation.load(std::memory_order_relaxed);
+}
+uint64_t Client::reattachments() const noexcept {
+  return m_impl->reattachments.load(std::memory_order_relaxed);
+}
+
+}  // namespace eldr::shm

@@ -1,0 +1,199 @@
+#include "eldr/shm/decisions.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+namespace eldr::shm::detail {
+
+namespace {
+
+constexpr int kReadTries = 256;  // torn reads retried before giving up on a cell
+
+// The id's candidate cells: kProbeRuns runs of kProbe consecutive cells, the
+// runs' homes taken from the two halves of one XXH3 hash (independent bits).
+// Runs that overlap repeat a cell; that is harmless for both ends.
+static_assert(kProbeRuns == 2, "the runs' homes are the two halves of one 64-bit hash");
+struct Candidates {
+  uint32_t cell[kProbeRuns * kProbe];
+};
+
+uint64_t id_hash(std::string_view id) { return XXH3_64bits(id.data(), id.size()); }
+
+Candidates candidate_cells(uint64_t hash, uint32_t slots) {
+  Candidates c;
+  for (uint32_t run = 0; run < kProbeRuns; ++run) {
+    const auto home = static_cast<uint32_t>(hash >> (32 * run));
+    for (uint32_t i = 0; i < kProbe; ++i) c.cell[run * kProbe + i] = (home + i) & (slots - 1);
+  }
+  return c;
+}
+
+template <size_t N>
+void store_words(std::atomic<uint64_t> (&words)[N], const void* pod) {
+  uint64_t tmp[N];
+  std::memcpy(tmp, pod, sizeof(tmp));
+  for (size_t i = 0; i < N; ++i) words[i].store(tmp[i], std::memory_order_relaxed);
+}
+
+// Words [first, last) of a cell into the same bytes of a payload.
+template <size_t N>
+void load_words(const std::atomic<uint64_t> (&words)[N], void* pod, size_t first = 0,
+                size_t last = N) {
+  uint64_t tmp[N];
+  for (size_t i = first; i < last; ++i) tmp[i] = words[i].load(std::memory_order_relaxed);
+  std::memcpy(static_cast<uint8_t*>(pod) + first * 8, tmp + first, (last - first) * 8);
+}
+
+// Seqlock write: seq odd, payload, seq even (release).
+template <class Cell, class Pod>
+void seqlock_write(std::atomic<uint64_t>& seq, Cell& words, const Pod& pod) {
+  const uint64_t s = seq.load(std::memory_order_relaxed);
+  seq.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  store_words(words, &pod);
+  seq.store(s + 2, std::memory_order_release);
+}
+
+// Seqlock read of request id `hash`'s decision from one cell: false when the
+// cell is empty, holds another id, or no consistent copy was read. A cell of
+// another id is dismissed on its head words (its first cache line).
+bool read_cell(const DecisionCell& cell, uint64_t hash, DecisionPayload& out) {
+  for (int attempt = 0; attempt < kReadTries; ++attempt) {
+    const uint64_t before = cell.seq.load(std::memory_order_acquire);
+    if (before == 0) return false;
+    if (before & 1) {
+      if (attempt > 16) std::this_thread::yield();
+      continue;
+    }
+    load_words(cell.words, &out, 0, kDecisionHeadWords);
+    const bool ours = out.id_hash == hash;
+    if (ours) load_words(cell.words, &out, kDecisionHeadWords, kDecisionWords);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (cell.seq.load(std::memory_order_relaxed) == before) return ours;
+  }
+  return false;
+}
+
+bool same_id(const DecisionPayload& p, std::string_view id) {
+  return p.id_length == id.size() && std::memcmp(p.id, id.data(), id.size()) == 0;
+}
+
+}  // namespace
+
+std::optional<uint64_t> publish_decision(DecisionCell* cells, uint32_t slots,
+                                         std::string_view request_id, const DecisionIn& decision,
+                                         uint64_t publish_ns) {
+  // The id's own cell if it has one, else the first empty candidate, else the
+  // oldest of all candidates (two runs: see kProbeRuns).
+  const uint64_t hash = id_hash(request_id);
+  const Candidates candidates = candidate_cells(hash, slots);
+  uint32_t target = candidates.cell[0];
+  bool have_empty = false, own = false;
+  uint64_t oldest = UINT64_MAX;
+  for (uint32_t c : candidates.cell) {
+    // The single writer reads its own cells: no torn read possible.
+    if (cells[c].seq.load(std::memory_order_relaxed) == 0) {
+      if (!have_empty) target = c;
+      have_empty = true;
+      continue;
+    }
+    DecisionPayload p;
+    load_words(cells[c].words, &p, 0, kDecisionHeadWords);
+    if (p.id_hash == hash) {
+      load_words(cells[c].words, &p, kDecisionHeadWords, kDecisionWords);
+      if (same_id(p, request_id)) {
+        target = c;
+        own = true;
+        break;
+      }
+    }
+    if (!have_empty && p.publish_ns < oldest) {
+      oldest = p.publish_ns;
+      target = c;
+    }
+  }
+  DecisionPayload p{};
+  p.id_length = static_cast<uint32_t>(std::min(request_id.size(), kMaxRequestId));
+  std::memcpy(p.id, request_id.data(), p.id_length);
+  p.status = decision.status;
+  p.worker = decision.worker;
+  p.similarity = decision.similarity;
+  p.band_size = decision.band_size;
+  p.policy = decision.policy;
+  p.table_epoch = decision.table_epoch;
+  p.latency_ns = decision.latency_ns;
+  p.publish_ns = publish_ns;
+  p.id_hash = hash;
+  seqlock_write(cells[target].seq, cells[target].words, p);
+  if (own || have_empty) return std::nullopt;
+  return oldest;
+}
+
+std::optional<DecisionIn> lookup_decision(const DecisionCell* cells, uint32_t slots,
+                                          std::string_view request_id) {
+  const uint64_t hash = id_hash(request_id);
+  for (uint32_t c : candidate_cells(hash, slots).cell) {
+    DecisionPayload p;
+    if (!read_cell(cells[c], hash, p) || !same_id(p, request_id)) continue;
+    DecisionIn d;
+    d.status = p.status;
+    d.worker = p.worker;
+    d.similarity = p.similarity;
+    d.band_size = p.band_size;
+    d.policy = p.policy;
+    d.table_epoch = p.table_epoch;
+    d.latency_ns = p.latency_ns;
+    return d;
+  }
+  return std::nullopt;
+}
+
+void write_workers(SegmentHeader& header, WorkerCell* cells, uint32_t capacity,
+                   std::span<const Host::WorkerRow> rows, uint64_t table_epoch) {
+  const uint32_t n = static_cast<uint32_t>(std::min<size_t>(rows.size(), capacity));
+  const uint64_t s = header.workers_seq.load(std::memory_order_relaxed);
+  header.workers_seq.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  for (uint32_t i = 0; i < n; ++i) {
+    WorkerPayload p{};
+    p.worker = rows[i].worker;
+    p.state = rows[i].state;
+    p.healthy = rows[i].healthy;
+    p.inflight = rows[i].inflight;
+    p.running = rows[i].running;
+    p.kv_usage = rows[i].kv_usage;
+    p.routed = rows[i].routed;
+    store_words(cells[i].words, &p);
+  }
+  header.worker_count.store(n, std::memory_order_relaxed);
+  header.table_epoch.store(table_epoch, std::memory_order_relaxed);
+  header.workers_seq.store(s + 2, std::memory_order_release);
+}
+
+bool read_workers(const SegmentHeader& header, const WorkerCell* cells, uint32_t capacity,
+                  std::vector<Host::WorkerRow>& out) {
+  for (int attempt = 0; attempt < kReadTries; ++attempt) {
+    const uint64_t before = header.workers_seq.load(std::memory_order_acquire);
+    if (before & 1) {
+      std::this_thread::yield();
+      continue;
+    }
+    const uint32_t n = std::min(header.worker_count.load(std::memory_order_relaxed), capacity);
+    out.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      WorkerPayload p;
+      load_words(cells[i].words, &p);
+      out[i] = {p.worker, p.state, p.healthy, p.inflight, p.running, p.kv_usage, p.routed};
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (header.workers_seq.load(std::memory_order_relaxed) == before) return true;
+  }
+  out.clear();
+  return false;
+}
+
+}  // namespace eldr::shm::detail

@@ -1,0 +1,193 @@
+#include "eldr/lab/sim.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "eldr/fit.hpp"
+#include "temp_dir.hpp"
+
+namespace eldr {
+namespace {
+
+const Geometry kGeometry{8, 32, 4};
+
+struct SimSetup {
+  SimWorkload calibration, evaluation;
+  CountsTensor decode;
+  std::shared_ptr<const ClusterTable> table;
+};
+
+SimSetup make_setup(uint64_t requests, uint32_t workers = 4) {
+  SimSetup s;
+  SyntheticSimOptions o;
+  o.output_tokens_median = 40;
+  o.output_tokens_max = 80;
+  o.prompt_tokens_median = 60;
+  auto cal = synthetic_sim_workload(kGeometry, o, 300, 7, &s.decode);
+  auto ev = synthetic_sim_workload(kGeometry, o, requests, 8);
+  EXPECT_TRUE(cal.is_ok() && ev.is_ok());
+  s.calibration = std::move(*cal);
+  s.evaluation = std::move(*ev);
+  std::vector<std::string> labels;
+  for (const auto& r : s.calibration.requests)
+    labels.push_back(s.calibration.domain_names[r.domain]);
+  FitOptions fo;
+  fo.workers = workers;
+  fo.rho_pairs = 2000;
+  auto t = fit_table({kGeometry, 300, s.calibration.prefill.data, s.decode.data, labels}, fo);
+  EXPECT_TRUE(t.is_ok()) << t.status().to_string();
+  s.table = std::make_shared<const ClusterTable>(std::move(*t));
+  return s;
+}
+
+SimOptions options(Policy p, double rate) {
+  SimOptions o;
+  o.model = {"test", kGeometry, 2.0, 0.02, 20.0, 16};
+  o.workers = 4;
+  o.rate = rate;
+  o.router.policy = p;
+  return o;
+}
+
+TEST(sim_workload, footprints_and_profiles_are_well_formed) {
+  SyntheticSimOptions o;
+  CountsTensor decode;
+  auto sut = synthetic_sim_workload(kGeometry, o, 50, 3, &decode);
+  ASSERT_TRUE(sut.is_ok());
+  EXPECT_EQ(sut->requests.size(), 50u);
+  EXPECT_EQ(sut->profiles(), 4u * o.subtopics);
+  for (float p : sut->inclusion) {
+    EXPECT_GE(p, 0.0f);
+    EXPECT_LE(p, 0.999f);
+  }
+  for (const auto& r : sut->requests) {
+    EXPECT_LT(r.profile, sut->profiles());
+    EXPECT_GE(r.output_tokens, 1u);
+    EXPECT_LE(r.output_tokens, o.output_tokens_max);
+  }
+  for (int16_t c : sut->prefill.data) EXPECT_GE(c, 0);
+  for (int16_t c : decode.data) EXPECT_LE(c, 127);
+}
+
+TEST(sim_workload, same_model_seed_gives_the_same_profiles_for_other_requests) {
+  SyntheticSimOptions o;
+  auto a = synthetic_sim_workload(kGeometry, o, 10, 1);
+  auto b = synthetic_sim_workload(kGeometry, o, 10, 2);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  EXPECT_EQ(a->inclusion, b->inclusion);
+  EXPECT_NE(a->prefill.data, b->prefill.data);
+}
+
+TEST(sim, every_request_finishes_once_and_results_are_deterministic) {
+  const SimSetup s = make_setup(400);
+  for (Policy p : kAllPolicies) {
+    auto a = simulate(s.evaluation, s.table, options(p, 30.0));
+    auto b = simulate(s.evaluation, s.table, options(p, 30.0));
+    ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+    EXPECT_EQ(a->tpot_ms.size(), 400u) << policy_name(p);
+    EXPECT_EQ(a->tpot_ms, b->tpot_ms) << policy_name(p);
+    EXPECT_GT(a->tpot_p50_ms, 0.0);
+    EXPECT_GE(a->tpot_p99_ms, a->tpot_p50_ms);
+    EXPECT_GE(a->worker_load_max_over_mean, 1.0);
+    EXPECT_GT(a->steps, 0u);
+  }
+}
+
+TEST(sim, a_lone_request_costs_exactly_the_step_model) {
+  // One request, batch of one: every step costs t0 + tseq + alpha * expected
+  // distinct experts of that request alone = sum of its inclusion probabilities.
+  SimSetup s = make_setup(1);
+  const auto& req = s.evaluation.requests[0];
+  const size_t cells = kGeometry.cells();
+  double distinct = 0.0;
+  for (size_t c = 0; c < cells; ++c)
+    distinct += s.evaluation.inclusion[size_t{req.profile} * cells + c];
+  auto sut = simulate(s.evaluation, s.table, options(Policy::round_robin, 1.0));
+  ASSERT_TRUE(sut.is_ok());
+  const double expected = 2.0 + 0.02 + 20.0e-3 * distinct;
+  EXPECT_NEAR(sut->tpot_p50_ms, expected, 1e-3 * expected);
+  EXPECT_NEAR(sut->experts_per_step, distinct / kGeometry.layers, 1e-3);
+  EXPECT_EQ(sut->steps, req.output_tokens);
+}
+
+TEST(sim, locality_routing_shrinks_the_expert_union_per_step) {
+  const SimSetup s = make_setup(1500);
+  // Loaded enough that batches are large and expert loading dominates a step.
+  SimOptions ro = options(Policy::round_robin, 200.0), eo = options(Policy::eldr, 200.0);
+  ro.model.t0_ms = eo.model.t0_ms = 0.5;
+  auto rr = simulate(s.evaluation, s.table, ro);
+  auto eldr = simulate(s.evaluation, s.table, eo);
+  ASSERT_TRUE(rr.is_ok() && eldr.is_ok());
+  EXPECT_LT(eldr->experts_per_step, rr->experts_per_step);
+  EXPECT_LT(eldr->tpot_p50_ms, rr->tpot_p50_ms);
+}
+
+TEST(sim, rejects_bad_options) {
+  const SimSetup s = make_setup(10);
+  EXPECT_EQ(simulate(s.evaluation, nullptr, options(Policy::eldr, 1.0)).status().code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(simulate(s.evaluation, s.table, options(Policy::eldr, 0.0)).status().code(),
+            Errc::invalid_argument);
+  SimWorkload other = s.evaluation;
+  other.geometry.layers = 4;
+  EXPECT_EQ(simulate(other, s.table, options(Policy::eldr, 1.0)).status().code(),
+            Errc::shape_mismatch);
+}
+
+TEST(step_models, presets_cover_the_papers_models) {
+  for (const char* name : {"qwen3-30b-a3b", "gpt-oss-120b", "gemma-4-26b-a4b", "gpt-oss-20b"}) {
+    auto m = find_step_model(name);
+    ASSERT_TRUE(m.is_ok()) << name;
+    EXPECT_GT(m->alpha_us, 0.0);
+  }
+  EXPECT_FALSE(find_step_model("llama").is_ok());
+}
+
+TEST(trace_workload, builds_footprints_and_profiles_from_token_expert_ids) {
+  testing::TempDir dir("eldr_trace");
+  // 2 layers, k = 1. Request 0: 2 prompt + 2 decode tokens; request 1: decode only (3 tokens).
+  const std::vector<int32_t> ids{0, 1, 0, 1, 2, 3, 2, 1, /* r1 */ 3, 3, 3, 0, 1, 0};
+  const uint64_t ids_shape[] = {7, 2, 1};
+  ASSERT_TRUE(write_npy(dir.file("t.npy"), NpyDtype::i32, ids_shape, ids.data()).is_ok());
+  const std::vector<int64_t> index{0, 2, 2, 4, 0, 3};
+  const uint64_t index_shape[] = {2, 3};
+  ASSERT_TRUE(write_npy(dir.file("i.npy"), NpyDtype::i64, index_shape, index.data()).is_ok());
+  auto sut = load_trace_workload(dir.file("t.npy"), dir.file("i.npy"), "", 2);
+  ASSERT_TRUE(sut.is_ok()) << sut.status().to_string();
+  EXPECT_EQ(sut->geometry, (Geometry{2, 4, 1}));
+  // Request 0 prefill: layer 0 {0, 0}, layer 1 {1, 1}.
+  EXPECT_EQ(std::vector<int16_t>(sut->prefill.row(0).begin(), sut->prefill.row(0).end()),
+            (std::vector<int16_t>{2, 0, 0, 0, 0, 2, 0, 0}));
+  // Its decode tokens: layer 0 uses 2 twice, layer 1 uses 3 and 1 once each.
+  const float* inc0 = &sut->inclusion[0];
+  EXPECT_FLOAT_EQ(inc0[2], 0.999f);  // capped below 1
+  EXPECT_FLOAT_EQ(inc0[4 + 3], 0.5f);
+  EXPECT_FLOAT_EQ(inc0[4 + 1], 0.5f);
+  // Request 1 is decode-only: its first 2 decode tokens stand in for the prefill.
+  EXPECT_EQ(std::vector<int16_t>(sut->prefill.row(1).begin(), sut->prefill.row(1).end()),
+            (std::vector<int16_t>{0, 0, 0, 2, 1, 0, 0, 1}));
+  EXPECT_EQ(sut->requests[1].output_tokens, 3u);
+}
+
+TEST(trace_workload, rejects_indexes_outside_the_tokens) {
+  testing::TempDir dir("eldr_trace");
+  const std::vector<int32_t> ids{0, 1, 0, 1};
+  const uint64_t ids_shape[] = {2, 2, 1};
+  ASSERT_TRUE(write_npy(dir.file("t.npy"), NpyDtype::i32, ids_shape, ids.data()).is_ok());
+  const std::vector<int64_t> index{1, 1, 5};
+  const uint64_t index_shape[] = {1, 3};
+  ASSERT_TRUE(write_npy(dir.file("i.npy"), NpyDtype::i64, index_shape, index.data()).is_ok());
+  EXPECT_EQ(load_trace_workload(dir.file("t.npy"), dir.file("i.npy"), "").status().code(),
+            Errc::out_of_range);
+  // Values whose sum would overflow int64 are refused, not wrapped.
+  const std::vector<int64_t> hostile{INT64_MAX, INT64_MAX, 1};
+  ASSERT_TRUE(write_npy(dir.file("h.npy"), NpyDtype::i64, index_shape, hostile.data()).is_ok());
+  EXPECT_EQ(load_trace_workload(dir.file("t.npy"), dir.file("h.npy"), "").status().code(),
+            Errc::out_of_range);
+  EXPECT_FALSE(load_trace_workload(dir.file("missing.npy"), dir.file("i.npy"), "").is_ok());
+}
+
+}  // namespace
+}  // namespace eldr
