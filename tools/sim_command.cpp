@@ -1,5 +1,5 @@
 // eldr sim: what routing policy buys, on a simulated decode pool driven by the
-// real router (spec §1 step-time model).
+// real router (docs/design.md §1 step-time model).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

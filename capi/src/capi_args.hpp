@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "capi_internal.hpp"
+#include "eldr/internal/checked_math.hpp"
 
 namespace eldr::capi {
 
@@ -26,10 +27,5 @@ eldr_status_t check_request_id(const char* fn, const char* request_id,
 
 // A footprint's shape by itself: 1..kMaxLayers layers, 1..kMaxExperts experts.
 eldr_status_t check_shape(const char* fn, uint32_t layers, uint32_t experts) noexcept;
-
-// a * b without wrap-around; false on overflow.
-inline bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) noexcept {
-  return !__builtin_mul_overflow(a, b, out);
-}
 
 }  // namespace eldr::capi

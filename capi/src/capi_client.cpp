@@ -79,10 +79,10 @@ eldr_status_t check_wait_args(const char* fn, eldr_client_t* client, const char*
 }  // namespace
 }  // namespace eldr::capi
 
+using eldr::checked_mul;
 using eldr::capi::check_request_id;
 using eldr::capi::check_shape;
 using eldr::capi::check_version;
-using eldr::capi::checked_mul;
 using eldr::capi::fail;
 using eldr::capi::guarded;
 using eldr::capi::require;

@@ -45,10 +45,10 @@ eldr_status_t check_footprint(const char* fn, const ClusterTable& table, const i
 }  // namespace
 }  // namespace eldr::capi
 
+using eldr::checked_mul;
 using eldr::capi::check_footprint;
 using eldr::capi::check_shape;
 using eldr::capi::check_version;
-using eldr::capi::checked_mul;
 using eldr::capi::fail;
 using eldr::capi::guarded;
 using eldr::capi::require;

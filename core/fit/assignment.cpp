@@ -1,4 +1,4 @@
-// Exact assignment solvers (spec §4.3).
+// Exact assignment solvers (docs/design.md §4.3).
 //
 // assign_capacitated solves the transportation problem "n points, k columns of
 // capacity cap" by successive shortest paths. The flow network is

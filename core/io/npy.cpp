@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "eldr/internal/checked_math.hpp"
 #include "eldr/internal/file_io.hpp"
 
 namespace eldr {
@@ -39,10 +40,6 @@ constexpr uint64_t kMaxFileBytes = uint64_t{16} << 30;
 Status with_path(const std::string& path, const Status& s) {
   if (s.is_ok() || path.empty()) return s;
   return {s.code(), path + ": " + s.message()};
-}
-
-bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
-  return !__builtin_mul_overflow(a, b, out);
 }
 
 std::string shape_string(std::span<const uint64_t> shape) {

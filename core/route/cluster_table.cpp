@@ -1,20 +1,15 @@
 #include "eldr/cluster_table.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <new>
 #include <nlohmann/json.hpp>
 
 #include "eldr/cluster_table_generated.h"
+#include "eldr/internal/checked_math.hpp"
 #include "eldr/internal/file_io.hpp"
 
 namespace eldr {
@@ -32,10 +27,6 @@ constexpr float kMaxTau = 2.0f;
 
 Status invalid(const std::string& what) { return {Errc::invalid_argument, what}; }
 Status mismatch(const std::string& what) { return {Errc::shape_mismatch, what}; }
-
-bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
-  return !__builtin_mul_overflow(a, b, out);
-}
 
 Status with_path(const std::string& path, const Status& s) {
   if (s.is_ok()) return s;
@@ -159,51 +150,6 @@ Result<ClusterTable> decode_unchecked(std::span<const uint8_t> bytes) {
     t.domains.worker_domain = copy_vector(domains->worker_domain());
   }
   return t;
-}
-
-// ---- atomic save -------------------------------------------------------------
-
-Status write_fd_all(int fd, const uint8_t* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return {Errc::io, std::strerror(errno)};
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return Status::ok();
-}
-
-Status write_atomically(const std::string& path, const std::vector<uint8_t>& bytes) {
-  // The sequence number keeps two threads of one process that save the same
-  // path from sharing a temporary file.
-  static std::atomic<uint64_t> sequence{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(sequence.fetch_add(1, std::memory_order_relaxed));
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return {Errc::io, tmp + ": cannot create: " + std::strerror(errno)};
-  Status st = write_fd_all(fd, bytes.data(), bytes.size());
-  // fsync before rename: otherwise a crash can leave the new name pointing at
-  // an empty file, which is worse than the old table.
-  if (st && ::fsync(fd) != 0) st = {Errc::io, std::string("fsync: ") + std::strerror(errno)};
-  if (::close(fd) != 0 && st) st = {Errc::io, std::string("close: ") + std::strerror(errno)};
-  if (st && ::rename(tmp.c_str(), path.c_str()) != 0)
-    st = {Errc::io, std::string("rename: ") + std::strerror(errno)};
-  if (!st) {
-    ::unlink(tmp.c_str());
-    return {Errc::io, path + ": " + st.message()};
-  }
-  // Make the rename itself durable; best effort, some filesystems refuse it.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::ok();
 }
 
 // ---- prototype JSON ----------------------------------------------------------

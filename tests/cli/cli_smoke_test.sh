@@ -39,6 +39,13 @@ done
 "$ELDR" sim --preset gpt-oss-20b --workload language --workers 4 --rate 50 --requests 200 \
   --calibration 200 --ablation tau > "$WORK/ablation.txt"
 grep -q "eldr tau=0.3" "$WORK/ablation.txt" || fail "tau ablation"
+# The plot script is embedded in the binary: a copy far from the checkout
+# plots into a folder whose name needs quoting.
+cp "$ELDR" "$WORK/eldr-copy"
+mkdir -p "$WORK/plot dir's"
+"$WORK/eldr-copy" sim --preset gpt-oss-20b --workload task --workers 4 --rate 50 --requests 200 \
+  --calibration 200 --policies jsq eldr --plot-dir "$WORK/plot dir's" > /dev/null
+test -s "$WORK/plot dir's/tpot_vs_rate.png" || fail "sim --plot-dir drew no plot"
 
 # Error paths: clear message, non-zero exit, no crash.
 head -c 100 "$WORK/prefill.npy" > "$WORK/truncated.npy"

@@ -11,6 +11,18 @@ trap 'rm -rf "$WORK"' EXIT
 PREFIX="$WORK/prefix"
 cmake --install "$BUILD" --prefix "$PREFIX" > /dev/null
 
+# The routing library installs its own headers and the transport's, never the
+# simulator's or any private one.
+for h in eldr/router.hpp eldr/step_model.hpp eldr/shm.hpp eldr/eldr.h; do
+  test -f "$PREFIX/include/$h" || { echo "package: $h is not installed"; exit 1; }
+done
+if find "$PREFIX/include" -name 'sim.hpp' -o -name 'synthetic.hpp' -o -path '*internal*' \
+    -o -path '*/lab/*' | grep -q .; then
+  echo "package: a simulator or private header is installed:"
+  find "$PREFIX/include" -name 'sim.hpp' -o -name 'synthetic.hpp' -o -path '*internal*' -o -path '*/lab/*'
+  exit 1
+fi
+
 cmake -S "$SRC/consumer" -B "$WORK/cmake" -DCMAKE_PREFIX_PATH="$PREFIX" > /dev/null
 cmake --build "$WORK/cmake" > /dev/null
 "$WORK/cmake/consumer"

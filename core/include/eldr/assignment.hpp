@@ -1,4 +1,4 @@
-// Exact assignment solvers used by the fit (spec §4.3).
+// Exact assignment solvers used by the fit (docs/design.md §4.3).
 #pragma once
 
 #include <cstdint>

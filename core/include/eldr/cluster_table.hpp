@@ -1,4 +1,4 @@
-// Cluster table (spec §4.4): everything the online router needs, produced by
+// Cluster table (docs/design.md §4.4): everything the online router needs, produced by
 // the offline fit. Stored as a FlatBuffers file (schema core/schema/
 // cluster_table.fbs, identifier "ELDR"), verified and semantically checked on
 // every load. The research prototype's JSON centroid file can be imported.
@@ -29,7 +29,7 @@ struct FitInfo {
   std::string source;                   // "eldr fit", "prototype-json", ...
 };
 
-// Oracle "domain" baseline (spec §5): workers split among labelled domains.
+// Oracle "domain" baseline (docs/design.md §5): workers split among labelled domains.
 struct DomainPools {
   std::vector<std::string> names;      // domain labels seen in calibration
   std::vector<uint64_t> counts;        // calibration requests per domain
@@ -69,7 +69,7 @@ struct JsonImportOptions {
   uint32_t top_k = 0;  // 0: take it from the model preset when the name matches one
   float default_tau = kDefaultTau;
 };
-// The research prototype's centroid file (spec §4.4 field list).
+// The research prototype's centroid file (docs/design.md §4.4 field list).
 Result<ClusterTable> import_prototype_json(std::string_view json_text,
                                            const JsonImportOptions& options = {});
 Result<ClusterTable> import_prototype_json_file(const std::string& path,

@@ -1,4 +1,4 @@
-// Offline fit (spec §4): calibration footprints -> cluster table.
+// Offline fit (docs/design.md §4): calibration footprints -> cluster table.
 //   IDF -> greedy forward layer selection by Spearman rho -> unit signatures
 //   -> balanced spherical k-means (k-means++ init, exact capacitated
 //   assignment, cap = ceil(N/K)) -> optional Hungarian alignment to the
@@ -77,7 +77,7 @@ Result<KMeansResult> spherical_kmeans(std::span<const float> points, uint64_t n,
                                       uint32_t max_iterations, uint32_t threads = 0,
                                       const FitProgress& progress = {});
 
-// Oracle domain pools (spec §5): K workers split among labelled domains in
+// Oracle domain pools (docs/design.md §5): K workers split among labelled domains in
 // proportion to the calibration mix; domains below N/K share a misc pool.
 DomainPools build_domain_pools(std::span<const std::string> labels, uint32_t workers);
 

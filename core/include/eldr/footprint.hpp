@@ -1,5 +1,5 @@
 // Footprints: per request, the count of prompt tokens routed to each expert of
-// each MoE layer, int16 [L][E] row-major (spec §2). Built from real top-k gate
+// each MoE layer, int16 [L][E] row-major (docs/design.md §2). Built from real top-k gate
 // decisions, never from probabilities.
 #pragma once
 

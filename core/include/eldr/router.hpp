@@ -1,4 +1,4 @@
-// Online routing (spec §5): footprint -> signature scores per cluster ->
+// Online routing (docs/design.md §5): footprint -> signature scores per cluster ->
 // locality band -> least-loaded worker in the band. Embedded, in-process and
 // thread-safe; the sidecar runs the same object.
 //

@@ -1,4 +1,4 @@
-// Signature transform (spec §3): count * IDF over the layer mask, one global
+// Signature transform (docs/design.md §3): count * IDF over the layer mask, one global
 // L2 normalisation. Similarity between requests / centroids = dot product.
 #pragma once
 

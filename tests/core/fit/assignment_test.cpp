@@ -1,4 +1,4 @@
-// Exactness tests for the assignment solvers (spec §4.3). The capacitated
+// Exactness tests for the assignment solvers (docs/design.md §4.3). The capacitated
 // solver is checked against independent references: exhaustive enumeration on
 // tiny instances, the paper's formulation (Hungarian on replicated slots) on
 // medium ones, and a residual-graph negative-cycle certificate on the fit-sized

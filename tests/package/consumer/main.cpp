@@ -1,10 +1,12 @@
-// Routes one footprint through an installed eldr: proves the exported package
-// (and the pkg-config file) carry everything a C++ engine needs.
+// Routes one footprint through an installed eldr and names a shared-memory
+// segment: proves the exported package (and the pkg-config file) carry the
+// routing library and the transport a C++ engine needs.
 #include <cstdio>
 #include <memory>
 #include <vector>
 
 #include "eldr/router.hpp"
+#include "eldr/shm.hpp"
 
 int main() {
   eldr::ClusterTable t;
@@ -18,6 +20,8 @@ int main() {
   const std::vector<int16_t> counts{0, 5};
   auto d = (*router)->route(counts);
   if (!d || d->worker_id != 8) return 2;
+  if (eldr::shm::segment_name("pkg").empty()) return 3;
+  if (eldr::shm::validate_instance_name("../x").is_ok()) return 4;
   std::printf("consumer: routed to worker %d\n", d->worker_id);
   return 0;
 }

@@ -1,4 +1,4 @@
-// GPU footprint collection (spec §6): per-KV-block expert-count rows kept on
+// GPU footprint collection (docs/design.md §6): per-KV-block expert-count rows kept on
 // the device next to the KV cache, updated from the router's top-k ids each
 // engine step, summed into a request's int16 footprint when its prefill ends,
 // and handed to eldrd straight from the GPU into the client's ring.

@@ -2,7 +2,7 @@
 //
 // Each decode worker runs continuous batching; one step costs
 //   T0 + TSEQ * B + alpha * (distinct experts the batch's tokens use, over all layers)
-// (spec §1). The expected number of distinct experts is kept incrementally per
+// (docs/design.md §1). The expected number of distinct experts is kept incrementally per
 // worker from each request's per-token inclusion probabilities, so a step costs
 // O(1) and a join or leave O(L*E). Routing uses the real core Router.
 #pragma once

@@ -1,6 +1,6 @@
 // Synthetic MoE workloads with labelled domains, for the demo, tests and the
 // simulator when no captured trace is at hand. Each domain over-uses its own
-// experts in every layer (spec §1); a request's decode usage follows its
+// experts in every layer (docs/design.md §1); a request's decode usage follows its
 // prefill usage up to a tunable amount of noise.
 #pragma once
 
@@ -17,8 +17,9 @@ namespace eldr {
 struct SyntheticOptions {
   Geometry geometry{48, 128, 8};
   std::vector<std::string> domain_names{"legal", "code", "math", "medical"};
-  std::vector<double> domain_weights{3600, 2779, 2744, 2545};  // task workload mix (spec §7)
-  uint32_t preferred_experts = 0;                              // per domain and layer; 0 = E / 8
+  std::vector<double> domain_weights{3600, 2779, 2744,
+                                     2545};  // task workload mix (docs/design.md §7)
+  uint32_t preferred_experts = 0;            // per domain and layer; 0 = E / 8
   double domain_affinity = 0.6;       // share of a token's picks drawn from its domain's experts
   double request_noise = 0.35;        // log-normal jitter of a request's own expert weights
   double decode_drift = 0.25;         // extra jitter between a request's prefill and decode
