@@ -64,7 +64,8 @@ Service::Service(std::unique_ptr<Router> router, const ServiceOptions& options, 
       m_sink(sink),
       m_metrics(metrics),
       m_clock(std::move(clock)),
-      m_requests(options.request_map_capacity) {}
+      m_requests(options.request_map_capacity),
+      m_health(*m_router, metrics, options.worker_report_timeout_ms) {}
 
 Service::~Service() = default;
 
@@ -215,13 +216,6 @@ void Service::on_complete(uint32_t /*client*/, std::string_view request_id) {
   if (Status s = m_router->complete(*worker); !s) m_metrics.count_complete_unknown();
 }
 
-void Service::apply_routing_state(int32_t worker, const WorkerHealth& health) {
-  const bool routable = !health.stale && !health.admin_drained;
-  Status s = routable ? m_router->add_worker(worker) : m_router->drain_worker(worker);
-  if (!s && s.code() != Errc::state)  // state: already active
-    ELDR_LOG(warn, "worker %d: %s", worker, s.to_string().c_str());
-}
-
 void Service::on_worker_report(uint32_t /*client*/, uint32_t worker_u, uint32_t running,
                                float kv_usage) {
   const auto worker = static_cast<int32_t>(worker_u);
@@ -229,17 +223,7 @@ void Service::on_worker_report(uint32_t /*client*/, uint32_t worker_u, uint32_t 
     m_metrics.count_report_unknown_worker();
     return;
   }
-  WorkerHealth& h = m_health[worker];
-  h.last_report_ns = m_clock();
-  h.running = running;
-  h.kv_usage = kv_usage;
-  h.reported = true;
-  if (h.stale) {
-    h.stale = false;
-    ELDR_LOG(info, "worker %d reports again%s", worker,
-             h.admin_drained ? " (stays drained by the admin)" : ": back in routing");
-    apply_routing_state(worker, h);
-  }
+  m_health.on_report(worker, running, kv_usage, m_clock());
 }
 
 void Service::on_worker_control(uint32_t /*client*/, uint32_t worker_u, shm::WorkerOp op) {
@@ -248,43 +232,7 @@ void Service::on_worker_control(uint32_t /*client*/, uint32_t worker_u, shm::Wor
     ELDR_LOG(warn, "worker control for id %u ignored: ids must be < 2^31", worker_u);
     return;
   }
-  switch (op) {
-    case shm::WorkerOp::add: {
-      WorkerHealth& h = m_health[worker];
-      h.admin_drained = false;
-      if (h.stale) {
-        ELDR_LOG(info, "worker %d added; it rejoins routing on its next report", worker);
-        return;
-      }
-      Status s = m_router->add_worker(worker);
-      if (!s && s.code() != Errc::state) {
-        ELDR_LOG(warn, "add worker %d: %s", worker, s.to_string().c_str());
-        if (!h.reported) m_health.erase(worker);
-        return;
-      }
-      ELDR_LOG(info, "worker %d added", worker);
-      return;
-    }
-    case shm::WorkerOp::drain: {
-      if (Status s = m_router->drain_worker(worker); !s) {
-        ELDR_LOG(warn, "drain worker %d: %s", worker, s.to_string().c_str());
-        return;
-      }
-      m_health[worker].admin_drained = true;
-      ELDR_LOG(info, "worker %d drained", worker);
-      return;
-    }
-    case shm::WorkerOp::remove: {
-      if (Status s = m_router->remove_worker(worker); !s) {
-        ELDR_LOG(warn, "remove worker %d: %s", worker, s.to_string().c_str());
-        return;
-      }
-      m_health.erase(worker);
-      ELDR_LOG(info, "worker %d removed", worker);
-      return;
-    }
-  }
-  ELDR_LOG(warn, "worker control with unknown op %u ignored", static_cast<unsigned>(op));
+  m_health.on_control(worker, op);
 }
 
 void Service::on_rejected(uint32_t client, shm::RejectReason reason, std::string_view request_id,
@@ -298,18 +246,7 @@ void Service::on_rejected(uint32_t client, shm::RejectReason reason, std::string
 // ---- maintenance ------------------------------------------------------------------
 
 std::vector<shm::Host::WorkerRow> Service::maintain() {
-  const uint64_t now = m_clock();
-  const uint64_t timeout_ns = uint64_t{m_options.worker_report_timeout_ms} * 1000000u;
-  if (timeout_ns != 0) {
-    for (auto& [worker, h] : m_health) {
-      if (!h.reported || h.stale || now - h.last_report_ns <= timeout_ns) continue;
-      h.stale = true;
-      m_metrics.count_stale_transition();
-      ELDR_LOG(warn, "worker %d: no load report for %llu ms, taken out of routing", worker,
-               static_cast<unsigned long long>((now - h.last_report_ns) / 1000000u));
-      apply_routing_state(worker, h);
-    }
-  }
+  m_health.expire(m_clock());
   const auto workers = m_router->workers();
   std::vector<shm::Host::WorkerRow> rows;
   std::vector<WorkerGauge> gauges;
@@ -317,17 +254,17 @@ std::vector<shm::Host::WorkerRow> Service::maintain() {
   gauges.reserve(workers.size());
   for (uint32_t slot = 0; slot < workers.size(); ++slot) {
     const WorkerInfo& w = workers[slot];
-    const auto it = m_health.find(w.id);
-    const bool healthy = it == m_health.end() || !it->second.stale;
+    const WorkerHealth::Entry* health = m_health.find(w.id);
+    const bool healthy = health == nullptr || !health->stale;
     shm::Host::WorkerRow row;
     row.worker = w.id;
     row.state = static_cast<uint8_t>(w.state);
     row.healthy = healthy ? 1 : 0;
     row.inflight = static_cast<uint32_t>(std::max<int64_t>(w.inflight, 0));
     row.routed = w.routed;
-    if (it != m_health.end()) {
-      row.running = it->second.running;
-      row.kv_usage = it->second.kv_usage;
+    if (health != nullptr) {
+      row.running = health->running;
+      row.kv_usage = health->kv_usage;
     }
     rows.push_back(row);
     gauges.push_back({slot, w.id, w.state, healthy, w.inflight});

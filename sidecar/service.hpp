@@ -14,7 +14,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "config.hpp"
@@ -23,6 +22,7 @@
 #include "eldr/signature_cache.hpp"
 #include "metrics.hpp"
 #include "request_map.hpp"
+#include "worker_health.hpp"
 
 namespace eldr::sidecar {
 
@@ -83,15 +83,6 @@ class Service final : public shm::RecordHandler {
   uint64_t samples_seen() const noexcept { return m_samples_seen.load(); }
 
  private:
-  struct WorkerHealth {
-    uint64_t last_report_ns = 0;
-    uint32_t running = 0;
-    float kv_usage = 0.0f;
-    bool reported = false;
-    bool stale = false;          // reports stopped: drained by us, re-added on the next report
-    bool admin_drained = false;  // drained by a control record: only a control add undoes it
-  };
-
   Service(std::unique_ptr<Router> router, const ServiceOptions& options, DecisionSink& sink,
           Metrics& metrics, Clock clock);
   void route_and_publish(const shm::FootprintIn& footprint, std::span<const int16_t> counts);
@@ -99,7 +90,6 @@ class Service final : public shm::RecordHandler {
   Status sum_block_form(const shm::FootprintIn& footprint);
   void remember_request(std::string_view request_id, int32_t worker);
   void keep_sample(std::span<const int16_t> counts);
-  void apply_routing_state(int32_t worker, const WorkerHealth& health);
   const ClusterTable& table() const { return *m_table_cache; }
 
   ServiceOptions m_options;
@@ -113,7 +103,7 @@ class Service final : public shm::RecordHandler {
 
   RequestMap m_requests;  // request id -> worker, oldest first, bounded
 
-  std::unordered_map<int32_t, WorkerHealth> m_health;
+  WorkerHealth m_health;  // uses *m_router: declared after it
   uint64_t m_rejections_logged = 0;
 
   // Refit samples: ring of refit.window dense footprints.
