@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <bit>
 
-#include "eldr/fit.hpp"
 #include "log.hpp"
 
 namespace eldr::sidecar {
@@ -49,9 +48,10 @@ Result<std::unique_ptr<Service>> Service::create(std::shared_ptr<const ClusterTa
     service->m_signatures.emplace(std::move(*cache));
   }
   if (options.refit.enabled) {
-    if (options.refit.window == 0)
-      return Status{Errc::invalid_argument, "refit.window must be >= 1"};
-    service->m_samples.resize(size_t{options.refit.window} * g.cells());
+    auto refit = OnlineRefit::create(options.refit, g.cells(), options.router.seed,
+                                     *service->m_router, metrics);
+    if (!refit) return refit.status();
+    service->m_refit = std::move(*refit);
   }
   metrics.set_table_epoch(service->m_router->table_epoch());
   return service;
@@ -162,7 +162,7 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
   m_sink.publish(f.request_id, out);
   m_metrics.count_routed(decision->worker_index, decision->policy);
   m_metrics.observe_latency(out.latency_ns);
-  if (m_options.refit.enabled) keep_sample(counts);
+  if (m_refit) m_refit->keep(counts);
 }
 
 void Service::reject(std::string_view request_id, Rejection why, const Status& status) {
@@ -188,17 +188,6 @@ void Service::remember_request(std::string_view request_id, int32_t worker) {
     m_metrics.count_request_evicted();
   }
   m_requests.push(request_id, worker);
-}
-
-void Service::keep_sample(std::span<const int16_t> counts) {
-  // Never block routing on a refit that is copying the window out.
-  std::unique_lock lock(m_samples_mutex, std::try_to_lock);
-  if (!lock.owns_lock()) return;
-  const size_t cells = counts.size();
-  const uint64_t n = m_samples_seen.load(std::memory_order_relaxed);
-  std::copy(counts.begin(), counts.end(),
-            m_samples.begin() + static_cast<ptrdiff_t>((n % m_options.refit.window) * cells));
-  m_samples_seen.store(n + 1, std::memory_order_relaxed);
 }
 
 // ---- completes, reports, control --------------------------------------------------
@@ -301,46 +290,8 @@ Status Service::reload(const std::string& path) {
 }
 
 Status Service::refit_now() {
-  std::lock_guard refit_lock(m_refit_mutex);
-  if (!m_options.refit.enabled) return {Errc::state, "online refit is disabled"};
-  const auto current = m_router->table();
-  const Geometry& g = current->geometry;
-  const size_t cells = g.cells();
-  std::vector<int16_t> window;
-  uint64_t n = 0;
-  {
-    std::lock_guard lock(m_samples_mutex);
-    n = std::min<uint64_t>(m_samples_seen.load(), m_options.refit.window);
-    window.assign(m_samples.begin(), m_samples.begin() + static_cast<ptrdiff_t>(n * cells));
-  }
-  const uint64_t seen = m_samples_seen.load();
-  if (seen == m_samples_at_last_refit)
-    return {Errc::state, "no new footprints since the last refit"};
-  const uint32_t k = current->num_clusters();
-  if (n < m_options.refit.min_samples || n < k) {
-    return {Errc::state, "refit needs " +
-                             std::to_string(std::max<uint64_t>(m_options.refit.min_samples, k)) +
-                             " footprints, has " + std::to_string(n)};
-  }
-  FitOptions fo;
-  fo.workers = k;
-  fo.seed = m_options.router.seed + m_samples_seen.load();
-  fo.default_tau = current->default_tau;
-  fo.model = current->model;
-  fo.worker_ids = current->worker_ids;
-  fo.align_to = current.get();
-  fo.threads = 1;  // leave the other cores to routing
-  auto fitted = fit_table({g, n, window, {}, {}}, fo);
-  if (!fitted) {
-    m_metrics.count_refit(false);
-    return fitted.status();
-  }
-  fitted->fit.source = "eldrd refit";
-  m_samples_at_last_refit = seen;
-  Status s = m_router->swap_table(std::make_shared<const ClusterTable>(std::move(*fitted)));
-  m_metrics.count_refit(s.is_ok());
-  if (s) m_metrics.set_table_epoch(m_router->table_epoch());
-  return s;
+  if (!m_refit) return {Errc::state, "online refit is disabled"};
+  return m_refit->run();
 }
 
 }  // namespace eldr::sidecar

@@ -6,11 +6,9 @@
 // other threads because the router swaps tables atomically.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +19,7 @@
 #include "eldr/shm.hpp"
 #include "eldr/signature_cache.hpp"
 #include "metrics.hpp"
+#include "refit.hpp"
 #include "request_map.hpp"
 #include "worker_health.hpp"
 
@@ -80,7 +79,7 @@ class Service final : public shm::RecordHandler {
   const Router& router() const noexcept { return *m_router; }
   uint64_t table_epoch() const noexcept { return m_router->table_epoch(); }
   size_t requests_in_flight() const noexcept { return m_requests.size(); }
-  uint64_t samples_seen() const noexcept { return m_samples_seen.load(); }
+  uint64_t samples_seen() const noexcept { return m_refit ? m_refit->samples_seen() : 0; }
 
  private:
   Service(std::unique_ptr<Router> router, const ServiceOptions& options, DecisionSink& sink,
@@ -89,7 +88,6 @@ class Service final : public shm::RecordHandler {
   void reject(std::string_view request_id, Rejection why, const Status& status);
   Status sum_block_form(const shm::FootprintIn& footprint);
   void remember_request(std::string_view request_id, int32_t worker);
-  void keep_sample(std::span<const int16_t> counts);
   const ClusterTable& table() const { return *m_table_cache; }
 
   ServiceOptions m_options;
@@ -103,15 +101,9 @@ class Service final : public shm::RecordHandler {
 
   RequestMap m_requests;  // request id -> worker, oldest first, bounded
 
-  WorkerHealth m_health;  // uses *m_router: declared after it
+  WorkerHealth m_health;                 // uses *m_router: declared after it
+  std::unique_ptr<OnlineRefit> m_refit;  // when refit.enabled
   uint64_t m_rejections_logged = 0;
-
-  // Refit samples: ring of refit.window dense footprints.
-  std::mutex m_samples_mutex;
-  std::vector<int16_t> m_samples;
-  std::atomic<uint64_t> m_samples_seen{0};
-  std::mutex m_refit_mutex;  // one refit at a time; guards the field below
-  uint64_t m_samples_at_last_refit = 0;
 };
 
 }  // namespace eldr::sidecar
