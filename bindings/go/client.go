@@ -171,6 +171,9 @@ func (c *Client) Wait(requestID string, timeout time.Duration) (Decision, error)
 }
 
 // Route pushes fp and waits for its decision: one round trip through the daemon.
+// A footprint the daemon rejected (another geometry than its table's, a count
+// it refuses) is an *Error whose Status is the daemon's (e.g. ErrShapeMismatch),
+// as eldr_route returns it; no Decision then.
 func (c *Client) Route(requestID string, fp Footprint, timeout time.Duration) (Decision, error) {
 	if err := validateRequestID(requestID); err != nil {
 		return Decision{}, err

@@ -29,6 +29,34 @@ func TestClientRouteGetsADecision(t *testing.T) {
 	}
 }
 
+// A footprint of another geometry than the daemon's table: eldrd rejects it,
+// and Route returns the daemon's status (eldr_route does since the header
+// says so), never a decision.
+func TestClientRouteReturnsTheDaemonsStatusForARejectedFootprint(t *testing.T) {
+	instance := startDaemon(t, 4)
+	sut, err := Open(instance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sut.Close()
+	wrong := Footprint{Counts: make([]int16, (testLayers+1)*testExperts), Layers: testLayers + 1,
+		Experts: testExperts}
+	for i := range wrong.Counts {
+		wrong.Counts[i] = 1
+	}
+	d, err := sut.Route("go-route-rejected", wrong, 5*time.Second)
+	var e *Error
+	if !errors.As(err, &e) || e.Status != ErrShapeMismatch {
+		t.Fatalf("Route of a wrong geometry: %+v, %v (want ErrShapeMismatch)", d, err)
+	}
+	if !strings.Contains(err.Error(), "go-route-rejected") {
+		t.Fatalf("the error does not name the request: %v", err)
+	}
+	if _, err := sut.Route("go-route-accepted", footprint(newRNG(2), 1, 4), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestGatewayWaitsForAFootprintPushedByTheEngine(t *testing.T) {
 	instance := startDaemon(t, 4)
 	engine, err := Open(instance, nil)

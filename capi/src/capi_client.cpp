@@ -201,7 +201,13 @@ eldr_status_t eldr_route(eldr_client_t* client, const char* request_id, const in
     if (eldr_status_t s = eldr::capi::check_wait_args(fn, client, request_id, out, &id)) return s;
     if (eldr_status_t s = eldr::capi::push_dense(fn, client, request_id, counts, layers, experts))
       return s;
-    return eldr::capi::wait_decision(fn, client, id, timeout_ms, out);
+    if (eldr_status_t s = eldr::capi::wait_decision(fn, client, id, timeout_ms, out)) return s;
+    // The daemon's verdict is the call's result (out stays filled): a caller
+    // that checks only the return value never routes a rejected request.
+    if (out->status != ELDR_OK)
+      return fail(out->status, "eldr_route: eldrd rejected request '" + std::string(id) +
+                                   "': " + eldr_status_string(out->status));
+    return ELDR_OK;
   });
 }
 

@@ -26,12 +26,23 @@ using namespace std::chrono_literals;
 
 // Records what arrived; answers each footprint with worker = sum of its
 // counts modulo 4 (so a test can tell the footprint reached the daemon
-// intact), similarity 0.5, band 1, epoch 7.
+// intact), similarity 0.5, band 1, epoch 7, and rejects a footprint of
+// kRejectedLayers layers as eldrd rejects one of the wrong geometry.
+constexpr uint32_t kRejectedLayers = 5;
 class RecordingHandler : public eldr::shm::RecordHandler {
  public:
   explicit RecordingHandler(eldr::shm::Host& host) : m_host(host) {}
 
   void on_footprint(const eldr::shm::FootprintIn& f) override {
+    if (f.layers != kRejectedLayers) return answer(f);
+    // What eldrd does with a footprint of another geometry than its table's.
+    eldr::shm::DecisionIn d;
+    d.status = static_cast<int32_t>(eldr::Errc::shape_mismatch);
+    std::lock_guard lock(m_mutex);
+    ++rejected;
+    m_host.publish(f.request_id, d);
+  }
+  void answer(const eldr::shm::FootprintIn& f) {
     int64_t sum = 0;
     for (int16_t c : f.counts) sum += c;
     for (uint8_t c : f.block_rows) sum += c;
@@ -267,6 +278,30 @@ TEST_F(capi_client_live, route_pushes_and_waits_and_any_client_can_wait) {
   eldr_decision_t g = ELDR_DECISION_INIT;
   ASSERT_EQ(eldr_decision_wait(gateway.get(), "req-route", 0, &g), ELDR_OK);
   EXPECT_EQ(g.worker, d.worker);
+}
+
+TEST_F(capi_client_live, route_returns_the_daemons_status_for_a_rejected_footprint) {
+  const std::vector<int16_t> counts(size_t{kRejectedLayers} * kExperts, 1);
+  eldr_decision_t d = ELDR_DECISION_INIT;
+  EXPECT_EQ(
+      eldr_route(sut.get(), "req-rejected", counts.data(), kRejectedLayers, kExperts, 5000, &d),
+      ELDR_E_SHAPE_MISMATCH);
+  EXPECT_TRUE(message_names("eldr_route"));
+  EXPECT_NE(std::string(eldr_last_error_message()).find("rejected request 'req-rejected'"),
+            std::string::npos)
+      << eldr_last_error_message();
+  // out is filled all the same: the daemon's decision, with its status.
+  EXPECT_EQ(d.status, ELDR_E_SHAPE_MISMATCH);
+  EXPECT_EQ(d.worker, -1);
+  // Waiting for the same decision is not an error: a gateway reads its status.
+  eldr_decision_t g = ELDR_DECISION_INIT;
+  ASSERT_EQ(eldr_decision_wait(sut.get(), "req-rejected", 0, &g), ELDR_OK);
+  EXPECT_EQ(g.status, ELDR_E_SHAPE_MISMATCH);
+  // An accepted footprint still routes with ELDR_OK.
+  const auto ok = domain_footprint(1);
+  ASSERT_EQ(eldr_route(sut.get(), "req-accepted", ok.data(), kLayers, kExperts, 5000, &d), ELDR_OK)
+      << eldr_last_error_message();
+  EXPECT_EQ(d.status, ELDR_OK);
 }
 
 TEST_F(capi_client_live, push_blocks_carries_hashes_and_present_rows) {

@@ -141,7 +141,9 @@ void bind_client(py::module_& m) {
       .def("wait", &Client::wait, py::arg("request_id"), py::arg("timeout_ms") = 1000,
            "Waits for the decision for request_id (pushed by any client of this daemon).")
       .def("route", &Client::route, py::arg("request_id"), py::arg("counts"),
-           py::arg("timeout_ms") = 1000, "push then wait.")
+           py::arg("timeout_ms") = 1000,
+           "push then wait. A footprint the daemon rejected raises its eldr.Error subclass "
+           "(e.g. eldr.ShapeMismatch) with the decision attached as .decision.")
       .def("complete", &Client::complete, py::arg("request_id"),
            "The request's decode finished: its worker's in-flight count drops by one.")
       .def("report", &Client::report, py::arg("worker"), py::arg("running"), py::arg("kv_usage"),

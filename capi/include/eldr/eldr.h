@@ -193,7 +193,14 @@ ELDR_API eldr_status_t eldr_footprint_push_blocks(eldr_client_t* client, const c
 ELDR_API eldr_status_t eldr_decision_wait(eldr_client_t* client, const char* request_id,
                                           uint32_t timeout_ms, eldr_decision_t* out);
 
-/* eldr_footprint_push then eldr_decision_wait. */
+/* eldr_footprint_push then eldr_decision_wait, and the daemon's verdict: when
+ * the daemon rejected the footprint (a geometry other than its table's, a
+ * count it refuses, an unknown block), eldr_route returns that status
+ * (out->status, e.g. SHAPE_MISMATCH) with a message naming the request, and
+ * out is filled all the same (out->worker = -1): the one call whose out-param
+ * is written on failure. Other errors: as the two calls (out untouched).
+ * eldr_decision_wait itself returns OK for a rejected request's decision: a
+ * gateway reads out->status. */
 ELDR_API eldr_status_t eldr_route(eldr_client_t* client, const char* request_id,
                                   const int16_t* counts, uint32_t layers, uint32_t experts,
                                   uint32_t timeout_ms, eldr_decision_t* out);

@@ -185,7 +185,10 @@ impl Client {
         accepted(request_id, &out)
     }
 
-    /// Push, then wait for the decision: one round trip through the daemon.
+    /// Push, then wait for the decision: one round trip through the daemon. A
+    /// footprint the daemon rejected (another geometry than its table's, a
+    /// count it refuses) is an `Err` carrying the daemon's status (e.g.
+    /// `status::SHAPE_MISMATCH`), as `eldr_route` returns it.
     pub fn route(
         &self,
         request_id: &str,

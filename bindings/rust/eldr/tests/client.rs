@@ -37,6 +37,25 @@ fn route_returns_a_decision_from_the_daemon() {
     sut.complete("req-route-1").unwrap();
 }
 
+/// A footprint of another geometry than the daemon's table: eldrd rejects it,
+/// and route returns the daemon's status (eldr_route does), never a decision.
+#[test]
+fn route_returns_the_daemons_status_for_a_rejected_footprint() {
+    let daemon = daemon_or_skip!("route-rejected");
+    let sut = daemon.client();
+    let counts = vec![1i16; ((LAYERS + 1) * EXPERTS) as usize];
+    let fp = Footprint::new(&counts, LAYERS + 1, EXPERTS).unwrap();
+    let err = sut
+        .route("req-route-rejected", &fp, Duration::from_secs(5))
+        .unwrap_err();
+    assert_eq!(err.status(), status::SHAPE_MISMATCH, "{}", err);
+    assert!(err.to_string().contains("req-route-rejected"), "{}", err);
+    let ok = footprint(&mut Rng::new(2), 1, 4);
+    let fp = Footprint::new(&ok, LAYERS, EXPERTS).unwrap();
+    sut.route("req-route-accepted", &fp, Duration::from_secs(5))
+        .unwrap();
+}
+
 #[test]
 fn a_second_client_waits_for_the_decision_of_a_pushed_footprint() {
     let daemon = daemon_or_skip!("wait");
