@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Emulated prefill engine: POST /v1/prefill runs a pretend prefill and pushes
+"""Emulated prefill engine, in one of three flavors.
+
+--flavor eldr (default): POST /v1/prefill runs a pretend prefill and pushes
 the request's expert footprint to eldr, keyed by its request id, so that the
 gateway can ask eldr for the decode worker.
 
@@ -9,9 +11,16 @@ gateway can ask eldr for the decode worker.
 prompt_tokens may also be the prompt's token ids (a list of ints); tokens is
 then their count.
 
+--flavor sglang / --flavor vllm: a stock engine started with
+--enable-return-routed-experts. It knows nothing of eldr: POST /generate
+(SGLang) or POST /v1/completions (vLLM) answers with the per-token routed
+expert ids in exactly the fields those engines use (stock_protocols.py), and
+the gateway builds the footprint from the response.
+
 The footprint is a row of a trace file (int16 [N][layers][experts] .npy: see
 make_trace.py, or the prefill.npy of `eldr synth`), picked by a hash of the
-request id so that a retried request pushes the same footprint.
+request id (SGLang: rid, vLLM: request_id) so that a retried request gets the
+same footprint.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from typing import Any, Dict
 import numpy as np
 
 import eldr
+import stock_protocols
 from engine_http import BadRequest, Reply, require_int, require_str, serve
 
 MAX_PROMPT_TOKENS = 1 << 20
@@ -91,6 +101,50 @@ class PrefillEngine:
                          "trace_rows": len(self.trace)}
 
 
+class StockEngine:
+    """A stock SGLang or vLLM prefill server: answers with routed experts."""
+
+    def __init__(self, trace: np.ndarray, flavor: str, top_k: int, dense_layers: int,
+                 sglang_dtype: str, us_per_token: float) -> None:
+        self.trace = trace
+        self.flavor = flavor
+        self.top_k = top_k
+        self.dense_layers = dense_layers
+        self.sglang_dtype = sglang_dtype
+        self.us_per_token = us_per_token
+        self.lock = threading.Lock()
+        self.ids: Dict[int, np.ndarray] = {}
+        self.served = 0
+        # Every row must be expressible as per-token picks: checked up front.
+        for i in range(len(trace)):
+            self.ids[i] = stock_protocols.token_ids(trace[i], top_k)
+
+    def ids_for(self, key: str) -> np.ndarray:
+        return self.ids[footprint_index(key, len(self.trace))]
+
+    def generate(self, body: Dict[str, Any]) -> Reply:  # SGLang
+        reply = stock_protocols.sglang_generate(body, self.ids_for, self.dense_layers,
+                                                self.sglang_dtype, "emulated prefill")
+        return self.served_reply(reply["meta_info"]["prompt_tokens"], reply)
+
+    def completions(self, body: Dict[str, Any]) -> Reply:  # vLLM
+        reply = stock_protocols.vllm_completions(body, self.ids_for, self.dense_layers,
+                                                 self.trace.shape[2], "emulated-moe",
+                                                 "emulated prefill")
+        return self.served_reply(reply["usage"]["prompt_tokens"], reply)
+
+    def served_reply(self, prompt_tokens: int, reply: Dict[str, Any]) -> Reply:
+        time.sleep(prompt_tokens * self.us_per_token / 1e6)  # the "forward pass"
+        with self.lock:
+            self.served += 1
+        return 200, reply
+
+    def stats(self) -> Reply:
+        with self.lock:
+            return 200, {"served": self.served, "trace_rows": len(self.trace),
+                         "flavor": self.flavor}
+
+
 def load_trace(path: str) -> np.ndarray:
     trace = np.load(path, mmap_mode="r", allow_pickle=False)
     if trace.ndim != 3 or trace.shape[0] == 0 or trace.dtype.kind not in "iu":
@@ -108,9 +162,33 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0, help="0 = any free port")
     parser.add_argument("--us-per-token", type=float, default=2.0,
                         help="emulated prefill time per prompt token (microseconds)")
+    parser.add_argument("--flavor", choices=("eldr", "sglang", "vllm"), default="eldr",
+                        help="eldr: push to eldrd; sglang/vllm: answer as the stock engine")
+    parser.add_argument("--top-k", type=int, default=4,
+                        help="sglang/vllm: experts per token of the trace's model")
+    parser.add_argument("--dense-layers", type=int, default=0,
+                        help="sglang/vllm: leading hidden layers that are dense (not MoE)")
+    parser.add_argument("--sglang-dtype", choices=("int32", "uint8", "uint16"), default="int32",
+                        help="sglang: id dtype (newer versions name it in routed_experts_dtype)")
     args = parser.parse_args()
 
     trace = load_trace(args.trace)
+    if args.flavor != "eldr":
+        if not 1 <= args.top_k <= trace.shape[2] or args.dense_layers < 0:
+            raise SystemExit("--top-k must be in [1, experts] and --dense-layers >= 0")
+        try:
+            stock = StockEngine(trace, args.flavor, args.top_k, args.dense_layers,
+                                args.sglang_dtype, args.us_per_token)
+        except ValueError as err:
+            raise SystemExit(f"{args.trace}: {err}")
+        route = {"sglang": {"/generate": stock.generate},
+                 "vllm": {"/v1/completions": stock.completions}}[args.flavor]
+        print(f"prefill: {args.flavor} flavor, {len(trace)} footprints "
+              f"{trace.shape[1]}x{trace.shape[2]} k={args.top_k} from {args.trace}",
+              file=sys.stderr, flush=True)
+        serve("prefill", args.host, args.port, route,
+              {"/stats": stock.stats, "/healthz": lambda: (200, {"ok": True})})
+        return
     try:
         client = eldr.Client(args.instance, open_timeout_ms=5000)
     except eldr.Error as err:

@@ -5,7 +5,7 @@
 // seqlock cells keyed by request id that only the daemon writes. Nothing on
 // the data path takes a lock; every byte a client wrote is treated as hostile.
 //
-// Layout and protocol details live in core/src/shm_layout.hpp (POD structs,
+// Layout and protocol details live in shm/internal/eldr/shm/layout.hpp (POD structs,
 // static_asserts, layout hash); this header is what the rest of eldr uses.
 #pragma once
 

@@ -196,7 +196,7 @@ static_assert(sizeof(WorkerPayload) == kWorkerWords * 8 && sizeof(WorkerCell) ==
 // evicted decisions only ~8% of decision_slots publishes old (its 8 cells
 // were all recent) while far older ones survived elsewhere; the older of two
 // independent runs keeps every decision for about a third of decision_slots
-// publishes (see shm_decisions.hpp). Readers probe the same cells, so the
+// publishes (see decisions.hpp). Readers probe the same cells, so the
 // scheme is folded into kLayoutHash.
 inline constexpr uint32_t kProbe = 8;            // cells per run
 inline constexpr uint32_t kProbeRuns = 2;        // runs per request id
