@@ -26,6 +26,20 @@ void register_error_translator() {
   });
 }
 
+void require_numpy(const std::string& use) {
+  static bool imported = false;  // read and written with the GIL held
+  if (imported) return;
+  try {
+    py::module_::import("numpy");
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_ImportError)) throw;
+    throw py::import_error("eldr: " + use +
+                           " needs NumPy, which this interpreter cannot import (pip install "
+                           "numpy); import eldr and the calls without arrays work without it");
+  }
+  imported = true;
+}
+
 namespace {
 
 void check_ndim(const py::array& array, py::ssize_t expected, const char* what) {
@@ -42,6 +56,7 @@ void check_ndim(const py::array& array, py::ssize_t expected, const char* what) 
 
 template <typename T>
 IntArray<T> as_int_array(const py::handle& obj, py::ssize_t ndim, const char* what) {
+  require_numpy(std::string("the array argument ") + what);
   // Fast path: the caller's buffer, borrowed.
   if (IntArray<T>::check_(obj)) {
     auto array = py::reinterpret_borrow<IntArray<T>>(obj);

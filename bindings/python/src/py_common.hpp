@@ -113,6 +113,11 @@ using IntArray = py::array_t<T, py::array::c_style>;
 // fits T (OUT_OF_RANGE otherwise: values are never wrapped or truncated).
 // Non-integer dtypes raise TypeError; a wrong number of dimensions raises
 // ShapeMismatch. `what` names the argument in messages.
+// NumPy is imported by the first call that takes or returns an array, never by
+// `import eldr` (an engine's venv may have none: the calls without arrays
+// work there). Raises ImportError naming `use` when NumPy cannot be imported.
+void require_numpy(const std::string& use);
+
 template <typename T>
 IntArray<T> as_int_array(const py::handle& obj, py::ssize_t ndim, const char* what);
 
