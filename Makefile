@@ -11,8 +11,10 @@ SOAK_SECONDS ?= 120
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 ELDR := $(BUILD)/tools/eldr
+PYTHON ?= /usr/bin/python3
+WHEEL_DIR ?= $(BUILD)/wheels
 
-.PHONY: all deps configure build test test-full test-soak test-unit test-asan test-tsan test-fuzz lint demo bench sim-table clean
+.PHONY: all deps configure build wheel test test-full test-soak test-unit test-asan test-tsan test-fuzz lint demo bench sim-table clean
 
 all: build
 
@@ -24,6 +26,14 @@ configure: deps
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
+
+# The Python package as a wheel in $(WHEEL_DIR), for engine hosts without a
+# compiler: for $(PYTHON) (PYTHON=/path/to/venv/bin/python picks another
+# CPython), over this build's libeldr.so (shipped inside the wheel).
+wheel: configure
+	cmake --build $(BUILD) -j $(JOBS) --target eldr_capi
+	ELDR_JOBS=$(JOBS) $(PYTHON) bindings/python/build_backend/eldr_build_backend.py \
+	  --out $(WHEEL_DIR) --build-dir $(BUILD)
 
 # Every suite: the tests under ASan+UBSan and under TSan, each fuzzer for
 # FUZZ_SECONDS from its seed corpus (fixed FUZZ_SEED: CI runs repeat; vary it
