@@ -25,8 +25,8 @@ not ``<checkout>/bindings/python``), ``ELDR_LIBRARY``, ``ELDR_BUILD_DIR``,
 ``ELDR_PYTHON_BUILD_DIR`` (keep the extension's CMake build there, one per
 interpreter, instead of a temporary folder: rebuilds are incremental),
 ``ELDR_STRIP`` (``0``: keep the debug info of the shipped libeldr.so),
-``ELDR_JOBS``, ``CMAKE`` (the cmake executable). Paths should be absolute
-(pip runs the backend in bindings/python).
+``ELDR_JOBS``, ``CMAKE`` (the cmake executable). Relative paths are taken
+from the checkout's root (pip runs the backend in bindings/python).
 
 Also a command (what ``make wheel`` runs)::
 
@@ -164,10 +164,11 @@ def _library(config_settings: Settings, root: Path, work: Path) -> Path:
     """libeldr.so: given, from a build folder, or built here (C API only)."""
     given = _setting(config_settings, "ELDR_LIBRARY")
     build_dir = _setting(config_settings, "ELDR_BUILD_DIR")
+    # Relative paths are the checkout's: pip runs this in bindings/python.
     if given:
-        library = Path(given)
+        library = root / given
     elif build_dir:
-        library = Path(build_dir) / "lib" / "libeldr.so"
+        library = root / build_dir / "lib" / "libeldr.so"
     else:
         capi = work / "capi"
         extra = shlex.split(_setting(config_settings, "ELDR_CMAKE_ARGS") or "")
