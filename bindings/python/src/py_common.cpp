@@ -26,14 +26,15 @@ void register_error_translator() {
   });
 }
 
-void require_numpy(const std::string& use) {
+void require_numpy(const char* what, bool is_argument) {
   static bool imported = false;  // read and written with the GIL held
   if (imported) return;
   try {
     py::module_::import("numpy");
   } catch (py::error_already_set& e) {
     if (!e.matches(PyExc_ImportError)) throw;
-    throw py::import_error("eldr: " + use +
+    throw py::import_error(std::string("eldr: ") + (is_argument ? "the array argument " : "") +
+                           what +
                            " needs NumPy, which this interpreter cannot import (pip install "
                            "numpy); import eldr and the calls without arrays work without it");
   }
@@ -56,7 +57,7 @@ void check_ndim(const py::array& array, py::ssize_t expected, const char* what) 
 
 template <typename T>
 IntArray<T> as_int_array(const py::handle& obj, py::ssize_t ndim, const char* what) {
-  require_numpy(std::string("the array argument ") + what);
+  require_numpy(what, /*is_argument=*/true);
   // Fast path: the caller's buffer, borrowed.
   if (IntArray<T>::check_(obj)) {
     auto array = py::reinterpret_borrow<IntArray<T>>(obj);

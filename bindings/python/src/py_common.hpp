@@ -106,6 +106,13 @@ class SharedHandle {
 template <typename T>
 using IntArray = py::array_t<T, py::array::c_style>;
 
+// NumPy is imported by the first call that takes or returns an array, never by
+// `import eldr` (an engine's venv may have none: the calls without arrays
+// work there). Raises ImportError naming `what` (an array argument when
+// `is_argument`, else the call) when NumPy cannot be imported; after the first
+// success it only reads a flag.
+void require_numpy(const char* what, bool is_argument);
+
 // Integer arrays as the C API wants them (footprints: int16 [layers][experts]
 // or [requests][layers][experts]; loads: uint32 [workers]). A C-contiguous
 // array of the exact dtype is borrowed as is (no copy). Any other integer
@@ -113,11 +120,6 @@ using IntArray = py::array_t<T, py::array::c_style>;
 // fits T (OUT_OF_RANGE otherwise: values are never wrapped or truncated).
 // Non-integer dtypes raise TypeError; a wrong number of dimensions raises
 // ShapeMismatch. `what` names the argument in messages.
-// NumPy is imported by the first call that takes or returns an array, never by
-// `import eldr` (an engine's venv may have none: the calls without arrays
-// work there). Raises ImportError naming `use` when NumPy cannot be imported.
-void require_numpy(const std::string& use);
-
 template <typename T>
 IntArray<T> as_int_array(const py::handle& obj, py::ssize_t ndim, const char* what);
 

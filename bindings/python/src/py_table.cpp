@@ -92,7 +92,7 @@ py::array_t<float> scores(const ClusterTable& self, const py::handle& counts_obj
 }
 
 py::array_t<int32_t> worker_ids(const ClusterTable& self) {
-  require_numpy("ClusterTable.worker_ids()");
+  require_numpy("ClusterTable.worker_ids", /*is_argument=*/false);
   const uint32_t n = self.info().num_workers;
   py::array_t<int32_t> out(static_cast<py::ssize_t>(n));
   check(eldr_table_worker_ids(self.get(), out.mutable_data(), n));

@@ -8,11 +8,11 @@ import sys
 import textwrap
 
 
-def _run_without_numpy(code: str) -> str:
+def _run_without_numpy(code: str, *args: str) -> str:
     """Runs code in a fresh interpreter where ``import numpy`` fails."""
     prelude = "import sys\nsys.modules['numpy'] = None  # import numpy raises ImportError\n"
     result = subprocess.run(
-        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        [sys.executable, "-c", prelude + textwrap.dedent(code), *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -48,3 +48,21 @@ def test_calls_without_arrays_work_and_array_calls_say_they_need_numpy() -> None
         """
     )
     assert "needs NumPy" in out and "prefill_counts" in out
+
+
+def test_a_saved_table_loads_and_routes_setup_without_numpy(table_path: str) -> None:
+    out = _run_without_numpy(
+        """
+        import eldr
+        table = eldr.ClusterTable.load(sys.argv[1])
+        router = eldr.Router(table, policy="eldr", tau=0.1, seed=0)
+        assert table.num_workers > 0 and router.workers()
+        try:
+            table.worker_ids
+        except ImportError as error:
+            print(error)
+        assert "numpy" not in {m for m, v in sys.modules.items() if v is not None}
+        """,
+        table_path,
+    )
+    assert "ClusterTable.worker_ids needs NumPy" in out
