@@ -229,10 +229,8 @@ uint32_t read_le32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
 }
 
-// Parses a whole .npy image. When `owned` is given it holds the same bytes as
-// `file`, and the element data is moved out of it instead of copied: capture
-// dumps can be gigabytes, and read_npy should not need twice that.
-Result<NpyArray> parse_impl(std::span<const uint8_t> file, std::vector<uint8_t>* owned) {
+// Reads the magic, version and header length; returns the offset of the data.
+Result<uint64_t> header_size_impl(std::span<const uint8_t> file, size_t* len_bytes_out) {
   if (file.size() < kMagicLen + 2 || std::memcmp(file.data(), kMagic, kMagicLen) != 0)
     return Status{Errc::corrupt, "not an npy file (bad magic)"};
   const uint8_t major = file[6], minor = file[7];
@@ -250,32 +248,59 @@ Result<NpyArray> parse_impl(std::span<const uint8_t> file, std::vector<uint8_t>*
                                      std::to_string(file.size()) + " bytes)"};
   const uint64_t header_len = len_bytes == 2 ? uint64_t{file[8]} | uint64_t{file[9]} << 8
                                              : uint64_t{read_le32(file.data() + 8)};
-  if (header_len > kMaxHeaderLen || header_len > file.size() - preamble)
-    return Status{Errc::corrupt, "npy header length " + std::to_string(header_len) +
+  if (header_len > kMaxHeaderLen)
+    return Status{Errc::corrupt,
+                  "npy header length " + std::to_string(header_len) + " is implausibly large"};
+  if (len_bytes_out) *len_bytes_out = len_bytes;
+  return preamble + header_len;
+}
+
+Result<NpyHeader> header_impl(std::span<const uint8_t> file) {
+  size_t len_bytes = 0;
+  auto data_start = header_size_impl(file, &len_bytes);
+  if (!data_start) return data_start.status();
+  const size_t preamble = kMagicLen + 2 + len_bytes;
+  if (*data_start > file.size())
+    return Status{Errc::corrupt, "npy header length " + std::to_string(*data_start - preamble) +
                                      " runs past the end of the file (" +
                                      std::to_string(file.size()) + " bytes)"};
-  const size_t data_start = preamble + static_cast<size_t>(header_len);
   std::string_view header(reinterpret_cast<const char*>(file.data() + preamble),
-                          static_cast<size_t>(header_len));
-
+                          static_cast<size_t>(*data_start - preamble));
   HeaderParser::Fields fields;
   ELDR_TRY(HeaderParser(header).parse(&fields));
   auto descr = parse_descr(fields.descr);
   if (!descr) return descr.status();
-  if (fields.fortran_order)
-    return Status{Errc::unsupported, "npy: fortran_order True is not supported (save C order)"};
-
-  NpyArray out;
+  NpyHeader out;
   out.dtype = descr->dtype;
+  out.big_endian = descr->swap;
+  out.fortran_order = fields.fortran_order;
   out.shape = std::move(fields.shape);
+  out.data_offset = *data_start;
   uint64_t count = 1;
   for (uint64_t d : out.shape)
     if (!checked_mul(count, d, &count))
       return Status{Errc::corrupt, "npy shape " + shape_string(out.shape) + " overflows"};
-  const size_t width = npy_dtype_size(out.dtype);
-  uint64_t expected = 0;
-  if (!checked_mul(count, width, &expected))
+  if (!checked_mul(count, npy_dtype_size(out.dtype), &out.data_bytes))
     return Status{Errc::corrupt, "npy shape " + shape_string(out.shape) + " overflows"};
+  return out;
+}
+
+// Parses a whole .npy image. When `owned` is given it holds the same bytes as
+// `file`, and the element data is moved out of it instead of copied: capture
+// dumps can be gigabytes, and read_npy should not need twice that.
+Result<NpyArray> parse_impl(std::span<const uint8_t> file, std::vector<uint8_t>* owned) {
+  auto header = header_impl(file);
+  if (!header) return header.status();
+  if (header->fortran_order)
+    return Status{Errc::unsupported, "npy: fortran_order True is not supported (save C order)"};
+  const size_t data_start = static_cast<size_t>(header->data_offset);
+
+  NpyArray out;
+  out.dtype = header->dtype;
+  out.shape = std::move(header->shape);
+  const size_t width = npy_dtype_size(out.dtype);
+  const uint64_t count = header->data_bytes / width;
+  const uint64_t expected = header->data_bytes;
   const uint64_t actual = file.size() - data_start;
   if (actual != expected)
     return Status{Errc::corrupt, "npy data is " + std::to_string(actual) + " bytes but shape " +
@@ -289,7 +314,7 @@ Result<NpyArray> parse_impl(std::span<const uint8_t> file, std::vector<uint8_t>*
   } else {
     out.bytes.assign(file.begin() + static_cast<std::ptrdiff_t>(data_start), file.end());
   }
-  if (descr->swap) byteswap_in_place(out.bytes.data(), count, width);
+  if (header->big_endian) byteswap_in_place(out.bytes.data(), count, width);
   return out;
 }
 
@@ -482,6 +507,15 @@ const char* npy_dtype_descr(NpyDtype dtype) noexcept {
       return "<f8";
   }
   return "|u1";
+}
+
+Result<uint64_t> npy_header_size(std::span<const uint8_t> prefix) {
+  return guarded("npy_header_size",
+                 [&]() -> Result<uint64_t> { return header_size_impl(prefix, nullptr); });
+}
+
+Result<NpyHeader> parse_npy_header(std::span<const uint8_t> prefix) {
+  return guarded("parse_npy_header", [&]() -> Result<NpyHeader> { return header_impl(prefix); });
 }
 
 Result<NpyArray> parse_npy(std::span<const uint8_t> file_bytes) {

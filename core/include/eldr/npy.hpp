@@ -24,6 +24,25 @@ struct NpyArray {
 size_t npy_dtype_size(NpyDtype dtype) noexcept;
 const char* npy_dtype_descr(NpyDtype dtype) noexcept;  // "<i2", "|u1", ...
 
+// The preamble and header dict of an .npy image, without its data: what a
+// streaming reader (the base64 routed-expert decoder) needs before it sees the
+// element bytes, parsed by the same code as parse_npy.
+struct NpyHeader {
+  NpyDtype dtype = NpyDtype::u8;
+  bool big_endian = false;  // multi-byte elements stored '>' (parse_npy swaps them)
+  bool fortran_order = false;
+  std::vector<uint64_t> shape;
+  uint64_t data_offset = 0;  // bytes before the first element
+  uint64_t data_bytes = 0;   // product of shape times the element width
+};
+// The smallest prefix that holds the whole header: needs the first 10 bytes
+// (12 for formats 2.0 and 3.0) of the image; corrupt or unsupported otherwise.
+inline constexpr size_t kNpyPreambleMax = 12;
+Result<uint64_t> npy_header_size(std::span<const uint8_t> prefix);
+// Parses the header from a prefix of at least npy_header_size() bytes.
+// Does not check the data length or the memory order: callers do.
+Result<NpyHeader> parse_npy_header(std::span<const uint8_t> prefix);
+
 // Formats 1.0, 2.0 and 3.0; C order only (fortran_order True is unsupported).
 Result<NpyArray> parse_npy(std::span<const uint8_t> file_bytes);
 Result<NpyArray> read_npy(const std::string& path);
