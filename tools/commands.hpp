@@ -17,5 +17,6 @@ void register_status_commands(CLI::App& app);  // status, reload (eldrd)
 void register_loadgen_command(CLI::App& app);
 void register_bench_ring_command(CLI::App& bench);             // bench ring, under `bench`
 void register_bench_ring_throughput_command(CLI::App& bench);  // bench ring-throughput
+void register_bench_decode_command(CLI::App& bench);           // bench decode
 
 }  // namespace eldr::cli

@@ -28,9 +28,16 @@ struct Plan {
   uint32_t layers = 0;  // footprint L
   uint64_t rows = 0;
   uint64_t first = 0, last = 0;  // counted rows [first, last)
-  // Per position inside a row ([hidden layer][slot]): the accumulator offset
-  // of the footprint layer (layer * E), or -1 for a dense layer.
-  std::vector<int32_t> col_offset;
+  // The accumulator is [L + 2][E + 2]: per footprint layer a column for
+  // cached entries (int16 -1), the E experts and a column for bad ids; then
+  // a row that takes the MoE entries of rows outside the counted range (only
+  // its bad column matters) and one that takes dense layers' entries
+  // (ignored). Clamping every id into its row makes the hot loop branch-free:
+  // a bad id lands in a bad column, found after the chunk.
+  uint32_t stride = 0;  // E + 2
+  // Per position inside a row ([hidden layer][slot]): the offset of the
+  // accumulator row it lands in, for a counted row and for an uncounted one.
+  std::vector<uint32_t> counted_offset, uncounted_offset;
 };
 
 std::string uint_list(std::span<const uint32_t> v) {
@@ -96,32 +103,38 @@ Result<Plan> make_plan(const RoutedExpertsOptions& o, uint32_t hidden_layers, ui
   } else {
     p.last = p.first + o.row_count;
   }
-  // The int32 accumulator cannot wrap: a cell grows at most top_k per counted row.
+  // The accumulator's counted cells cannot wrap: one grows at most top_k per
+  // counted row.
   uint64_t max_cell = 0;
   if (!checked_mul(p.last - p.first, top_k, &max_cell) || max_cell > INT32_MAX)
     return Status{Errc::out_of_range, std::to_string(p.last - p.first) +
                                           " rows are too many to count into an int16 footprint"};
-  std::vector<int32_t> layer_offset(hidden_layers, -1);
+  p.stride = p.experts + 2;
+  const uint32_t uncounted_row = p.layers * p.stride, dense_row = (p.layers + 1) * p.stride;
+  std::vector<uint32_t> layer_offset(hidden_layers, dense_row);
   if (o.moe_layers.empty()) {
-    for (uint32_t h = 0; h < hidden_layers; ++h)
-      layer_offset[h] = static_cast<int32_t>(h * p.experts);
+    for (uint32_t h = 0; h < hidden_layers; ++h) layer_offset[h] = h * p.stride;
   } else {
     for (size_t i = 0; i < o.moe_layers.size(); ++i)
-      layer_offset[o.moe_layers[i]] = static_cast<int32_t>(i * p.experts);
+      layer_offset[o.moe_layers[i]] = static_cast<uint32_t>(i) * p.stride;
   }
-  p.col_offset.resize(size_t{hidden_layers} * top_k);
-  for (uint32_t h = 0; h < hidden_layers; ++h)
-    std::fill_n(p.col_offset.begin() + static_cast<std::ptrdiff_t>(size_t{h} * top_k), top_k,
-                layer_offset[h]);
+  p.counted_offset.resize(size_t{hidden_layers} * top_k);
+  p.uncounted_offset.resize(size_t{hidden_layers} * top_k);
+  for (uint32_t h = 0; h < hidden_layers; ++h) {
+    const auto at = static_cast<std::ptrdiff_t>(size_t{h} * top_k);
+    std::fill_n(p.counted_offset.begin() + at, top_k, layer_offset[h]);
+    std::fill_n(p.uncounted_offset.begin() + at, top_k,
+                layer_offset[h] == dense_row ? dense_row : uncounted_row);
+  }
   return p;
 }
 
-// Counts a stream of ids into the int32 accumulator, element by element in
+// Counts a stream of ids into the accumulator, element by element in
 // row-major order, however the caller splits the stream.
 class Counter {
  public:
   explicit Counter(Plan plan)
-      : m_plan(std::move(plan)), m_acc(size_t{m_plan.layers} * m_plan.experts, 0) {}
+      : m_plan(std::move(plan)), m_acc(size_t{m_plan.layers + 2} * m_plan.stride, 0) {}
 
   template <class T>
   Status feed(const uint8_t* bytes, size_t n);
@@ -129,65 +142,51 @@ class Counter {
   // Narrows into out, or out_of_range (out untouched) when a cell passes int16.
   Status finish(std::span<int16_t> out) const;
 
-  uint64_t cached() const noexcept { return m_cached; }
+  uint64_t cached() const noexcept;
   const Plan& plan() const noexcept { return m_plan; }
 
  private:
   template <class T>
-  Status bad_id(T v, size_t col) const;
+  void count(const uint8_t* bytes, size_t n);
+  template <class T>
+  Status find_bad(const uint8_t* bytes, size_t n, uint64_t row, size_t col) const;
+  bool any_bad() const noexcept;
 
   Plan m_plan;
-  std::vector<int32_t> m_acc;
+  // uint32: the counted cells are bounded by make_plan; the sink rows may
+  // wrap harmlessly, and bad columns are checked after every chunk of at most
+  // kMaxFeed elements, long before they could wrap to zero.
+  std::vector<uint32_t> m_acc;
   uint64_t m_row = 0;
   size_t m_col = 0;
-  uint64_t m_cached = 0;
 };
 
-template <class T>
-Status Counter::bad_id(T v, size_t col) const {
-  const auto h = col / m_plan.top_k, slot = col % m_plan.top_k;
-  std::string where = " at row " + std::to_string(m_row) + ", hidden layer " + std::to_string(h) +
-                      ", slot " + std::to_string(slot);
-  if constexpr (std::is_signed_v<T>) {
-    if (v < 0)
-      return {Errc::out_of_range,
-              "negative expert id " + std::to_string(v) + where +
-                  (std::is_same_v<T, int16_t> ? " (only -1 marks a cached entry)"
-                                              : " (only int16 ids may mark cached entries)")};
-  }
-  return {Errc::out_of_range, "expert id " + std::to_string(v) + where + " is outside [0, " +
-                                  std::to_string(m_plan.experts) + ")"};
-}
+constexpr size_t kMaxFeed = size_t{1} << 20;
 
 template <class T>
-Status Counter::feed(const uint8_t* bytes, size_t n) {
+void Counter::count(const uint8_t* bytes, size_t n) {
   constexpr bool kCachedMarker = std::is_same_v<T, int16_t>;
-  const int32_t* offsets = m_plan.col_offset.data();
-  int32_t* acc = m_acc.data();
+  uint32_t* acc = m_acc.data();
   const uint64_t experts = m_plan.experts;
-  const size_t row_len = m_plan.col_offset.size();
+  const size_t row_len = m_plan.counted_offset.size();
   while (n > 0) {
     const bool counting = m_row >= m_plan.first && m_row < m_plan.last;
+    const uint32_t* offsets =
+        (counting ? m_plan.counted_offset.data() : m_plan.uncounted_offset.data()) + m_col;
     const size_t take = std::min(n, row_len - m_col);
-    const size_t col0 = m_col;
-    // One row segment at a time: the counting decision is per row, out of the
-    // inner loop, and the loop body is a load, a compare and an increment.
+    // Column of id v: 1 + v for a valid id, E + 1 for a bad one, 0 for the
+    // int16 cached marker. Sign-extended to 64 bits a negative id is huge, so
+    // one unsigned min covers both ends.
     for (size_t i = 0; i < take; ++i) {
       T v;
       std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
-      const int32_t off = offsets[col0 + i];
-      if (off < 0) continue;  // a dense layer: not an expert choice
-      if constexpr (kCachedMarker) {
-        if (v == -1) {
-          m_cached += counting;
-          continue;
-        }
-      }
-      // Sign-extended to 64 bits, a negative id is huge: one unsigned compare
-      // rejects both ends.
       const auto id = static_cast<uint64_t>(static_cast<int64_t>(v));
-      if (id >= experts) return bad_id(v, col0 + i);
-      if (counting) ++acc[off + static_cast<int32_t>(id)];
+      uint64_t column;
+      if constexpr (kCachedMarker)
+        column = std::min(id + 1, experts + 1);
+      else
+        column = std::min(id, experts) + 1;
+      ++acc[offsets[i] + column];
     }
     bytes += take * sizeof(T);
     n -= take;
@@ -197,18 +196,82 @@ Status Counter::feed(const uint8_t* bytes, size_t n) {
       ++m_row;
     }
   }
+}
+
+bool Counter::any_bad() const noexcept {
+  uint32_t bad = 0;
+  for (uint32_t l = 0; l <= m_plan.layers; ++l)
+    bad |= m_acc[size_t{l} * m_plan.stride + m_plan.experts + 1];
+  return bad != 0;
+}
+
+uint64_t Counter::cached() const noexcept {
+  uint64_t n = 0;
+  for (uint32_t l = 0; l < m_plan.layers; ++l) n += m_acc[size_t{l} * m_plan.stride];
+  return n;
+}
+
+// The slow path after a chunk put something in a bad column: name the first
+// bad id of the chunk.
+template <class T>
+Status Counter::find_bad(const uint8_t* bytes, size_t n, uint64_t row, size_t col) const {
+  const size_t row_len = m_plan.counted_offset.size();
+  const uint32_t dense_row = (m_plan.layers + 1) * m_plan.stride;
+  for (size_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
+    const bool dense = m_plan.counted_offset[col] == dense_row;
+    const bool cached = std::is_same_v<T, int16_t> && v == -1;
+    if (!dense && !cached && static_cast<uint64_t>(static_cast<int64_t>(v)) >= m_plan.experts) {
+      std::string where = " at row " + std::to_string(row) + ", hidden layer " +
+                          std::to_string(col / m_plan.top_k) + ", slot " +
+                          std::to_string(col % m_plan.top_k);
+      if constexpr (std::is_signed_v<T>) {
+        if (v < 0)
+          return {Errc::out_of_range,
+                  "negative expert id " + std::to_string(v) + where +
+                      (std::is_same_v<T, int16_t> ? " (only -1 marks a cached entry)"
+                                                  : " (only int16 ids may mark cached entries)")};
+      }
+      return {Errc::out_of_range, "expert id " + std::to_string(v) + where + " is outside [0, " +
+                                      std::to_string(m_plan.experts) + ")"};
+    }
+    if (++col == row_len) {
+      col = 0;
+      ++row;
+    }
+  }
+  return {Errc::internal, "a bad expert id was counted but not found again"};
+}
+
+template <class T>
+Status Counter::feed(const uint8_t* bytes, size_t n) {
+  while (n > 0) {
+    const size_t take = std::min(n, kMaxFeed);
+    const uint64_t row = m_row;
+    const size_t col = m_col;
+    count<T>(bytes, take);
+    if (any_bad()) return find_bad<T>(bytes, take, row, col);
+    bytes += take * sizeof(T);
+    n -= take;
+  }
   return Status::ok();
 }
 
 Status Counter::finish(std::span<int16_t> out) const {
-  for (size_t i = 0; i < m_acc.size(); ++i) {
-    if (m_acc[i] > INT16_MAX)
-      return {Errc::out_of_range, "footprint cell [layer " + std::to_string(i / m_plan.experts) +
-                                      ", expert " + std::to_string(i % m_plan.experts) +
-                                      "] counts " + std::to_string(m_acc[i]) +
-                                      " tokens, past int16's 32767"};
+  const uint32_t e = m_plan.experts;
+  for (uint32_t l = 0; l < m_plan.layers; ++l) {
+    const uint32_t* row = m_acc.data() + size_t{l} * m_plan.stride + 1;
+    for (uint32_t x = 0; x < e; ++x)
+      if (row[x] > INT16_MAX)
+        return {Errc::out_of_range, "footprint cell [layer " + std::to_string(l) + ", expert " +
+                                        std::to_string(x) + "] counts " + std::to_string(row[x]) +
+                                        " tokens, past int16's 32767"};
   }
-  for (size_t i = 0; i < m_acc.size(); ++i) out[i] = static_cast<int16_t>(m_acc[i]);
+  for (uint32_t l = 0; l < m_plan.layers; ++l) {
+    const uint32_t* row = m_acc.data() + size_t{l} * m_plan.stride + 1;
+    for (uint32_t x = 0; x < e; ++x) out[size_t{l} * e + x] = static_cast<int16_t>(row[x]);
+  }
   return Status::ok();
 }
 
