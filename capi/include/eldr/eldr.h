@@ -367,6 +367,96 @@ ELDR_API eldr_status_t eldr_router_worker_slots(const eldr_router_t* router, uin
 ELDR_API eldr_status_t eldr_router_workers(const eldr_router_t* router, int32_t* ids,
                                            uint8_t* states, uint32_t* inflight, uint32_t n);
 
+/* ---- footprints from engines' routed-expert payloads -------------------------
+ * Stock engines can return, per request, the experts each token was routed to:
+ * ids [rows][num_hidden_layers][top_k], one row per token. SGLang sends them
+ * base64-encoded raw (meta_info.routed_experts: int32, or the dtype named in
+ * meta_info.routed_experts_dtype); vLLM a base64 .npy (choices[i].routed_experts,
+ * uint8 up to 256 experts, else uint16). These calls count them into a
+ * footprint int16 [layers][experts], layers being the MoE layers among the
+ * hidden layers. Stateless and thread-safe; no allocation is kept.
+ * Every malformed payload is an error, never a wrong footprint: CORRUPT (bad
+ * base64, a length that is not whole rows, a bad .npy header or data length),
+ * UNSUPPORTED (a .npy dtype that is not u1/u2/i2/i4/i8, big-endian, Fortran
+ * order), SHAPE_MISMATCH (out_len, or a .npy whose shape or dtype disagrees
+ * with the options), OUT_OF_RANGE (an id outside [0, num_experts), a cell past
+ * 32767, rows past the payload, a MoE layer past num_hidden_layers),
+ * INVALID_ARGUMENT (NULL, options, dtype).
+ */
+
+/* Element types of ids. INT16 reserves -1 for a prefix-cache hit (vLLM
+ * v0.21): such entries are skipped, counted in info.cached_entries. */
+#define ELDR_DTYPE_AUTO 0   /* .npy only: whatever its header says */
+#define ELDR_DTYPE_UINT8 1
+#define ELDR_DTYPE_UINT16 2
+#define ELDR_DTYPE_INT16 3
+#define ELDR_DTYPE_INT32 4
+#define ELDR_DTYPE_INT64 5
+
+/* row_count value: every row from first_row to the end of the payload. */
+#define ELDR_ALL_ROWS UINT64_MAX
+
+#define ELDR_ROUTED_EXPERTS_OPTIONS_VERSION 1
+
+typedef struct eldr_routed_experts_options {
+  uint32_t version;            /* ELDR_ROUTED_EXPERTS_OPTIONS_VERSION */
+  uint32_t num_experts;        /* E (required) */
+  uint32_t num_hidden_layers;  /* the payload's layer axis: required for raw ids; .npy: 0 = its shape's, else must match */
+  uint32_t top_k;              /* the payload's top-k axis: as num_hidden_layers */
+  const uint32_t* moe_layers;  /* hidden layers that are MoE, ascending, unique; NULL = all (borrowed) */
+  uint32_t num_moe_layers;     /* entries in moe_layers */
+  uint32_t reserved0;
+  uint64_t first_row;          /* count rows [first_row, first_row + row_count) ... */
+  uint64_t row_count;          /* ... ELDR_ALL_ROWS = to the end; rows past the payload: OUT_OF_RANGE */
+  uint64_t reserved[4];
+} eldr_routed_experts_options_t;
+
+#define ELDR_ROUTED_EXPERTS_OPTIONS_INIT \
+  {ELDR_ROUTED_EXPERTS_OPTIONS_VERSION, 0, 0, 0, NULL, 0, 0, 0, ELDR_ALL_ROWS, {0, 0, 0, 0}}
+ELDR_API void eldr_routed_experts_options_init(eldr_routed_experts_options_t* options);
+
+#define ELDR_ROUTED_EXPERTS_INFO_VERSION 1
+
+typedef struct eldr_routed_experts_info {
+  uint32_t version;            /* in: ELDR_ROUTED_EXPERTS_INFO_VERSION */
+  uint32_t dtype;              /* the payload's ELDR_DTYPE_* */
+  uint32_t num_hidden_layers;  /* the payload's layer axis */
+  uint32_t top_k;              /* the payload's top-k axis */
+  uint32_t layers;             /* footprint layers (num_moe_layers, or num_hidden_layers) */
+  uint32_t reserved0;
+  uint64_t rows_in_payload;
+  uint64_t rows_counted;
+  uint64_t cached_entries;     /* int16 -1 entries skipped in the counted rows */
+  uint64_t reserved[4];
+} eldr_routed_experts_info_t;
+
+#define ELDR_ROUTED_EXPERTS_INFO_INIT \
+  {ELDR_ROUTED_EXPERTS_INFO_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, {0, 0, 0, 0}}
+ELDR_API void eldr_routed_experts_info_init(eldr_routed_experts_info_t* info);
+
+/* Raw, flat, little-endian ids of `dtype` (not AUTO), `bytes` long. out holds
+ * out_len int16 cells == layers * num_experts. info may be NULL; if given,
+ * info->version must be set. On failure out and info are untouched. */
+ELDR_API eldr_status_t eldr_footprint_from_ids(const void* ids, size_t bytes, int32_t dtype,
+                                               const eldr_routed_experts_options_t* options,
+                                               int16_t* out, size_t out_len,
+                                               eldr_routed_experts_info_t* info);
+/* The same ids as base64 text (standard alphabet, padded; `len` characters,
+ * no NUL needed): SGLang's meta_info.routed_experts. */
+ELDR_API eldr_status_t eldr_footprint_from_base64_ids(const char* base64, size_t len,
+                                                      int32_t dtype,
+                                                      const eldr_routed_experts_options_t* options,
+                                                      int16_t* out, size_t out_len,
+                                                      eldr_routed_experts_info_t* info);
+/* A base64 .npy of shape [rows][num_hidden_layers][top_k]: vLLM's
+ * choices[i].routed_experts. dtype: ELDR_DTYPE_AUTO, or the dtype the .npy
+ * must have (SHAPE_MISMATCH otherwise). */
+ELDR_API eldr_status_t eldr_footprint_from_base64_npy(const char* base64, size_t len,
+                                                      int32_t dtype,
+                                                      const eldr_routed_experts_options_t* options,
+                                                      int16_t* out, size_t out_len,
+                                                      eldr_routed_experts_info_t* info);
+
 /* ---- experimental: GPU footprint collection ----------------------------------
  * Needs a library built with CUDA (eldr_cuda_available() returns true); in
  * other builds each call returns ELDR_E_UNSUPPORTED. Declared only with
