@@ -42,12 +42,21 @@ pub const ELDR_ROUTER_OPTIONS_VERSION: i32 = 1;
 pub const ELDR_WORKER_STATE_ACTIVE: i32 = 0;
 pub const ELDR_WORKER_STATE_DRAINING: i32 = 1;
 pub const ELDR_WORKER_STATE_REMOVED: i32 = 2;
+pub const ELDR_DTYPE_AUTO: i32 = 0;
+pub const ELDR_DTYPE_UINT8: i32 = 1;
+pub const ELDR_DTYPE_UINT16: i32 = 2;
+pub const ELDR_DTYPE_INT16: i32 = 3;
+pub const ELDR_DTYPE_INT32: i32 = 4;
+pub const ELDR_DTYPE_INT64: i32 = 5;
+pub const ELDR_ROUTED_EXPERTS_OPTIONS_VERSION: i32 = 1;
+pub const ELDR_ROUTED_EXPERTS_INFO_VERSION: i32 = 1;
 pub const ELDR_GPU_OPTIONS_VERSION: i32 = 1;
 pub const ELDR_GPU_ERR_EXPERT_ID: i32 = 1;
 pub const ELDR_GPU_ERR_SLOT: i32 = 2;
 pub const ELDR_GPU_ERR_BLOCK_ROW: i32 = 4;
 pub const ELDR_GPU_ERR_FOOTPRINT: i32 = 8;
 pub const ELDR_GPU_ERR_BLOCK_ID: i32 = 16;
+pub type size_t = ::std::os::raw::c_ulong;
 pub type __uint8_t = ::std::os::raw::c_uchar;
 pub type __int16_t = ::std::os::raw::c_short;
 pub type __int32_t = ::std::os::raw::c_int;
@@ -1104,6 +1113,441 @@ extern "C" {
         states: *mut u8,
         inflight: *mut u32,
         n: u32,
+    ) -> eldr_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct eldr_routed_experts_options {
+    pub version: u32,
+    pub num_experts: u32,
+    pub num_hidden_layers: u32,
+    pub top_k: u32,
+    pub moe_layers: *const u32,
+    pub num_moe_layers: u32,
+    pub reserved0: u32,
+    pub first_row: u64,
+    pub row_count: u64,
+    pub reserved: [u64; 4usize],
+}
+#[test]
+fn bindgen_test_layout_eldr_routed_experts_options() {
+    assert_eq!(
+        ::std::mem::size_of::<eldr_routed_experts_options>(),
+        80usize,
+        concat!("Size of: ", stringify!(eldr_routed_experts_options))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<eldr_routed_experts_options>(),
+        8usize,
+        concat!("Alignment of ", stringify!(eldr_routed_experts_options))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_options),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_num_experts() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_experts) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_options),
+                "::",
+                stringify!(num_experts)
+            )
+        );
+    }
+    test_field_num_experts();
+    fn test_field_num_hidden_layers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_hidden_layers) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_options),
+                "::",
+                stringify!(num_hidden_layers)
+            )
+        );
+    }
+    test_field_num_hidden_layers();
+    fn test_field_top_k() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).top_k) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_options),
+                "::",
+                stringify!(top_k)
+            )
+        );
+    }
+    test_field_top_k();
+    fn test_field_moe_layers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).moe_layers) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_options),
+                "::",
+                stringify!(moe_layers)
+            )
+        );
+    }
+    test_field_moe_layers();
+    fn test_field_num_moe_layers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_moe_layers) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_options),
+                "::",
+                stringify!(num_moe_layers)
+            )
+        );
+    }
+    test_field_num_moe_layers();
+    fn test_field_reserved0() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize
+            },
+            28usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_options),
+                "::",
+                stringify!(reserved0)
+            )
+        );
+    }
+    test_field_reserved0();
+    fn test_field_first_row() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).first_row) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_options),
+                "::",
+                stringify!(first_row)
+            )
+        );
+    }
+    test_field_first_row();
+    fn test_field_row_count() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).row_count) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_options),
+                "::",
+                stringify!(row_count)
+            )
+        );
+    }
+    test_field_row_count();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_options),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+}
+pub type eldr_routed_experts_options_t = eldr_routed_experts_options;
+extern "C" {
+    pub fn eldr_routed_experts_options_init(options: *mut eldr_routed_experts_options_t);
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct eldr_routed_experts_info {
+    pub version: u32,
+    pub dtype: u32,
+    pub num_hidden_layers: u32,
+    pub top_k: u32,
+    pub layers: u32,
+    pub reserved0: u32,
+    pub rows_in_payload: u64,
+    pub rows_counted: u64,
+    pub cached_entries: u64,
+    pub reserved: [u64; 4usize],
+}
+#[test]
+fn bindgen_test_layout_eldr_routed_experts_info() {
+    assert_eq!(
+        ::std::mem::size_of::<eldr_routed_experts_info>(),
+        80usize,
+        concat!("Size of: ", stringify!(eldr_routed_experts_info))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<eldr_routed_experts_info>(),
+        8usize,
+        concat!("Alignment of ", stringify!(eldr_routed_experts_info))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_info),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_dtype() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dtype) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_info),
+                "::",
+                stringify!(dtype)
+            )
+        );
+    }
+    test_field_dtype();
+    fn test_field_num_hidden_layers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).num_hidden_layers) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_info),
+                "::",
+                stringify!(num_hidden_layers)
+            )
+        );
+    }
+    test_field_num_hidden_layers();
+    fn test_field_top_k() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).top_k) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_info),
+                "::",
+                stringify!(top_k)
+            )
+        );
+    }
+    test_field_top_k();
+    fn test_field_layers() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).layers) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_info),
+                "::",
+                stringify!(layers)
+            )
+        );
+    }
+    test_field_layers();
+    fn test_field_reserved0() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_info),
+                "::",
+                stringify!(reserved0)
+            )
+        );
+    }
+    test_field_reserved0();
+    fn test_field_rows_in_payload() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).rows_in_payload) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_info),
+                "::",
+                stringify!(rows_in_payload)
+            )
+        );
+    }
+    test_field_rows_in_payload();
+    fn test_field_rows_counted() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).rows_counted) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_info),
+                "::",
+                stringify!(rows_counted)
+            )
+        );
+    }
+    test_field_rows_counted();
+    fn test_field_cached_entries() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).cached_entries) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_info),
+                "::",
+                stringify!(cached_entries)
+            )
+        );
+    }
+    test_field_cached_entries();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_routed_experts_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_routed_experts_info),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+}
+pub type eldr_routed_experts_info_t = eldr_routed_experts_info;
+extern "C" {
+    pub fn eldr_routed_experts_info_init(info: *mut eldr_routed_experts_info_t);
+}
+extern "C" {
+    pub fn eldr_footprint_from_ids(
+        ids: *const ::std::os::raw::c_void,
+        bytes: size_t,
+        dtype: i32,
+        options: *const eldr_routed_experts_options_t,
+        out: *mut i16,
+        out_len: size_t,
+        info: *mut eldr_routed_experts_info_t,
+    ) -> eldr_status_t;
+}
+extern "C" {
+    pub fn eldr_footprint_from_base64_ids(
+        base64: *const ::std::os::raw::c_char,
+        len: size_t,
+        dtype: i32,
+        options: *const eldr_routed_experts_options_t,
+        out: *mut i16,
+        out_len: size_t,
+        info: *mut eldr_routed_experts_info_t,
+    ) -> eldr_status_t;
+}
+extern "C" {
+    pub fn eldr_footprint_from_base64_npy(
+        base64: *const ::std::os::raw::c_char,
+        len: size_t,
+        dtype: i32,
+        options: *const eldr_routed_experts_options_t,
+        out: *mut i16,
+        out_len: size_t,
+        info: *mut eldr_routed_experts_info_t,
     ) -> eldr_status_t;
 }
 extern "C" {
