@@ -179,4 +179,19 @@ eldr_status_t eldr_footprint_from_base64_npy(const char* base64, size_t len, int
   });
 }
 
+eldr_status_t eldr_base64_npy_shape(const char* base64, size_t len,
+                                    eldr_routed_experts_info_t* info) {
+  static constexpr const char* fn = "eldr_base64_npy_shape";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (len > 0)
+      if (eldr_status_t s = eldr::capi::require(fn, base64, "base64")) return s;
+    if (eldr_status_t s = eldr::capi::require(fn, info, "info")) return s;
+    if (eldr_status_t s =
+            eldr::capi::check_version(fn, "info", info->version, ELDR_ROUTED_EXPERTS_INFO_VERSION))
+      return s;
+    const std::string_view text(base64 ? base64 : "", base64 ? len : 0);
+    return eldr::capi::finish(fn, eldr::base64_npy_shape(text), info);
+  });
+}
+
 }  // extern "C"

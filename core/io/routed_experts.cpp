@@ -417,6 +417,34 @@ Result<NpyIds> check_npy_header(const NpyHeader& h, uint64_t total_bytes,
   return ids;
 }
 
+// Decodes just past the header of a base64 .npy (whole quanta) into
+// `prefix`: its fixed preamble says how long the dict is.
+Result<NpyHeader> read_base64_npy_header(base64::Decoder& dec, std::vector<uint8_t>* prefix) {
+  const size_t total = dec.decoded_size();
+  auto grow_to = [&](size_t want) -> Status {
+    want = std::min(want, total);
+    while (prefix->size() < want) {
+      const size_t need = (want - prefix->size() + 2) / 3 * 3;
+      const size_t at = prefix->size();
+      prefix->resize(at + need + 1);
+      auto n = dec.next(prefix->data() + at, need + 1);
+      if (!n) return n.status();
+      prefix->resize(at + *n);
+      if (*n == 0) break;
+    }
+    return Status::ok();
+  };
+  ELDR_TRY(grow_to(kNpyPreambleMax));
+  auto header_size = npy_header_size(*prefix);
+  if (!header_size) return header_size.status();
+  if (*header_size > total)
+    return Status{Errc::corrupt, "npy truncated inside its header (" + std::to_string(total) +
+                                     " bytes, the header needs " + std::to_string(*header_size) +
+                                     ")"};
+  ELDR_TRY(grow_to(static_cast<size_t>(*header_size)));
+  return parse_npy_header(*prefix);
+}
+
 template <class F>
 auto guarded(const char* what, F&& body) -> decltype(body()) {
   try {
@@ -536,31 +564,8 @@ Result<RoutedExpertsInfo> footprint_from_base64_npy(std::string_view base64,
     auto dec = base64::Decoder::create(base64);
     if (!dec) return dec.status();
     const size_t total = dec->decoded_size();
-    // The header first: its fixed preamble says how long the dict is; decode
-    // just past it (whole quanta), then stream the ids from there.
     std::vector<uint8_t> prefix;
-    auto grow_to = [&](size_t want) -> Status {
-      want = std::min(want, total);
-      while (prefix.size() < want) {
-        const size_t need = (want - prefix.size() + 2) / 3 * 3;
-        const size_t at = prefix.size();
-        prefix.resize(at + need + 1);
-        auto n = dec->next(prefix.data() + at, need + 1);
-        if (!n) return n.status();
-        prefix.resize(at + *n);
-        if (*n == 0) break;
-      }
-      return Status::ok();
-    };
-    ELDR_TRY(grow_to(kNpyPreambleMax));
-    auto header_size = npy_header_size(prefix);
-    if (!header_size) return header_size.status();
-    if (*header_size > total)
-      return Status{Errc::corrupt, "npy truncated inside its header (" + std::to_string(total) +
-                                       " bytes, the header needs " + std::to_string(*header_size) +
-                                       ")"};
-    ELDR_TRY(grow_to(static_cast<size_t>(*header_size)));
-    auto header = parse_npy_header(prefix);
+    auto header = read_base64_npy_header(*dec, &prefix);
     if (!header) return header.status();
     auto ids = check_npy_header(*header, total, options, expected);
     if (!ids) return ids.status();
@@ -570,6 +575,26 @@ Result<RoutedExpertsInfo> footprint_from_base64_npy(std::string_view base64,
     const size_t offset = static_cast<size_t>(ids->data_offset);
     ELDR_TRY(stream(*dec, counter, ids->dtype, prefix.data() + offset, prefix.size() - offset));
     return finish(counter, ids->dtype, out);
+  });
+}
+
+Result<RoutedExpertsInfo> base64_npy_shape(std::string_view base64) {
+  return guarded("base64_npy_shape", [&]() -> Result<RoutedExpertsInfo> {
+    auto dec = base64::Decoder::create(base64);
+    if (!dec) return dec.status();
+    std::vector<uint8_t> prefix;
+    auto header = read_base64_npy_header(*dec, &prefix);
+    if (!header) return header.status();
+    RoutedExpertsOptions any;
+    auto ids = check_npy_header(*header, dec->decoded_size(), any, nullptr);
+    if (!ids) return ids.status();
+    RoutedExpertsInfo info;
+    info.dtype = ids->dtype;
+    info.num_hidden_layers = ids->hidden_layers;
+    info.top_k = ids->top_k;
+    info.footprint_layers = ids->hidden_layers;
+    info.rows_in_payload = ids->rows;
+    return info;
   });
 }
 

@@ -144,6 +144,14 @@ TEST(capi_routed_experts, every_entry_point_matches_bincount) {
     EXPECT_EQ(info.num_hidden_layers, kHidden);
     EXPECT_EQ(info.top_k, kK);
   }
+  info = ELDR_ROUTED_EXPERTS_INFO_INIT;
+  ASSERT_EQ(eldr_base64_npy_shape(npy.data(), npy.size(), &info), ELDR_OK);
+  EXPECT_EQ(info.rows_in_payload, kRows);
+  EXPECT_EQ(info.num_hidden_layers, kHidden);
+  EXPECT_EQ(info.top_k, kK);
+  EXPECT_EQ(info.rows_counted, 0u);
+  const std::string cut = npy.substr(0, npy.size() - 8);
+  EXPECT_EQ(eldr_base64_npy_shape(cut.data(), cut.size(), &info), ELDR_E_CORRUPT);
 }
 
 TEST(capi_routed_experts, cached_entries_in_int16) {

@@ -457,6 +457,13 @@ ELDR_API eldr_status_t eldr_footprint_from_base64_npy(const char* base64, size_t
                                                       int16_t* out, size_t out_len,
                                                       eldr_routed_experts_info_t* info);
 
+/* The header of a base64 .npy alone, checked as eldr_footprint_from_base64_npy
+ * checks it (data length included), nothing counted: info gets its dtype,
+ * rows_in_payload, num_hidden_layers and top_k (layers = num_hidden_layers),
+ * so a caller can size `out` before the real call. info->version must be set. */
+ELDR_API eldr_status_t eldr_base64_npy_shape(const char* base64, size_t len,
+                                             eldr_routed_experts_info_t* info);
+
 /* ---- experimental: GPU footprint collection ----------------------------------
  * Needs a library built with CUDA (eldr_cuda_available() returns true); in
  * other builds each call returns ELDR_E_UNSUPPORTED. Declared only with

@@ -91,4 +91,9 @@ Result<RoutedExpertsInfo> footprint_from_base64_npy(std::string_view base64,
                                                     std::span<int16_t> out,
                                                     const IdDtype* expected = nullptr);
 
+// The header of a base64 .npy alone (dtype, rows, layer and top-k axes in the
+// info; nothing counted), checked as footprint_from_base64_npy checks it, data
+// length included: for callers that learn the layer count from the payload.
+Result<RoutedExpertsInfo> base64_npy_shape(std::string_view base64);
+
 }  // namespace eldr

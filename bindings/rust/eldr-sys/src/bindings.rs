@@ -1551,6 +1551,13 @@ extern "C" {
     ) -> eldr_status_t;
 }
 extern "C" {
+    pub fn eldr_base64_npy_shape(
+        base64: *const ::std::os::raw::c_char,
+        len: size_t,
+        info: *mut eldr_routed_experts_info_t,
+    ) -> eldr_status_t;
+}
+extern "C" {
     pub fn eldr_cuda_available() -> bool;
 }
 #[repr(C)]
