@@ -36,8 +36,8 @@ pub use error::{status, status_name, status_string, Error, Result};
 pub use footprint::Footprint;
 pub use gpu::{gpu_error, CudaStream, ExpertIds, GpuFootprints, GpuOptions, Layers};
 pub use routed_experts::{
-    footprint_from_ids, footprint_from_sglang, footprint_from_vllm, npy_shape, IdDtype, RoutedExpertsInfo,
-    RoutedExpertsOptions,
+    footprint_from_ids, footprint_from_sglang, footprint_from_vllm, npy_shape, IdDtype,
+    RoutedExpertsInfo, RoutedExpertsOptions,
 };
 pub use router::{Policy, Router, RouterOptions, WorkerScore, WorkerSlot, WorkerState};
 pub use table::{Calibration, FitOptions, Table, TableInfo};

@@ -98,9 +98,8 @@ fn raw_options(o: &RoutedExpertsOptions) -> Result<sys::eldr_routed_experts_opti
     raw.top_k = o.top_k;
     if !o.moe_layers.is_empty() {
         raw.moe_layers = o.moe_layers.as_ptr();
-        raw.num_moe_layers = u32::try_from(o.moe_layers.len()).map_err(|_| {
-            Error::new(status::INVALID_ARGUMENT, "more than 2^32 moe_layers")
-        })?;
+        raw.num_moe_layers = u32::try_from(o.moe_layers.len())
+            .map_err(|_| Error::new(status::INVALID_ARGUMENT, "more than 2^32 moe_layers"))?;
     }
     raw.first_row = o.first_row;
     raw.row_count = o.row_count.unwrap_or(u64::MAX);
@@ -168,11 +167,11 @@ pub fn footprint_from_ids(
         unsafe {
             sys::eldr_footprint_from_ids(
                 ids.as_ptr().cast(),
-                ids.len(),
+                ids.len() as u64,
                 dtype.to_raw(),
                 raw,
                 out,
-                len,
+                len as u64,
                 info,
             )
         }
@@ -192,11 +191,11 @@ pub fn footprint_from_sglang(
         unsafe {
             sys::eldr_footprint_from_base64_ids(
                 base64.as_ptr().cast(),
-                base64.len(),
+                base64.len() as u64,
                 dtype.to_raw(),
                 raw,
                 out,
-                len,
+                len as u64,
                 info,
             )
         }
@@ -211,7 +210,9 @@ pub fn footprint_from_vllm(
     expected: Option<IdDtype>,
     options: &RoutedExpertsOptions,
 ) -> Result<(Vec<i16>, RoutedExpertsInfo)> {
-    let dtype = expected.map(IdDtype::to_raw).unwrap_or(sys::ELDR_DTYPE_AUTO);
+    let dtype = expected
+        .map(IdDtype::to_raw)
+        .unwrap_or(sys::ELDR_DTYPE_AUTO);
     let mut call = |raw: &sys::eldr_routed_experts_options_t,
                     out: *mut i16,
                     len: usize,
@@ -220,11 +221,11 @@ pub fn footprint_from_vllm(
         unsafe {
             sys::eldr_footprint_from_base64_npy(
                 base64_npy.as_ptr().cast(),
-                base64_npy.len(),
+                base64_npy.len() as u64,
                 dtype,
                 raw,
                 out,
-                len,
+                len as u64,
                 info,
             )
         }
@@ -246,7 +247,7 @@ pub fn npy_shape(base64_npy: &str) -> Result<RoutedExpertsInfo> {
         sys::eldr_routed_experts_info_init(&mut info);
         check(sys::eldr_base64_npy_shape(
             base64_npy.as_ptr().cast(),
-            base64_npy.len(),
+            base64_npy.len() as u64,
             &mut info,
         ))?;
     }
