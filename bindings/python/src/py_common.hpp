@@ -165,5 +165,6 @@ void bind_table(py::module_& m);
 void bind_router(py::module_& m);
 void bind_client(py::module_& m);
 void bind_gpu(py::module_& m);
+void bind_engines(py::module_& m);
 
 }  // namespace eldr_py

@@ -54,4 +54,5 @@ PYBIND11_MODULE(_eldr, m) {
   bind_router(m);
   bind_client(m);
   bind_gpu(m);
+  bind_engines(m);
 }

@@ -51,6 +51,7 @@ from ._eldr import (  # the extension checks the library's ABI version on import
     status_string,
     version_number,
 )
+from ._engines import RoutedExpertsInfo, footprint_from_sglang, footprint_from_vllm
 from ._gpu import GpuFootprints
 
 __all__ = [

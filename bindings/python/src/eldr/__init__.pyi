@@ -2,11 +2,24 @@
 import enum
 import os
 from types import TracebackType
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, Union
+from typing import (
+    Any,
+    Dict,
+    List,
+    Literal,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+    overload,
+)
 
 import numpy as np
 import numpy.typing as npt
 
+from ._engines import RoutedExpertsInfo as RoutedExpertsInfo  # typed in _engines.py
 from ._gpu import GpuFootprints as GpuFootprints  # experimental; typed in _gpu.py
 
 __version__: str
@@ -28,6 +41,49 @@ def cuda_available() -> bool: ...
 def status_name(status: int) -> str: ...
 def status_string(status: int) -> str: ...
 def policy_names() -> List[str]: ...
+
+# Footprints from engines' routed-expert payloads (eldr/_engines.py): int16
+# [L][E], or (footprint, RoutedExpertsInfo) with return_info=True.
+@overload
+def footprint_from_sglang(
+    meta_info: Mapping[str, Any],
+    *,
+    num_experts: int,
+    num_layers: int,
+    top_k: int,
+    moe_layers: Optional[Sequence[int]] = ...,
+    prompt_tokens: Optional[int] = ...,
+    return_info: Literal[False] = ...,
+) -> npt.NDArray[np.int16]: ...
+@overload
+def footprint_from_sglang(
+    meta_info: Mapping[str, Any],
+    *,
+    num_experts: int,
+    num_layers: int,
+    top_k: int,
+    moe_layers: Optional[Sequence[int]] = ...,
+    prompt_tokens: Optional[int] = ...,
+    return_info: Literal[True],
+) -> Tuple[npt.NDArray[np.int16], RoutedExpertsInfo]: ...
+@overload
+def footprint_from_vllm(
+    routed_experts: Union[str, bytes, Sequence[Sequence[Sequence[int]]]],
+    *,
+    num_experts: int,
+    prompt_tokens: int,
+    moe_layers: Optional[Sequence[int]] = ...,
+    return_info: Literal[False] = ...,
+) -> npt.NDArray[np.int16]: ...
+@overload
+def footprint_from_vllm(
+    routed_experts: Union[str, bytes, Sequence[Sequence[Sequence[int]]]],
+    *,
+    num_experts: int,
+    prompt_tokens: int,
+    moe_layers: Optional[Sequence[int]] = ...,
+    return_info: Literal[True],
+) -> Tuple[npt.NDArray[np.int16], RoutedExpertsInfo]: ...
 def _check_abi(library_abi: int) -> None: ...
 
 class Status(enum.IntEnum):
