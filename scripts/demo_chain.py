@@ -6,7 +6,14 @@ eldrd (embedded default table) + emulated prefill and decode engines
 generator sending /v1/completions. Prints the decode worker eldr chose per
 request domain and the similarity of each choice, then stops everything.
 
-    /usr/bin/python3 scripts/demo_chain.py [BUILD_DIR] [--requests N]
+The prefill engine speaks a stock engine's protocol (--flavor sglang, the
+default, or vllm): it returns the routed experts and pushes nothing, and the
+Go gateway builds each footprint from its answer. --flavor eldr has the
+engine push the footprint itself. A last pass is a gateway in Python (this
+script) against a vLLM-flavored prefill engine: eldr.footprint_from_vllm on
+its answer, Client.route, then the chosen decode worker.
+
+    /usr/bin/python3 scripts/demo_chain.py [BUILD_DIR] [--requests N] [--flavor F]
 """
 import argparse
 import collections
@@ -75,11 +82,54 @@ def wait_http(url, seconds=60):
     raise RuntimeError(f"{url} never answered")
 
 
+def python_gateway(chain, py, engines, instance, trace, decode, labels, env, requests):
+    """A gateway in Python against a stock vLLM prefill engine: the footprint
+    from choices[0].routed_experts, eldr's decision, the decode worker."""
+    if requests <= 0:
+        return
+    sys.path.insert(0, env["PYTHONPATH"])
+    import zlib
+    import eldr
+    vllm = chain.start("prefill-vllm", [py, os.path.join(engines, "prefill_server.py"),
+                                        "--trace", trace, "--flavor", "vllm", "--top-k", "8"],
+                       "READY", env)
+    print(f"== Python gateway: {requests} requests to a vLLM-flavored prefill {vllm}")
+
+    def post(url, body):
+        req = urllib.request.Request(url, json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.load(r)
+
+    per = collections.defaultdict(collections.Counter)
+    with eldr.Client(instance) as client:
+        for i in range(requests):
+            rid = f"py-req-{i}"
+            answer = post(vllm + "/v1/completions", {"model": "emulated-moe", "request_id": rid,
+                                                      "prompt": list(range(64)), "max_tokens": 1})
+            footprint = eldr.footprint_from_vllm(answer["choices"][0]["routed_experts"],
+                                                 num_experts=128,
+                                                 prompt_tokens=answer["usage"]["prompt_tokens"])
+            decision = client.route(rid, footprint, 5000)
+            out = post(decode + "/v1/decode", {"request_id": rid, "worker": decision.worker,
+                                               "max_tokens": 4})
+            if out["worker"] != decision.worker:
+                sys.exit(f"demo_chain: decode answered from worker {out['worker']}")
+            per[labels[zlib.crc32(rid.encode()) % len(labels)]][decision.worker] += 1
+    for domain in sorted(per):
+        workers = ", ".join(f"w{w}:{n}" for w, n in sorted(per[domain].items()))
+        print(f"   {domain:<10} {workers}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build", nargs="?", default="build")
     parser.add_argument("--requests", type=int, default=240)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--flavor", choices=("sglang", "vllm", "eldr"), default="sglang",
+                        help="the prefill engine's protocol (the Go gateway follows it)")
+    parser.add_argument("--python-requests", type=int, default=32,
+                        help="requests of the Python-gateway pass against a vLLM engine")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
     eldrd = os.path.join(build, "sidecar", "eldrd")
@@ -112,14 +162,19 @@ def main():
             decode = chain.start("decode", [py, os.path.join(engines, "decode_server.py"),
                                             "--instance", instance, "--workers", "8",
                                             "--us-per-token", "200"], "READY", env)
+            # The daemon's embedded default: Qwen3-30B-A3B geometry (48 x 128, top-8).
+            model = ["-experts", "128", "-hidden-layers", "48", "-top-k", "8"]
             prefill = chain.start("prefill", [py, os.path.join(engines, "prefill_server.py"),
-                                              "--instance", instance, "--trace", trace],
+                                              "--instance", instance, "--trace", trace,
+                                              "--flavor", args.flavor, "--top-k", "8"],
                                   "READY", env)
-            print(f"== engines: prefill {prefill}, 8 decode workers {decode}")
+            path = {"eldr": "/v1/prefill", "sglang": "/generate",
+                    "vllm": "/v1/completions"}[args.flavor]
+            print(f"== engines: prefill ({args.flavor}) {prefill}, 8 decode workers {decode}")
             gw_port = free_port()
             chain.start("gateway", [gateway, "-listen", f"127.0.0.1:{gw_port}", "-prefill",
-                                    prefill + "/v1/prefill", "-decode", decode + "/v1/decode",
-                                    "-instance", instance])
+                                    prefill + path, "-decode", decode + "/v1/decode",
+                                    "-instance", instance, "-flavor", args.flavor] + model)
             wait_http(f"http://127.0.0.1:{gw_port}/healthz")
             print(f"== Go gateway on 127.0.0.1:{gw_port}; {args.requests} requests, "
                   f"{args.concurrency} at a time")
@@ -168,6 +223,8 @@ def main():
                         print("   " + line)
             if by_eldr != len(results):
                 sys.exit("demo_chain: some requests were not routed by eldr")
+            python_gateway(chain, py, engines, instance, trace, decode, labels, env,
+                           args.python_requests)
         finally:
             print("== stopping")
             chain.stop()

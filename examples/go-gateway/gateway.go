@@ -23,14 +23,21 @@ import (
 // Decisions is the part of *eldr.Client the gateway uses.
 type Decisions interface {
 	Wait(requestID string, timeout time.Duration) (eldr.Decision, error)
+	Route(requestID string, fp eldr.Footprint, timeout time.Duration) (eldr.Decision, error)
 	Complete(requestID string) error
 }
 
-// Gateway takes /v1/completions, has the prefill engine run the prompt (the
-// engine pushes the request's footprint to eldr), asks eldr which decode
-// worker should take the request, and forwards it there.
+// Gateway takes /v1/completions, has the prefill engine run the prompt, asks
+// eldr which decode worker should take the request, and forwards it there.
+// With FlavorEldr the engine pushes the request's footprint to eldr itself;
+// with a stock engine (FlavorSGLang, FlavorVLLM) the gateway builds the
+// footprint from the engine's routed experts and routes it (stock.go).
 type Gateway struct {
-	PrefillURL string // POST {"request_id","prompt_tokens"} -> {"request_id","tokens"}
+	Flavor Flavor     // "" = FlavorEldr
+	Model  StockModel // stock flavors: how to read the routed experts
+	// FlavorEldr: POST {"request_id","prompt_tokens"} -> {"request_id","tokens"};
+	// stock flavors: the engine's /generate or /v1/completions.
+	PrefillURL string
 	// DecodeURL is the decode endpoint; "{worker}" in it is replaced by the
 	// chosen worker id, so one URL can name a pool of per-worker servers.
 	// The body carries the worker too: POST {"request_id","worker","max_tokens"}.
@@ -157,15 +164,29 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 			eldr.MaxRequestIDBytes)
 	}
 
-	// 1. Prefill. The engine pushes the footprint to eldr as it finishes.
-	var pre prefillResponse
-	if err := g.post(ctx, g.PrefillURL, prefillRequest{req.RequestID, req.PromptTokens}, &pre); err != nil {
-		return nil, fail(http.StatusBadGateway, "prefill: %v", err)
+	// 1. Prefill, and 2. the decode worker: eldr's decision for this request.
+	resp := &completionResponse{RequestID: req.RequestID, RoutedBy: "eldr"}
+	var d eldr.Decision
+	var err error
+	if g.Flavor == "" || g.Flavor == FlavorEldr {
+		// The engine pushes the footprint to eldr as it finishes.
+		var pre prefillResponse
+		if err := g.post(ctx, g.PrefillURL, prefillRequest{req.RequestID, req.PromptTokens}, &pre); err != nil {
+			return nil, fail(http.StatusBadGateway, "prefill: %v", err)
+		}
+		resp.PrefillTokens = pre.Tokens
+		d, err = g.Eldr.Wait(req.RequestID, g.DecisionTimeout)
+	} else {
+		var fp eldr.Footprint
+		fp, resp.PrefillTokens, err = g.stockPrefill(ctx, req.RequestID, req.PromptTokens)
+		var bad *badRoutedExperts
+		if err != nil && !errors.As(err, &bad) {
+			return nil, err
+		}
+		if err == nil {
+			d, err = g.Eldr.Route(req.RequestID, fp, g.DecisionTimeout)
+		}
 	}
-
-	// 2. The decode worker: eldr's decision for this request id.
-	resp := &completionResponse{RequestID: req.RequestID, PrefillTokens: pre.Tokens, RoutedBy: "eldr"}
-	d, err := g.Eldr.Wait(req.RequestID, g.DecisionTimeout)
 	switch {
 	case err == nil:
 		resp.Worker, resp.Similarity, resp.BandSize, resp.TableEpoch =
@@ -177,6 +198,10 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 	case errors.Is(err, eldr.ErrTimeout):
 		return nil, fail(http.StatusGatewayTimeout, "no eldr decision within %v", g.DecisionTimeout)
 	default:
+		var bad *badRoutedExperts
+		if errors.As(err, &bad) {
+			return nil, fail(http.StatusBadGateway, "%v", err)
+		}
 		return nil, fail(http.StatusServiceUnavailable, "eldr: %v", err)
 	}
 

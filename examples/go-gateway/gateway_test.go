@@ -262,6 +262,10 @@ func (r refuse) Wait(id string, _ time.Duration) (eldr.Decision, error) {
 	r.t.Errorf("eldr asked about %q", id)
 	return eldr.Decision{}, eldr.ErrInternal
 }
+func (r refuse) Route(id string, _ eldr.Footprint, _ time.Duration) (eldr.Decision, error) {
+	r.t.Errorf("eldr asked to route %q", id)
+	return eldr.Decision{}, eldr.ErrInternal
+}
 func (r refuse) Complete(id string) error { r.t.Errorf("eldr completion for %q", id); return nil }
 
 func TestBadRequestsAndUpstreamFailures(t *testing.T) {

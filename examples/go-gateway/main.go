@@ -4,21 +4,47 @@
 //
 //	go-gateway -listen 127.0.0.1:8080 -instance default \
 //	  -prefill http://127.0.0.1:9000/v1/prefill -decode http://127.0.0.1:9001/v1/decode
+//
+// With a stock SGLang or vLLM prefill server (started with
+// --enable-return-routed-experts) the gateway builds the footprint itself:
+//
+//	go-gateway -flavor sglang -prefill http://127.0.0.1:30000/generate \
+//	  -experts 128 -hidden-layers 48 -top-k 8 -decode ...
+//	go-gateway -flavor vllm -prefill http://127.0.0.1:8000/v1/completions -experts 128 -decode ...
 package main
 
 import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"log"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"eldr.dev/eldr"
 )
+
+// parseLayers reads "2,3,5" (empty: nil).
+func parseLayers(s string) ([]uint32, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []uint32
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseUint(strings.TrimSpace(f), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("-moe-layers: %q is not a layer index", f)
+		}
+		out = append(out, uint32(v))
+	}
+	return out, nil
+}
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "address to serve /v1/completions and /healthz on")
@@ -33,7 +59,29 @@ func main() {
 		"when eldr has no decision, hash-route over this many workers (0: fail the request)")
 	reportCompletion := flag.Bool("report-completion", false,
 		"report decode completion to eldr (leave off when the decode engine reports it)")
+	flavorName := flag.String("flavor", "eldr",
+		"prefill engine: eldr (pushes footprints itself), sglang (/generate) or vllm (/v1/completions)")
+	experts := flag.Uint("experts", 0, "sglang/vllm: experts per MoE layer of the model")
+	hiddenLayers := flag.Uint("hidden-layers", 0, "sglang: the model's num_hidden_layers")
+	topK := flag.Uint("top-k", 0, "sglang: experts per token and layer")
+	moeLayers := flag.String("moe-layers", "",
+		"sglang/vllm: comma-separated hidden layers that are MoE (empty: all)")
+	modelName := flag.String("model", "default", "vllm: the model name sent in requests")
 	flag.Parse()
+
+	flavor, err := ParseFlavor(*flavorName)
+	if err != nil {
+		log.Fatal(err)
+	}
+	model := StockModel{Experts: uint32(*experts), HiddenLayers: uint32(*hiddenLayers),
+		TopK: uint32(*topK), Name: *modelName}
+	if model.MoELayers, err = parseLayers(*moeLayers); err != nil {
+		log.Fatal(err)
+	}
+	if flavor != FlavorEldr && (model.Experts == 0 ||
+		(flavor == FlavorSGLang && (model.HiddenLayers == 0 || model.TopK == 0))) {
+		log.Fatal("-flavor sglang needs -experts, -hidden-layers and -top-k; vllm needs -experts")
+	}
 
 	logger := log.New(os.Stderr, "go-gateway: ", log.LstdFlags)
 	client, err := eldr.Open(*instance, &eldr.ClientOptions{OpenTimeout: *openTimeout})
@@ -43,7 +91,7 @@ func main() {
 	defer client.Close()
 
 	gw := &Gateway{
-		PrefillURL: *prefill, DecodeURL: *decode, Eldr: client,
+		Flavor: flavor, Model: model, PrefillURL: *prefill, DecodeURL: *decode, Eldr: client,
 		HTTP: &http.Client{Timeout: *upstreamTimeout}, DecisionTimeout: *decisionTimeout,
 		FallbackWorkers: *fallback, ReportCompletion: *reportCompletion, Log: logger,
 	}
