@@ -416,6 +416,47 @@ TEST(Base64, StrictPadding) {
   }
 }
 
+// Every alphabet character and a set of outsiders at every position of a text
+// long enough for the vector path, against a bit-by-bit reference decoder.
+TEST(Base64, EveryCharacterAtEveryPosition) {
+  static const std::string kA = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  auto reference = [&](const std::string& text) {
+    std::vector<uint8_t> out;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (char c : text) {
+      acc = (acc << 6) | static_cast<uint32_t>(kA.find(c));
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        out.push_back(static_cast<uint8_t>(acc >> bits));
+      }
+    }
+    return out;
+  };
+  std::mt19937 rng(3);
+  std::string text;
+  for (int i = 0; i < 4 * 40; ++i) text += kA[rng() % 64];
+  std::vector<uint8_t> out;
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    std::string t = text;
+    for (char c : kA) {
+      t[pos] = c;
+      ASSERT_TRUE(base64::decode(t, &out)) << pos;
+      ASSERT_EQ(out, reference(t)) << pos << " " << c;
+    }
+    for (int c : std::initializer_list<int>{'=', '-', '_', ' ', '\n', '.', '*', 0, 0x7f, 0x80, 0xc0,
+                                            0xff, '@', '[', '`', '{'}) {
+      if (c == '=' && pos + 1 == t.size()) continue;  // that is valid padding
+      t[pos] = static_cast<char>(c);
+      const Status st = base64::decode(t, &out);
+      ASSERT_EQ(st.code(), Errc::corrupt) << pos << " " << c;
+      ASSERT_NE(st.message().find("offset " + std::to_string(pos)), std::string::npos)
+          << st.message();
+    }
+  }
+}
+
 TEST(RoutedExperts, BadNpy) {
   const Ids ids = random_ids(6, 3, 2, 16, 12);
   const auto data = raw<uint8_t>(ids);
