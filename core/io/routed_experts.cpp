@@ -168,6 +168,7 @@ void Counter::count(const uint8_t* bytes, size_t n) {
   constexpr bool kCachedMarker = std::is_same_v<T, int16_t>;
   uint32_t* acc = m_acc.data();
   const uint64_t experts = m_plan.experts;
+  const uint32_t experts32 = m_plan.experts, experts1 = m_plan.experts + 1;
   const size_t row_len = m_plan.counted_offset.size();
   while (n > 0) {
     const bool counting = m_row >= m_plan.first && m_row < m_plan.last;
@@ -175,18 +176,33 @@ void Counter::count(const uint8_t* bytes, size_t n) {
         (counting ? m_plan.counted_offset.data() : m_plan.uncounted_offset.data()) + m_col;
     const size_t take = std::min(n, row_len - m_col);
     // Column of id v: 1 + v for a valid id, E + 1 for a bad one, 0 for the
-    // int16 cached marker. Sign-extended to 64 bits a negative id is huge, so
-    // one unsigned min covers both ends.
-    for (size_t i = 0; i < take; ++i) {
-      T v;
-      std::memcpy(&v, bytes + i * sizeof(T), sizeof(T));
-      const auto id = static_cast<uint64_t>(static_cast<int64_t>(v));
-      uint64_t column;
-      if constexpr (kCachedMarker)
-        column = std::min(id + 1, experts + 1);
-      else
-        column = std::min(id, experts) + 1;
-      ++acc[offsets[i] + column];
+    // int16 cached marker. Sign-extended a negative id is huge, so one
+    // unsigned min covers both ends. Two passes per block: the cell indices
+    // first (a loop the compiler vectorises), then the increments (the only
+    // data-dependent stores, with nothing else in their loop).
+    constexpr size_t kBlock = 256;
+    uint32_t cell[kBlock];
+    for (size_t b = 0; b < take; b += kBlock) {
+      const size_t m = std::min(kBlock, take - b);
+      const uint8_t* src = bytes + b * sizeof(T);
+      for (size_t i = 0; i < m; ++i) {
+        T v;
+        std::memcpy(&v, src + i * sizeof(T), sizeof(T));
+        if constexpr (kCachedMarker) {
+          const int32_t id = int32_t{v} + 1;  // -1 -> 0; other negatives stay negative
+          const auto col =
+              static_cast<uint32_t>(id) > experts1 ? experts1 : static_cast<uint32_t>(id);
+          cell[i] = offsets[b + i] + col;
+        } else if constexpr (sizeof(T) <= 4) {
+          // A negative id converts to 2^32 - |v|, far above any E.
+          const auto id = static_cast<uint32_t>(v);
+          cell[i] = offsets[b + i] + 1 + (id < experts32 ? id : experts32);
+        } else {
+          const auto id = static_cast<uint64_t>(static_cast<int64_t>(v));
+          cell[i] = offsets[b + i] + 1 + static_cast<uint32_t>(std::min(id, experts));
+        }
+      }
+      for (size_t i = 0; i < m; ++i) ++acc[cell[i]];
     }
     bytes += take * sizeof(T);
     n -= take;
