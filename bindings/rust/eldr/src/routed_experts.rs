@@ -129,6 +129,7 @@ fn run(
     out_cells: usize,
     call: &mut Call<'_>,
 ) -> Result<(Vec<i16>, RoutedExpertsInfo)> {
+    crate::ensure_abi()?;
     let raw = raw_options(o)?;
     let mut out = vec![0i16; out_cells];
     let mut info: sys::eldr_routed_experts_info_t = unsafe { std::mem::zeroed() };
@@ -241,6 +242,7 @@ pub fn footprint_from_vllm(
 
 /// The header of a base64 `.npy` alone (dtype, rows and axes; nothing counted).
 pub fn npy_shape(base64_npy: &str) -> Result<RoutedExpertsInfo> {
+    crate::ensure_abi()?;
     let mut info: sys::eldr_routed_experts_info_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointers; the text is passed with its length.
     unsafe {
