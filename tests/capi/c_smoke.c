@@ -86,6 +86,26 @@ int main(void) {
   CHECK(strcmp(eldr_status_name(ELDR_E_SHAPE_MISMATCH), "ELDR_E_SHAPE_MISMATCH") == 0);
 
   eldr_router_free(router);
+
+  /* A routed-expert payload from C: 2 rows x 2 hidden layers x top-2 uint8
+   * ids, row 0 = {0,1 | 2,3}, row 1 = {1,2 | 3,0}, as base64. */
+  {
+    const char* b64 = "AAECAwECAwA="; /* bytes 00 01 02 03 01 02 03 00 */
+    eldr_routed_experts_options_t ro = ELDR_ROUTED_EXPERTS_OPTIONS_INIT;
+    eldr_routed_experts_info_t ri = ELDR_ROUTED_EXPERTS_INFO_INIT;
+    int16_t fp[2 * 4];
+    ro.num_experts = 4;
+    ro.num_hidden_layers = 2;
+    ro.top_k = 2;
+    CHECK(eldr_footprint_from_base64_ids(b64, strlen(b64), ELDR_DTYPE_UINT8, &ro, fp, 8, &ri) ==
+          ELDR_OK);
+    /* layer 0 saw {0,1} and {1,2}; layer 1 saw {2,3} and {3,0} */
+    CHECK(fp[0] == 1 && fp[1] == 2 && fp[2] == 1 && fp[3] == 0);
+    CHECK(fp[4] == 1 && fp[5] == 0 && fp[6] == 1 && fp[7] == 2);
+    CHECK(ri.rows_in_payload == 2 && ri.rows_counted == 2);
+    CHECK(eldr_footprint_from_base64_ids(b64, strlen(b64) - 1, ELDR_DTYPE_UINT8, &ro, fp, 8, &ri) ==
+          ELDR_E_CORRUPT);
+  }
   if (failures != 0) return 1;
   printf("c_smoke: ok (domain 0 -> worker %d, domain 1 -> worker %d)\n", (int)wa, (int)wb);
   return 0;
