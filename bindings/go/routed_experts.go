@@ -34,10 +34,12 @@ static eldrgo_re_result eldrgo_routed_experts(int kind, const void* payload, siz
       s = eldr_footprint_from_ids(payload, len, dtype, &o, out, out_len, &r.info);
       break;
     case ELDRGO_RE_BASE64_IDS:
-      s = eldr_footprint_from_base64_ids((const char*)payload, len, dtype, &o, out, out_len, &r.info);
+      s = eldr_footprint_from_base64_ids((const char*)payload, len, dtype, &o, out, out_len,
+                                         &r.info);
       break;
     case ELDRGO_RE_BASE64_NPY:
-      s = eldr_footprint_from_base64_npy((const char*)payload, len, dtype, &o, out, out_len, &r.info);
+      s = eldr_footprint_from_base64_npy((const char*)payload, len, dtype, &o, out, out_len,
+                                         &r.info);
       break;
     case ELDRGO_RE_NPY_SHAPE:
       s = eldr_base64_npy_shape((const char*)payload, len, &r.info);
@@ -163,7 +165,8 @@ func stringPtr(s string) unsafe.Pointer {
 // FootprintFromIDs counts raw little-endian ids [rows][NumHiddenLayers][TopK]
 // of dtype ("uint8", "uint16", "int16" with -1 = cached, "int32", "int64")
 // into an int16 [Layers][NumExperts] footprint.
-func FootprintFromIDs(ids []byte, dtype string, opts RoutedExpertsOptions) ([]int16, RoutedExpertsInfo, error) {
+func FootprintFromIDs(ids []byte, dtype string,
+	opts RoutedExpertsOptions) ([]int16, RoutedExpertsInfo, error) {
 	code, err := dtypeCode(dtype)
 	if err != nil {
 		return nil, RoutedExpertsInfo{}, err
@@ -178,7 +181,8 @@ func FootprintFromIDs(ids []byte, dtype string, opts RoutedExpertsOptions) ([]in
 // FootprintFromSGLang counts SGLang's meta_info.routed_experts (base64 raw
 // ids) of meta_info.routed_experts_dtype ("" = "int32"). Set RowCount to
 // meta_info.prompt_tokens to count the prompt only.
-func FootprintFromSGLang(b64 string, dtype string, opts RoutedExpertsOptions) ([]int16, RoutedExpertsInfo, error) {
+func FootprintFromSGLang(b64 string, dtype string,
+	opts RoutedExpertsOptions) ([]int16, RoutedExpertsInfo, error) {
 	if dtype == "" {
 		dtype = "int32"
 	}
@@ -193,7 +197,8 @@ func FootprintFromSGLang(b64 string, dtype string, opts RoutedExpertsOptions) ([
 // FootprintFromVLLM counts vLLM's choices[i].routed_experts (a base64 .npy,
 // uint8 or uint16). Without NumHiddenLayers and MoELayers the layer count is
 // read from the .npy header first.
-func FootprintFromVLLM(b64npy string, opts RoutedExpertsOptions) ([]int16, RoutedExpertsInfo, error) {
+func FootprintFromVLLM(b64npy string,
+	opts RoutedExpertsOptions) ([]int16, RoutedExpertsInfo, error) {
 	hidden, topK := opts.NumHiddenLayers, opts.TopK
 	if hidden == 0 && len(opts.MoELayers) == 0 {
 		shape, err := NpyShape(b64npy)

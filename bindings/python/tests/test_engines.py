@@ -61,7 +61,9 @@ def test_sglang_each_dtype(dtype):
 def test_sglang_default_dtype_and_explicit_prompt_tokens():
     topk = ids(2)
     meta = sglang_meta(topk, "int32", with_dtype=False)
-    fp = eldr.footprint_from_sglang(meta, num_experts=E, num_layers=LAYERS, top_k=K, prompt_tokens=7)
+    fp = eldr.footprint_from_sglang(
+        meta, num_experts=E, num_layers=LAYERS, top_k=K, prompt_tokens=7
+    )
     np.testing.assert_array_equal(fp, bincount(topk, 7))
 
 
@@ -84,9 +86,8 @@ def test_sglang_errors():
         eldr.footprint_from_sglang(bad, num_experts=E, num_layers=LAYERS, top_k=K)
     with pytest.raises(eldr.Corrupt, match="base64"):
         s = meta["routed_experts"]
-        eldr.footprint_from_sglang(
-            dict(meta, routed_experts=s[:8] + "*" + s[9:]), num_experts=E, num_layers=LAYERS, top_k=K
-        )
+        bad = dict(meta, routed_experts=s[:8] + "*" + s[9:])
+        eldr.footprint_from_sglang(bad, num_experts=E, num_layers=LAYERS, top_k=K)
     with pytest.raises(eldr.Corrupt, match="whole"):  # wrong geometry: not whole rows
         eldr.footprint_from_sglang(meta, num_experts=E, num_layers=LAYERS, top_k=K + 1)
     with pytest.raises(eldr.OutOfRange, match="expert id"):
@@ -130,6 +131,10 @@ def test_vllm_npy_more_than_256_experts_and_dense_layers():
     np.testing.assert_array_equal(fp, bincount(topk, ROWS, [2, 4], e=300))
 
 
+def b64(raw):
+    return base64.b64encode(raw).decode()
+
+
 def test_vllm_npy_errors():
     topk = ids(7)
     good = vllm_npy(topk, "uint8")
@@ -138,16 +143,16 @@ def test_vllm_npy_errors():
     buf = io.BytesIO()
     np.save(buf, np.asfortranarray(topk.astype("uint8")))
     with pytest.raises(eldr.Unsupported, match="fortran"):
-        eldr.footprint_from_vllm(base64.b64encode(buf.getvalue()).decode(), num_experts=E, prompt_tokens=1)
+        eldr.footprint_from_vllm(b64(buf.getvalue()), num_experts=E, prompt_tokens=1)
     buf = io.BytesIO()
     np.save(buf, topk.reshape(ROWS, -1).astype("uint8"))
     with pytest.raises(eldr.ShapeMismatch):
-        eldr.footprint_from_vllm(base64.b64encode(buf.getvalue()).decode(), num_experts=E, prompt_tokens=1)
+        eldr.footprint_from_vllm(b64(buf.getvalue()), num_experts=E, prompt_tokens=1)
     raw = base64.b64decode(good)
     with pytest.raises(eldr.Corrupt):  # truncated data
-        eldr.footprint_from_vllm(base64.b64encode(raw[:-5]).decode(), num_experts=E, prompt_tokens=1)
+        eldr.footprint_from_vllm(b64(raw[:-5]), num_experts=E, prompt_tokens=1)
     with pytest.raises(eldr.Corrupt):  # truncated header
-        eldr.footprint_from_vllm(base64.b64encode(raw[:40]).decode(), num_experts=E, prompt_tokens=1)
+        eldr.footprint_from_vllm(b64(raw[:40]), num_experts=E, prompt_tokens=1)
     with pytest.raises(eldr.OutOfRange):
         eldr.footprint_from_vllm(good, num_experts=E - 1, prompt_tokens=1)
 
@@ -157,7 +162,9 @@ def test_vllm_v021_nested_lists_with_cached_entries():
     topk[:10] = -1  # a prefix-cache hit: the first 10 rows were not recomputed
     topk[12, 3, 1] = -1
     nested = topk.tolist()
-    fp, info = eldr.footprint_from_vllm(nested, num_experts=E, prompt_tokens=ROWS, return_info=True)
+    fp, info = eldr.footprint_from_vllm(
+        nested, num_experts=E, prompt_tokens=ROWS, return_info=True
+    )
     np.testing.assert_array_equal(fp, bincount(topk, ROWS))
     assert info.cached_entries == 10 * LAYERS * K + 1
     assert info.dtype == "int16"

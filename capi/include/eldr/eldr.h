@@ -401,13 +401,19 @@ ELDR_API eldr_status_t eldr_router_workers(const eldr_router_t* router, int32_t*
 typedef struct eldr_routed_experts_options {
   uint32_t version;            /* ELDR_ROUTED_EXPERTS_OPTIONS_VERSION */
   uint32_t num_experts;        /* E (required) */
-  uint32_t num_hidden_layers;  /* the payload's layer axis: required for raw ids; .npy: 0 = its shape's, else must match */
-  uint32_t top_k;              /* the payload's top-k axis: as num_hidden_layers */
-  const uint32_t* moe_layers;  /* hidden layers that are MoE, ascending, unique; NULL = all (borrowed) */
+  /* The payload's layer and top-k axes: required for raw ids; for a .npy,
+   * 0 takes them from its shape and a nonzero value must match it. */
+  uint32_t num_hidden_layers;
+  uint32_t top_k;
+  /* Hidden layers that are MoE, ascending, unique (borrowed for the call);
+   * NULL = every hidden layer. Dense layers' entries are not checked. */
+  const uint32_t* moe_layers;
   uint32_t num_moe_layers;     /* entries in moe_layers */
   uint32_t reserved0;
-  uint64_t first_row;          /* count rows [first_row, first_row + row_count) ... */
-  uint64_t row_count;          /* ... ELDR_ALL_ROWS = to the end; rows past the payload: OUT_OF_RANGE */
+  /* Count rows [first_row, first_row + row_count); ELDR_ALL_ROWS = to the
+   * end. Rows past the payload: OUT_OF_RANGE. */
+  uint64_t first_row;
+  uint64_t row_count;
   uint64_t reserved[4];
 } eldr_routed_experts_options_t;
 

@@ -142,7 +142,9 @@ def footprint_from_vllm(
     rows = _count(prompt_tokens, "prompt_tokens")
     layers = _layers(moe_layers)
     if isinstance(routed_experts, (str, bytes)):
-        raw, info = _eldr._footprint_from_base64_npy(routed_experts, _DTYPE_AUTO, e, layers, 0, rows)
+        raw, info = _eldr._footprint_from_base64_npy(
+            routed_experts, _DTYPE_AUTO, e, layers, 0, rows
+        )
         return _result(raw, info, e, return_info)
 
     import numpy as np
@@ -150,7 +152,9 @@ def footprint_from_vllm(
     try:
         ids = np.asarray(routed_experts)
     except ValueError as exc:  # ragged lists
-        raise ShapeMismatch(f"prompt_routed_experts is not a [rows][layers][k] array: {exc}") from None
+        raise ShapeMismatch(
+            f"prompt_routed_experts is not a [rows][layers][k] array: {exc}"
+        ) from None
     if ids.ndim != 3:
         raise ShapeMismatch(
             f"prompt_routed_experts must be [rows][layers][k], got {ids.ndim} dimension(s)"
