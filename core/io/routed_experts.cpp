@@ -176,8 +176,8 @@ void Counter::count(const uint8_t* bytes, size_t n) {
         (counting ? m_plan.counted_offset.data() : m_plan.uncounted_offset.data()) + m_col;
     const size_t take = std::min(n, row_len - m_col);
     // Column of id v: 1 + v for a valid id, E + 1 for a bad one, 0 for the
-    // int16 cached marker. Sign-extended a negative id is huge, so one
-    // unsigned min covers both ends. Two passes per block: the cell indices
+    // int16 cached marker. Converted to unsigned, a negative id is huge, so
+    // one unsigned min covers both ends. Two passes per block: the cell indices
     // first (a loop the compiler vectorises), then the increments (the only
     // data-dependent stores, with nothing else in their loop).
     constexpr size_t kBlock = 256;
