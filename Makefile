@@ -6,7 +6,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
 FUZZ_SEED ?= 1
-FUZZ_TARGETS ?= npy table json ring capi
+FUZZ_TARGETS ?= npy table json ring capi decode
 SOAK_SECONDS ?= 120
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
@@ -99,6 +99,7 @@ demo: build
 bench: build
 	$(ELDR) bench route --layers 48 --experts 128 --workers 16 --json
 	$(ELDR) bench fit --requests 1000 --layers 48 --experts 128 --workers 16 --json
+	$(ELDR) bench decode --json
 	$(BUILD)/tools/eldr_benchmarks --benchmark_min_time=0.2
 	@inst=bench-$$$$; $(BUILD)/sidecar/eldrd --instance $$inst 2>/dev/null & pid=$$!; \
 	  for i in $$(seq 100); do $(ELDR) status --instance $$inst >/dev/null 2>&1 && break; sleep 0.1; done; \
