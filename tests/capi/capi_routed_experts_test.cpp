@@ -8,27 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "base64_support.hpp"
 #include "eldr/eldr.h"
 
 namespace {
 
-std::string b64(const std::vector<uint8_t>& bytes) {
-  static const char* kA = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (uint8_t b : bytes) {
-    acc = (acc << 8) | b;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out += kA[(acc >> bits) & 63];
-    }
-  }
-  if (bits > 0) out += kA[(acc << (6 - bits)) & 63];
-  while (out.size() % 4) out += '=';
-  return out;
-}
+using eldr::test_support::b64;
 
 constexpr uint32_t kRows = 37, kHidden = 5, kK = 3, kExperts = 40;
 

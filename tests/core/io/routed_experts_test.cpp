@@ -7,32 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "base64_support.hpp"
 #include "eldr/internal/base64.hpp"
 
 namespace eldr {
 namespace {
 
+using eldr::test_support::b64;
+
 // Payloads are built here independently of the decoder under test: a plain
 // bit-by-bit base64 encoder, .npy images assembled byte by byte, and the
 // expected footprint as a bincount over the ids.
-
-std::string b64(const std::vector<uint8_t>& bytes) {
-  static const char* kA = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (uint8_t b : bytes) {
-    acc = (acc << 8) | b;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out += kA[(acc >> bits) & 63];
-    }
-  }
-  if (bits > 0) out += kA[(acc << (6 - bits)) & 63];
-  while (out.size() % 4) out += '=';
-  return out;
-}
 
 struct Ids {
   uint32_t rows, hidden, k, experts;
