@@ -43,6 +43,7 @@ struct SimArgs {
   uint64_t requests = 20000, calibration = 1000, seed = 1;
   float tau = 0.1f;
   double t0_ms = -1, tseq_ms = -1, alpha_us = -1;
+  double model_error = 1.0;  // the router's alpha = this * the simulator's
   SyntheticSimOptions synth;
   bool json = false, plain_kmeans = false;
 };
@@ -133,10 +134,10 @@ Result<std::shared_ptr<const ClusterTable>> fit_for(const Workloads& w, uint32_t
 int run_sim(const SimArgs& a) {
   auto model = find_step_model(a.preset);
   if (!model) return report(model.status());
-  if (a.t0_ms >= 0) model->t0_ms = a.t0_ms;
-  if (a.tseq_ms >= 0) model->tseq_ms = a.tseq_ms;
-  if (a.alpha_us >= 0) model->alpha_us = a.alpha_us;
-  if (a.max_batch) model->max_batch = a.max_batch;
+  if (a.t0_ms >= 0) model->cost.t0_ms = a.t0_ms;
+  if (a.tseq_ms >= 0) model->cost.tseq_ms = a.tseq_ms;
+  if (a.alpha_us >= 0) model->cost.alpha_us = a.alpha_us;
+  if (a.max_batch) model->cost.max_batch = a.max_batch;
 
   std::vector<Run> runs;
   const std::vector<std::string> baselines{"round_robin", "random", "jsq", "p2c"};
@@ -197,6 +198,8 @@ int run_sim(const SimArgs& a) {
       so.router.seed = a.seed;
       so.router.guard_slack = a.guard_slack;
       so.router.guard_ratio = a.guard_ratio;
+      so.router.step_cost = model->cost;
+      so.router.step_cost->alpha_us *= a.model_error;
       so.progress = [&](double f) { bar.update("sim " + run.name, f); };
       auto r = simulate(w->evaluation, tables[key], so);
       if (!r) return report(r.status());
@@ -218,7 +221,7 @@ int run_sim(const SimArgs& a) {
           "%s, %s workload, %u workers, %.1f req/s, %zu requests (model: t0 %.2f ms, "
           "tseq %.3f ms, alpha %.2f us, batch %u)\n",
           model->name.c_str(), a.workload.c_str(), a.workers, rate, w->evaluation.requests.size(),
-          model->t0_ms, model->tseq_ms, model->alpha_us, model->max_batch);
+          model->cost.t0_ms, model->cost.tseq_ms, model->cost.alpha_us, model->cost.max_batch);
       std::printf("  %-22s %9s %9s %9s %9s %13s %10s\n", "policy", "p50 ms", "p99 ms", "p50 red%",
                   "p99 red%", "experts/step", "load max/mean");
     }
@@ -297,6 +300,9 @@ void register_sim_command(CLI::App& app) {
   sim->add_option("--tseq-ms", a->tseq_ms);
   sim->add_option("--alpha-us", a->alpha_us);
   sim->add_option("--max-batch", a->max_batch);
+  sim->add_option("--model-error", a->model_error,
+                  "the router's alpha (expert load time) is this many times the simulator's")
+      ->check(CLI::Range(1e-3, 1e3));
   sim->add_flag("--plain-kmeans", a->plain_kmeans);
   sim->add_option("--domain-affinity", a->synth.domain_affinity,
                   "synthetic: share of picks from the domain's experts");

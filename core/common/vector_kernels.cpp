@@ -158,6 +158,107 @@ int64_t sum16(const int16_t* values, size_t n) noexcept {
   return total;
 }
 
+ELDR_MULTIVERSION
+void scaled_counts(const int16_t* counts, size_t n, float scale, float* p) noexcept {
+  const v8f cap = v8f{} + kMaxDemand;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const v8f v = load_counts8(counts + i) * scale;
+    const v8f r = v < cap ? v : cap;
+    __builtin_memcpy(p + i, &r, sizeof(r));
+  }
+  for (; i < n; ++i) p[i] = std::min(static_cast<float>(counts[i]) * scale, kMaxDemand);
+}
+
+namespace {
+
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+// -log2(x) * 4096 for x in [1 - kMaxDemand, 1]: exponent plus log2 of the
+// mantissa m in [1, 2) by the series 2/ln2 (t + t^3/3 + t^5/5 + t^7/7),
+// t = (m - 1) / (m + 1) <= 1/3 (error < 2e-5).
+ELDR_INLINE v8f neg_log2_q12(v8f x) noexcept {
+  v8i bits;
+  __builtin_memcpy(&bits, &x, sizeof(bits));
+  const v8i exponent = ((bits >> 23) & 0xff) - 127;
+  const v8i mant_bits = (bits & 0x7fffff) | 0x3f800000;
+  v8f m;
+  __builtin_memcpy(&m, &mant_bits, sizeof(m));
+  const v8f t = (m - 1.0f) / (m + 1.0f);
+  const v8f t2 = t * t;
+  const v8f series = t * (1.0f + t2 * (1.0f / 3 + t2 * (1.0f / 5 + t2 * (1.0f / 7))));
+  const v8f log2x = __builtin_convertvector(exponent, v8f) + 2.8853900817779268f * series;
+  return log2x * -static_cast<float>(kQ12One);
+}
+
+// 2^(-s / 4096), s >= 0: the integer part of s / 4096 shifts the exponent,
+// the fraction f goes through exp(-u), u = f ln2 < 0.7, to degree 6 (error
+// < 2e-5). Past 2^-125 the result is 0.
+ELDR_INLINE v8f keep_q12(v8i s) noexcept {
+  const v8i whole = s >> 12;
+  const v8f u = __builtin_convertvector(s & (kQ12One - 1), v8f) * (0.69314718056f / kQ12One);
+  const v8f e =
+      1.0f - u * (1.0f - u * (0.5f - u * (1.0f / 6 -
+                                          u * (1.0f / 24 - u * (1.0f / 120 - u * (1.0f / 720))))));
+  v8i bits;
+  __builtin_memcpy(&bits, &e, sizeof(bits));
+  const v8i shifted = whole < 125 ? bits - (whole << 23) : v8i{};
+  v8f out;
+  __builtin_memcpy(&out, &shifted, sizeof(out));
+  const v8f one = v8f{} + 1.0f;
+  return out < one ? out : one;
+}
+
+}  // namespace
+
+ELDR_MULTIVERSION
+void log_keep_q12(const float* p, size_t n, uint16_t* q) noexcept {
+  size_t i = 0;
+  float tail_in[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  for (; i + 8 <= n; i += 8) {
+    const v8f v = neg_log2_q12(1.0f - load8(p + i)) + 0.5f;
+    const v8i r = __builtin_convertvector(v > 0.0f ? v : v8f{}, v8i);
+    for (int k = 0; k < 8; ++k) q[i + k] = static_cast<uint16_t>(r[k]);
+  }
+  if (i == n) return;
+  const size_t rest = n - i;
+  for (size_t k = 0; k < rest; ++k) tail_in[k] = 1.0f - p[i + k];
+  const v8f v = neg_log2_q12(load8(tail_in)) + 0.5f;
+  const v8i r = __builtin_convertvector(v > 0.0f ? v : v8f{}, v8i);
+  for (size_t k = 0; k < rest; ++k) q[i + k] = static_cast<uint16_t>(r[k]);
+}
+
+ELDR_MULTIVERSION
+void add_q12(int32_t* s, const uint16_t* q, size_t n, bool subtract) noexcept {
+  if (subtract)
+    for (size_t i = 0; i < n; ++i) s[i] -= q[i];
+  else
+    for (size_t i = 0; i < n; ++i) s[i] += q[i];
+}
+
+ELDR_MULTIVERSION
+float keep_from_q12(const int32_t* s, size_t n, float* keep) noexcept {
+  v8f acc = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    v8i v;
+    __builtin_memcpy(&v, s + i, sizeof(v));
+    const v8f k = keep_q12(v);
+    __builtin_memcpy(keep + i, &k, sizeof(k));
+    acc += k;
+  }
+  float sum = sum8(acc);
+  if (i == n) return sum;
+  int32_t tail[8] = {};
+  const size_t rest = n - i;
+  for (size_t k = 0; k < rest; ++k) tail[k] = s[i + k];
+  v8i v;
+  __builtin_memcpy(&v, tail, sizeof(v));
+  const v8f k8 = keep_q12(v);
+  for (size_t k = 0; k < rest; ++k) sum += keep[i + k] = k8[k];
+  return sum;
+}
+
 void gather_counts(const int16_t* counts, const uint32_t* mask, uint32_t experts, uint32_t shift,
                    size_t first, size_t n, int16_t* x) noexcept {
   const int32_t half = shift == 0 ? 0 : int32_t{1} << (shift - 1);

@@ -82,8 +82,12 @@ std::vector<uint8_t> encode_unchecked(const ClusterTable& t) {
   auto centroids = fbb.CreateVector(t.centroids);
   auto worker_ids = fbb.CreateVector(t.worker_ids);
   const fb::Geometry geometry(t.geometry.layers, t.geometry.experts, t.geometry.top_k);
+  flatbuffers::Offset<fb::StepCost> step_cost = 0;
+  if (t.step_cost)
+    step_cost = fb::CreateStepCost(fbb, t.step_cost->t0_ms, t.step_cost->tseq_ms,
+                                   t.step_cost->alpha_us, t.step_cost->max_batch);
   auto root = fb::CreateClusterTable(fbb, t.schema_version, model, &geometry, mask, idf, centroids,
-                                     worker_ids, t.default_tau, fit, domains);
+                                     worker_ids, t.default_tau, fit, domains, step_cost);
   fb::FinishClusterTableBuffer(fbb, root);
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }
@@ -149,6 +153,8 @@ Result<ClusterTable> decode_unchecked(std::span<const uint8_t> bytes) {
     t.domains.counts = copy_vector(domains->counts());
     t.domains.worker_domain = copy_vector(domains->worker_domain());
   }
+  if (const fb::StepCost* cost = root->step_cost())
+    t.step_cost = StepCost{cost->t0_ms(), cost->tseq_ms(), cost->alpha_us(), cost->max_batch()};
   return t;
 }
 
@@ -395,6 +401,8 @@ Status ClusterTable::validate() const {
 
       if (!std::isfinite(default_tau) || default_tau < 0.0f || default_tau > kMaxTau)
         return invalid("default_tau " + std::to_string(default_tau) + " is not in [0, 2]");
+      if (step_cost)
+        if (Status s = step_cost->validate(); !s) return invalid("step_cost: " + s.message());
 
       if (!fit.cluster_sizes.empty() && fit.cluster_sizes.size() != k)
         return mismatch("fit.cluster_sizes has " + std::to_string(fit.cluster_sizes.size()) +

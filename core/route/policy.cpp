@@ -21,6 +21,8 @@ const char* policy_name(Policy policy) noexcept {
       return "domain";
     case Policy::eldr_guard:
       return "eldr_guard";
+    case Policy::eldr_cost:
+      return "eldr_cost";
   }
   return "unknown";
 }
@@ -52,6 +54,8 @@ Pick pick(Policy policy, const Candidates& c, PickContext& ctx) {
       return pick_eldr(c, ctx);
     case Policy::eldr_guard:
       return pick_eldr_guard(c, ctx);
+    case Policy::eldr_cost:
+      return pick_eldr_cost(c, ctx);
     case Policy::round_robin:
       return pick_round_robin(c, ctx);
     case Policy::random:
@@ -69,6 +73,8 @@ Pick pick(Policy policy, const Candidates& c, PickContext& ctx) {
 bool reads_scores(Policy policy) noexcept {
   return policy == Policy::eldr || policy == Policy::eldr_guard;
 }
+
+bool reads_batches(Policy policy) noexcept { return policy == Policy::eldr_cost; }
 
 }  // namespace detail
 

@@ -6,8 +6,10 @@
 #include "band.hpp"
 #include "eldr/footprint.hpp"
 #include "eldr/random.hpp"
+#include "live_batch.hpp"
 #include "policies/policies.hpp"
 #include "scoring.hpp"
+#include "step_fit.hpp"
 
 namespace eldr {
 
@@ -47,7 +49,24 @@ Result<std::unique_ptr<Router>> Router::create(std::shared_ptr<const ClusterTabl
   if (options.policy == Policy::domain && table->domains.empty())
     return Status{Errc::invalid_argument,
                   "the domain policy needs a table fitted with labels (no domain pools)"};
+  if (options.cost_cells == 0 || options.cost_cells > 65536)
+    return Status{Errc::invalid_argument, "cost_cells must be in [1, 65536]"};
+  // Step constants: the caller's, the table's, the preset of its geometry.
+  StepCost cost;
+  if (options.step_cost)
+    cost = *options.step_cost;
+  else if (table->step_cost)
+    cost = *table->step_cost;
+  else if (auto preset = step_model_for(table->geometry))
+    cost = preset->cost;
+  ELDR_TRY(cost.validate());
+  auto live =
+      detail::LiveBatches::create(table->geometry, options.max_workers, options.max_inflight,
+                                  options.cost_cells, detail::reads_batches(options.policy));
+  if (!live) return live.status();
   std::unique_ptr<Router> r(new Router(options));
+  r->m_live = std::move(*live);
+  r->m_fit = std::make_unique<detail::StepFit>(cost);
   r->m_slots = std::make_unique<Slot[]>(options.max_workers);
   r->m_epoch.store(1);
   r->m_scoring.store(Scoring::build(table, 1));
@@ -100,6 +119,11 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
     return s;
   }
   const uint32_t n = m_slot_count.load(std::memory_order_acquire);
+  if (!hints.loads.empty() && hints.request_id) {
+    m_rejected.fetch_add(1, std::memory_order_relaxed);
+    return Status{Errc::invalid_argument,
+                  "a request id needs the router's own accounting (route without loads)"};
+  }
   if (!hints.loads.empty() && hints.loads.size() != n) {
     m_rejected.fetch_add(1, std::memory_order_relaxed);
     return Status{Errc::invalid_argument, "loads has " + std::to_string(hints.loads.size()) +
@@ -122,17 +146,42 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
   // the decision's similarity.
   ClusterScores cs(*scoring, counts, detail::reads_scores(m_options.policy));
 
-  // Pick.
+  // Pick, then account: the in-flight count and the request's record (with
+  // its footprint in the worker's batch, for eldr_cost). eldr_cost reads
+  // the batches, so its pick and the record change happen under one lock.
   const detail::Candidates candidates{m, active, cluster, load};
   detail::PickContext ctx{m_options,         table,       cs,
                           tau_for(*scoring), hints.label, {m_options.seed, &m_rng_counter},
                           m_rr_cursor};
-  const detail::Pick picked = detail::pick(m_options.policy, candidates, ctx);
+  const bool record = hints.loads.empty();
+  std::unique_lock live_lock(m_live_mutex, std::defer_lock);
+  detail::Pick picked;
+  if (detail::reads_batches(m_options.policy)) {
+    live_lock.lock();
+    detail::CostInputs in;
+    in.live = m_live.get();
+    in.demand = m_live->demand_scratch();
+    in.demand_total = m_live->demand(counts, m_live->demand_scratch());
+    in.cost = m_fit->current();
+    ctx.cost = &in;
+    picked = detail::pick(m_options.policy, candidates, ctx);
+  } else {
+    picked = detail::pick(m_options.policy, candidates, ctx);
+    if (record) live_lock.lock();
+  }
   const uint32_t pick = picked.candidate;
-
-  // Account.
   Slot& chosen = m_slots[active[pick]];
-  if (hints.loads.empty()) chosen.inflight.fetch_add(1, std::memory_order_relaxed);
+  if (record) {
+    Status joined = m_live->join(active[pick], hints.request_id,
+                                 m_live->tracks_footprints() ? m_live->demand_scratch() : nullptr);
+    if (!joined && joined.code() == Errc::state) {  // the id is already in flight
+      m_rejected.fetch_add(1, std::memory_order_relaxed);
+      return joined;
+    }
+    // Errc::capacity: routed and counted all the same; untracked() counts it.
+    chosen.inflight.fetch_add(1, std::memory_order_relaxed);
+  }
+  live_lock = {};
   chosen.routed.fetch_add(1, std::memory_order_relaxed);
   m_routed.fetch_add(1, std::memory_order_relaxed);
   Decision d;
@@ -180,6 +229,21 @@ Result<uint32_t> Router::find_slot(int32_t worker_id) const {
   return Status{Errc::not_found, "no worker with id " + std::to_string(worker_id)};
 }
 
+Status Router::complete_request(uint64_t request_id) {
+  std::lock_guard lock(m_live_mutex);
+  auto slot = m_live->leave_id(request_id);
+  if (!slot) {
+    m_completes_rejected.fetch_add(1, std::memory_order_relaxed);
+    m_completes_unknown.fetch_add(1, std::memory_order_relaxed);
+    return slot.status();
+  }
+  std::atomic<int64_t>& inflight = m_slots[*slot].inflight;
+  int64_t cur = inflight.load(std::memory_order_relaxed);
+  while (cur > 0 && !inflight.compare_exchange_weak(cur, cur - 1, std::memory_order_relaxed)) {
+  }
+  return Status::ok();
+}
+
 Status Router::complete(int32_t worker_id) {
   // A removed worker may still finish requests routed before its removal:
   // take the newest slot with the id, whatever its state.
@@ -187,15 +251,36 @@ Status Router::complete(int32_t worker_id) {
   for (uint32_t i = n; i-- > 0;) {
     Slot& s = m_slots[i];
     if (s.id.load(std::memory_order_relaxed) != worker_id) continue;
+    std::lock_guard lock(m_live_mutex);
+    const bool had_record = m_live->leave_oldest(i).is_ok();
     int64_t cur = s.inflight.load(std::memory_order_relaxed);
     while (cur > 0 && !s.inflight.compare_exchange_weak(cur, cur - 1, std::memory_order_relaxed)) {
     }
-    if (cur > 0) return Status::ok();
+    if (cur > 0 || had_record) return Status::ok();
     m_completes_rejected.fetch_add(1, std::memory_order_relaxed);
     return {Errc::state, "worker " + std::to_string(worker_id) + " has no request in flight"};
   }
   m_completes_rejected.fetch_add(1, std::memory_order_relaxed);
   return {Errc::not_found, "no worker with id " + std::to_string(worker_id)};
+}
+
+Status Router::report(int32_t worker_id, const WorkerReport& report) {
+  auto slot = find_slot(worker_id);
+  if (!slot) return slot.status();
+  if (report.step_ms && !(std::isfinite(*report.step_ms) && *report.step_ms > 0.0))
+    return {Errc::invalid_argument, "step_ms must be finite and > 0"};
+  if (report.batch) m_slots[*slot].inflight.store(*report.batch, std::memory_order_relaxed);
+  if (report.step_ms && report.batch && *report.batch > 0 && m_options.fit_step_cost &&
+      m_live->tracks_footprints()) {
+    std::lock_guard lock(m_live_mutex);
+    m_fit->add(*report.batch, m_live->distinct(*slot) * m_live->layer_scale(), *report.step_ms);
+  }
+  return Status::ok();
+}
+
+StepCost Router::step_cost() const {
+  std::lock_guard lock(m_live_mutex);
+  return m_fit->current();
 }
 
 Status Router::set_load(int32_t worker_id, uint32_t inflight) {
@@ -324,9 +409,16 @@ uint32_t Router::worker_slots() const noexcept {
 std::vector<WorkerInfo> Router::workers() const {
   const uint32_t n = worker_slots();
   std::vector<WorkerInfo> out(n);
+  std::lock_guard lock(m_live_mutex);
   for (uint32_t i = 0; i < n; ++i) {
     const Slot& s = m_slots[i];
-    out[i] = {s.id.load(), s.get_state(), s.cluster.load(), s.inflight.load(), s.routed.load()};
+    out[i] = {s.id.load(),
+              s.get_state(),
+              s.cluster.load(),
+              s.inflight.load(),
+              s.routed.load(),
+              m_live->requests(i),
+              m_live->distinct(i) * m_live->layer_scale()};
   }
   return out;
 }
@@ -334,8 +426,16 @@ std::vector<WorkerInfo> Router::workers() const {
 std::shared_ptr<const ClusterTable> Router::table() const { return m_scoring.load()->table; }
 uint64_t Router::table_epoch() const noexcept { return m_scoring.load()->epoch; }
 
-RouterStats Router::stats() const noexcept {
-  return {m_routed.load(), m_rejected.load(), m_completes_rejected.load()};
+RouterStats Router::stats() const {
+  RouterStats st;
+  st.routed = m_routed.load();
+  st.rejected = m_rejected.load();
+  st.completes_rejected = m_completes_rejected.load();
+  st.completes_unknown = m_completes_unknown.load();
+  std::lock_guard lock(m_live_mutex);
+  st.untracked = m_live->untracked();
+  st.step_samples = m_fit->samples();
+  return st;
 }
 
 }  // namespace eldr

@@ -260,7 +260,7 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
                                             " differs from the workload's " + g.to_string()};
   if (!(o.rate > 0.0) || !std::isfinite(o.rate))
     return Status{Errc::invalid_argument, "rate must be > 0"};
-  if (o.model.max_batch == 0) return Status{Errc::invalid_argument, "max_batch must be >= 1"};
+  if (o.model.cost.max_batch == 0) return Status{Errc::invalid_argument, "max_batch must be >= 1"};
   const uint32_t K = table->num_clusters();
   RouterOptions ro = o.router;
   ro.max_workers = std::max(ro.max_workers, K);
@@ -290,7 +290,7 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
 
   auto start_step = [&](uint32_t wi, double now) {
     Worker& w = workers[wi];
-    while (w.batch.size() < o.model.max_batch && !w.queue.empty()) {
+    while (w.batch.size() < o.model.cost.max_batch && !w.queue.empty()) {
       const uint32_t r = w.queue.front();
       w.queue.pop_front();
       update_union(w, &wl.inclusion[size_t{wl.requests[r].profile} * cells], cells, true);
@@ -302,7 +302,7 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
       return;
     }
     w.busy = true;
-    const double step_ms = o.model.step_ms(static_cast<uint32_t>(w.batch.size()), w.distinct);
+    const double step_ms = o.model.cost.step_ms(static_cast<uint32_t>(w.batch.size()), w.distinct);
     res.experts_per_step_samples.push_back(static_cast<float>(w.distinct / g.layers));
     ++res.steps;
     events.push({now + step_ms / 1000.0, 1, wi});

@@ -44,7 +44,7 @@ SimSetup make_setup(uint64_t requests, uint32_t workers = 4) {
 
 SimOptions options(Policy p, double rate) {
   SimOptions o;
-  o.model = {"test", kGeometry, 2.0, 0.02, 20.0, 16};
+  o.model = {"test", kGeometry, {2.0, 0.02, 20.0, 16}};
   o.workers = 4;
   o.rate = rate;
   o.router.policy = p;
@@ -116,7 +116,7 @@ TEST(sim, locality_routing_shrinks_the_expert_union_per_step) {
   const SimSetup s = make_setup(1500);
   // Loaded enough that batches are large and expert loading dominates a step.
   SimOptions ro = options(Policy::round_robin, 200.0), eo = options(Policy::eldr, 200.0);
-  ro.model.t0_ms = eo.model.t0_ms = 0.5;
+  ro.model.cost.t0_ms = eo.model.cost.t0_ms = 0.5;
   auto rr = simulate(s.evaluation, s.table, ro);
   auto eldr = simulate(s.evaluation, s.table, eo);
   ASSERT_TRUE(rr.is_ok() && eldr.is_ok());
@@ -140,7 +140,7 @@ TEST(step_models, presets_cover_the_papers_models) {
   for (const char* name : {"qwen3-30b-a3b", "gpt-oss-120b", "gemma-4-26b-a4b", "gpt-oss-20b"}) {
     auto m = find_step_model(name);
     ASSERT_TRUE(m.is_ok()) << name;
-    EXPECT_GT(m->alpha_us, 0.0);
+    EXPECT_GT(m->cost.alpha_us, 0.0);
   }
   EXPECT_FALSE(find_step_model("llama").is_ok());
 }

@@ -114,6 +114,7 @@ ELDR_API const char* eldr_last_error_message(void);
 #define ELDR_POLICY_P2C 4         /* power of two choices */
 #define ELDR_POLICY_DOMAIN 5      /* label pools from the table */
 #define ELDR_POLICY_ELDR_GUARD 6  /* locality band with a load guard */
+#define ELDR_POLICY_ELDR_COST 7   /* least added decode time under the step model (default) */
 
 /* "eldr", "round_robin", ... or NULL for an unknown policy. */
 ELDR_API const char* eldr_policy_name(uint32_t policy);
@@ -216,6 +217,30 @@ ELDR_API eldr_status_t eldr_request_complete(eldr_client_t* client, const char* 
 ELDR_API eldr_status_t eldr_worker_report(eldr_client_t* client, uint32_t worker, uint32_t running,
                                           float kv_usage);
 
+#define ELDR_WORKER_REPORT_VERSION 1
+
+/* A decode engine's report about one worker, for eldr_worker_report_ex
+ * (daemon) and eldr_router_report (embedded). batch_size takes precedence
+ * over the router's own in-flight count; step_ms with batch_size is a sample
+ * for the online fit of the step constants that ELDR_POLICY_ELDR_COST
+ * predicts with. 0 = not reported, for batch_size and step_ms. */
+typedef struct eldr_worker_report {
+  uint32_t version;     /* ELDR_WORKER_REPORT_VERSION */
+  uint32_t worker;      /* worker id */
+  uint32_t running;     /* requests running (liveness, as eldr_worker_report) */
+  float kv_usage;       /* KV-cache usage in [0, 1] */
+  uint32_t batch_size;  /* requests in its last decode step (running + waiting) */
+  float step_ms;        /* that step's duration in ms (finite, >= 0) */
+  uint64_t reserved[4];
+} eldr_worker_report_t;
+
+#define ELDR_WORKER_REPORT_INIT {ELDR_WORKER_REPORT_VERSION, 0, 0, 0.0f, 0, 0.0f, {0, 0, 0, 0}}
+ELDR_API void eldr_worker_report_init(eldr_worker_report_t* report);
+/* Errors: INVALID_ARGUMENT (NULL, a bad field), UNSUPPORTED (version),
+ * RING_FULL, NO_DAEMON. */
+ELDR_API eldr_status_t eldr_worker_report_ex(eldr_client_t* client,
+                                             const eldr_worker_report_t* report);
+
 #define ELDR_WORKER_ADD 1
 #define ELDR_WORKER_DRAIN 2
 #define ELDR_WORKER_REMOVE 3
@@ -301,21 +326,37 @@ ELDR_API eldr_status_t eldr_table_scores(const eldr_table_t* table, const int16_
 
 typedef struct eldr_router eldr_router_t;
 
-#define ELDR_ROUTER_OPTIONS_VERSION 1
+#define ELDR_ROUTER_OPTIONS_VERSION 2
 
+/* Version 1 ends at reserved[4]; version 2 appends the step constants and
+ * the request-record pool (a version-1 struct keeps their defaults). A
+ * zeroed struct with only `version` set routes with ELDR_POLICY_ELDR (0); the
+ * INIT macro and eldr_router_options_init() select ELDR_POLICY_ELDR_COST. */
 typedef struct eldr_router_options {
   uint32_t version;     /* ELDR_ROUTER_OPTIONS_VERSION */
-  uint32_t policy;      /* ELDR_POLICY_*, default ELDR_POLICY_ELDR */
+  uint32_t policy;      /* ELDR_POLICY_*, default ELDR_POLICY_ELDR_COST */
   float tau;            /* band width; < 0 = the table's default (0.1) */
   uint32_t min2_band;   /* nonzero: the band holds at least two workers */
   uint64_t seed;        /* random / p2c / tie breaks */
   uint32_t max_workers; /* worker slots, fixed at creation (default 256) */
   uint32_t reserved0;
   uint64_t reserved[4];
+  /* version 2: the step model of ELDR_POLICY_ELDR_COST, step = t0_ms +
+   * tseq_ms * batch + alpha_us / 1000 * distinct experts. All three < 0
+   * (the default): the table's constants, else the preset of its geometry. */
+  double t0_ms;
+  double tseq_ms;
+  double alpha_us;
+  uint32_t max_batch;     /* 0 = with the constants above */
+  uint32_t fit_step_cost; /* nonzero (default): refine them from reports */
+  uint32_t max_inflight;  /* request records, fixed at creation; 0 = 8192 */
+  uint32_t reserved1;
+  uint64_t reserved2[4];
 } eldr_router_options_t;
 
 #define ELDR_ROUTER_OPTIONS_INIT \
-  {ELDR_ROUTER_OPTIONS_VERSION, ELDR_POLICY_ELDR, -1.0f, 0, 0, 256, 0, {0, 0, 0, 0}}
+  {ELDR_ROUTER_OPTIONS_VERSION, ELDR_POLICY_ELDR_COST, -1.0f, 0, 0, 256, 0, {0, 0, 0, 0}, \
+   -1.0, -1.0, -1.0, 0, 1, 0, 0, {0, 0, 0, 0}}
 ELDR_API void eldr_router_options_init(eldr_router_options_t* options);
 
 /* The router keeps its own reference to the table: the caller may free it.
@@ -344,9 +385,43 @@ ELDR_API eldr_status_t eldr_router_route_ex(eldr_router_t* router, const int16_t
 ELDR_API eldr_status_t eldr_router_scores(eldr_router_t* router, const int16_t* counts,
                                           uint32_t layers, uint32_t experts, float* scores,
                                           uint8_t* in_band, uint32_t n_workers);
-/* Errors: INVALID_ARGUMENT, NOT_FOUND; complete: STATE when the worker has
- * nothing in flight (a count never goes below 0). */
+/* As eldr_router_route_ex (no loads), remembering request_id so that
+ * eldr_router_complete_request takes this request, and its expert
+ * footprint, out of its worker's batch. Errors as eldr_router_route; STATE
+ * when request_id is already in flight. */
+ELDR_API eldr_status_t eldr_router_route_id(eldr_router_t* router, uint64_t request_id,
+                                            const int16_t* counts, uint32_t layers,
+                                            uint32_t experts, eldr_decision_t* out);
+/* The request routed with this id has finished. NOT_FOUND for an id not in
+ * flight (unknown, or completed already): counted, nothing else changes. */
+ELDR_API eldr_status_t eldr_router_complete_request(eldr_router_t* router, uint64_t request_id);
+/* The oldest request still in flight on `worker` has finished (for callers
+ * that keep no ids). Errors: INVALID_ARGUMENT, NOT_FOUND; STATE when the
+ * worker has nothing in flight (a count never goes below 0). */
 ELDR_API eldr_status_t eldr_router_complete(eldr_router_t* router, int32_t worker);
+/* A decode engine's report (report->worker names it). Errors:
+ * INVALID_ARGUMENT, UNSUPPORTED, NOT_FOUND. */
+ELDR_API eldr_status_t eldr_router_report(eldr_router_t* router, const eldr_worker_report_t* report);
+
+#define ELDR_ROUTER_STATS_VERSION 1
+
+typedef struct eldr_router_stats {
+  uint32_t version;            /* in: ELDR_ROUTER_STATS_VERSION */
+  uint32_t reserved0;
+  uint64_t routed;
+  uint64_t rejected;           /* route calls that failed */
+  uint64_t completes_rejected; /* completes of nothing in flight, unknown ids included */
+  uint64_t completes_unknown;  /* eldr_router_complete_request with an id not in flight */
+  uint64_t untracked;          /* routes made with every request record in use */
+  uint64_t step_samples;       /* reports the step-constant fit used */
+  double t0_ms;                /* the step constants in force (configured or fitted) */
+  double tseq_ms;
+  double alpha_us;
+  uint64_t reserved[4];
+} eldr_router_stats_t;
+
+#define ELDR_ROUTER_STATS_INIT {ELDR_ROUTER_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, {0, 0, 0, 0}}
+ELDR_API eldr_status_t eldr_router_stats(const eldr_router_t* router, eldr_router_stats_t* out);
 ELDR_API eldr_status_t eldr_router_set_load(eldr_router_t* router, int32_t worker,
                                             uint32_t inflight);
 ELDR_API eldr_status_t eldr_router_add_worker(eldr_router_t* router, int32_t worker);

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "eldr/geometry.hpp"
 #include "eldr/status.hpp"
+#include "eldr/step_model.hpp"
 
 namespace eldr {
 
@@ -48,6 +50,9 @@ struct ClusterTable {
   float default_tau = kDefaultTau;
   FitInfo fit;
   DomainPools domains;  // empty when fitted without labels
+  // Step constants measured for this model and hardware (eldr_cost); unset:
+  // the preset of the geometry.
+  std::optional<StepCost> step_cost;
 
   size_t dim() const noexcept { return layer_mask.size() * geometry.experts; }
   uint32_t num_clusters() const noexcept { return static_cast<uint32_t>(worker_ids.size()); }

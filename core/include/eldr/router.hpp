@@ -1,6 +1,8 @@
 // Online routing (docs/design.md §5): footprint -> signature scores per cluster ->
-// locality band -> least-loaded worker in the band. Embedded, in-process and
-// thread-safe; the sidecar runs the same object.
+// locality band -> least-loaded worker in the band (the paper's rule), or
+// footprint -> predicted expert demand -> the worker whose batch it slows
+// least (eldr_cost, the default). Embedded, in-process and thread-safe; the
+// sidecar runs the same object.
 //
 // Workers live in stable slots (index = order of addition; the table's
 // centroids come first). A slot's worker routes by its cluster's centroid;
@@ -20,18 +22,28 @@
 
 #include "eldr/cluster_table.hpp"
 #include "eldr/status.hpp"
+#include "eldr/step_model.hpp"
 
 namespace eldr {
 
 namespace detail {
 struct RouterScoring;  // one table's precomputed scoring data (route/scoring.hpp)
-}
+class LiveBatches;     // in-flight requests and batch footprints (route/live_batch.hpp)
+class StepFit;         // online fit of the step constants (route/step_fit.hpp)
+}  // namespace detail
 
 // eldr_guard (ours, beyond the paper): the locality band, but a pick may not
 // run further ahead of the least-loaded active worker than a slack that grows
 // with the pool's load (RouterOptions::guard_*); past that the request spills
 // to the least-loaded worker (ties: higher score). It bounds the pile-up that bursts of one domain
 // cause on a narrow band, which is where the paper's rule loses P99.
+//
+// eldr_cost (ours, the default): the worker whose pick adds the least to the
+// pool's total decode time under the step model (docs/design.md §5.3): the
+// request's own step time there plus the slowdown it brings to the requests
+// already batched there, from the experts it is predicted to add to that
+// batch. It spreads while workers are idle and clusters when they are busy;
+// no band width to tune.
 enum class Policy : uint8_t {
   eldr = 0,
   round_robin = 1,
@@ -40,10 +52,11 @@ enum class Policy : uint8_t {
   p2c = 4,
   domain = 5,
   eldr_guard = 6,
+  eldr_cost = 7,
 };
-inline constexpr Policy kAllPolicies[] = {Policy::eldr,      Policy::round_robin, Policy::random,
-                                          Policy::jsq,       Policy::p2c,         Policy::domain,
-                                          Policy::eldr_guard};
+inline constexpr Policy kAllPolicies[] = {Policy::eldr,       Policy::round_robin, Policy::random,
+                                          Policy::jsq,        Policy::p2c,         Policy::domain,
+                                          Policy::eldr_guard, Policy::eldr_cost};
 const char* policy_name(Policy policy) noexcept;
 std::optional<Policy> parse_policy(std::string_view name) noexcept;
 
@@ -54,7 +67,7 @@ inline constexpr uint32_t kNoCluster = 0xffffffffu;
 inline constexpr uint32_t kMaxClusters = 1024;
 
 struct RouterOptions {
-  Policy policy = Policy::eldr;
+  Policy policy = Policy::eldr_cost;
   float tau = -1.0f;           // locality band width; < 0 = the table's default_tau
   bool min2_band = false;      // prototype variant: widen a one-member band to the top two
   uint64_t seed = 0;           // random, jsq tie-break and p2c draws
@@ -63,6 +76,16 @@ struct RouterOptions {
   // in-flight) requests more than the least-loaded active worker.
   uint32_t guard_slack = 2;
   float guard_ratio = 0.25f;
+  // eldr_cost: the step constants it predicts with. Unset: the table's, else
+  // the model preset of the table's geometry, else StepCost{}.
+  std::optional<StepCost> step_cost;
+  // eldr_cost: refine the constants from engine reports that carry a step
+  // time and batch size (report()).
+  bool fit_step_cost = true;
+  // Request records (complete by id, batch footprints), fixed at creation.
+  uint32_t max_inflight = 8192;
+  // eldr_cost reads every s-th layer, at most about this many cells.
+  uint32_t cost_cells = 1536;
 };
 
 struct Decision {
@@ -79,6 +102,20 @@ struct RouteHints {
   // router's own; when given, the router's counters are not touched.
   std::span<const uint32_t> loads;
   std::string_view label;  // domain label, for Policy::domain
+  // Remembered so that complete_request(id) takes this request's footprint
+  // out of its worker's batch. Ids are the caller's; one may not be in flight
+  // twice. Not with `loads` (nothing is counted then).
+  std::optional<uint64_t> request_id;
+};
+
+// A decode engine's report about one worker (each field optional).
+struct WorkerReport {
+  // Requests the engine runs or queues: replaces the router's in-flight
+  // count (the engine's view takes precedence; routes after it add to it).
+  std::optional<uint32_t> batch;
+  // Its last decode step, in ms, with `batch` requests: a sample for the
+  // online fit of the step constants (RouterOptions::fit_step_cost).
+  std::optional<double> step_ms;
 };
 
 struct WorkerInfo {
@@ -87,12 +124,17 @@ struct WorkerInfo {
   uint32_t cluster = kNoCluster;
   int64_t inflight = 0;
   uint64_t routed = 0;
+  uint32_t tracked = 0;        // in-flight requests the router holds a record of
+  double batch_experts = 0.0;  // eldr_cost: expected distinct experts of that batch
 };
 
 struct RouterStats {
   uint64_t routed = 0;
   uint64_t rejected = 0;            // route calls that failed (bad footprint, no worker)
   uint64_t completes_rejected = 0;  // complete on a worker with nothing in flight / unknown
+  uint64_t completes_unknown = 0;   // of those: complete_request with an id not in flight
+  uint64_t untracked = 0;           // routes with every request record in use (not in a batch)
+  uint64_t step_samples = 0;        // step-time reports the online fit used
 };
 
 class Router {
@@ -115,10 +157,16 @@ class Router {
   Result<uint32_t> scores(std::span<const int16_t> counts, std::span<float> scores,
                           std::span<uint8_t> in_band) const;
 
-  // In-flight accounting: complete = -1 (never below zero: an extra complete
-  // is rejected and counted); set_load = an externally reported count.
+  // In-flight accounting. complete_request: the request routed with this id
+  // has finished (its worker's count -1, its footprint leaves the batch);
+  // an unknown or repeated id is rejected and counted, nothing else changes.
+  // complete(worker): the oldest request still on that worker has finished
+  // (for callers that do not keep ids); never below zero: an extra complete
+  // is rejected and counted. set_load = an externally reported count.
+  Status complete_request(uint64_t request_id);
   Status complete(int32_t worker_id);
   Status set_load(int32_t worker_id, uint32_t inflight);
+  Status report(int32_t worker_id, const WorkerReport& report);
 
   // Runtime membership. add_worker without a cluster replicates the cluster
   // whose workers carry the most in-flight requests each. Draining and
@@ -138,7 +186,9 @@ class Router {
   uint64_t table_epoch() const noexcept;
   const RouterOptions& options() const noexcept { return m_options; }
   float tau() const noexcept;
-  RouterStats stats() const noexcept;
+  RouterStats stats() const;
+  // The step constants eldr_cost predicts with now (configured, or fitted).
+  StepCost step_cost() const;
 
  private:
   using Scoring = detail::RouterScoring;  // immutable per table
@@ -161,7 +211,13 @@ class Router {
   std::atomic<uint64_t> m_routed{0};
   std::atomic<uint64_t> m_rejected{0};
   std::atomic<uint64_t> m_completes_rejected{0};
+  std::atomic<uint64_t> m_completes_unknown{0};
   std::mutex m_admin;  // serialises membership changes and table swaps
+  // Request records, batch footprints and the step constants: one mutex, held
+  // for the pick of eldr_cost and for every record change (short, no I/O).
+  mutable std::mutex m_live_mutex;
+  std::unique_ptr<detail::LiveBatches> m_live;
+  std::unique_ptr<detail::StepFit> m_fit;
 };
 
 }  // namespace eldr

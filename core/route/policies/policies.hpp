@@ -11,6 +11,7 @@
 #include "eldr/cluster_table.hpp"
 #include "eldr/random.hpp"
 #include "eldr/router.hpp"
+#include "live_batch.hpp"
 #include "scoring.hpp"
 
 namespace eldr::detail {
@@ -36,6 +37,15 @@ struct Draws {
   }
 };
 
+// What eldr_cost reads: the workers' batches, the request's demand over
+// the cost cells (LiveBatches::demand) and the step constants in force.
+struct CostInputs {
+  const LiveBatches* live = nullptr;
+  const float* demand = nullptr;
+  float demand_total = 0.0f;
+  StepCost cost;
+};
+
 // Everything a pick may read besides the candidates.
 struct PickContext {
   const RouterOptions& options;
@@ -46,6 +56,7 @@ struct PickContext {
   std::string_view label;  // RouteHints::label, for the domain policy
   Draws draws;
   std::atomic<uint64_t>& rr_cursor;
+  const CostInputs* cost = nullptr;  // set for eldr_cost only
 };
 
 struct Pick {
@@ -55,6 +66,7 @@ struct Pick {
 
 Pick pick_eldr(const Candidates& c, PickContext& ctx);
 Pick pick_eldr_guard(const Candidates& c, PickContext& ctx);
+Pick pick_eldr_cost(const Candidates& c, PickContext& ctx);
 Pick pick_round_robin(const Candidates& c, PickContext& ctx);
 Pick pick_random(const Candidates& c, PickContext& ctx);
 Pick pick_jsq(const Candidates& c, PickContext& ctx);
@@ -66,6 +78,8 @@ Pick pick(Policy policy, const Candidates& c, PickContext& ctx);
 // Whether the policy compares scores before it picks (then the int16 pass
 // bounds every cluster; the others score only the picked worker).
 bool reads_scores(Policy policy) noexcept;
+// Whether the policy reads the workers' batch footprints (CostInputs).
+bool reads_batches(Policy policy) noexcept;
 
 // Least loaded of the candidates j with keep(j); ties: the lowest index, or a
 // uniformly random one among the tied when `random_ties`. Pick::band counts

@@ -31,14 +31,17 @@ pub const ELDR_POLICY_JSQ: i32 = 3;
 pub const ELDR_POLICY_P2C: i32 = 4;
 pub const ELDR_POLICY_DOMAIN: i32 = 5;
 pub const ELDR_POLICY_ELDR_GUARD: i32 = 6;
+pub const ELDR_POLICY_ELDR_COST: i32 = 7;
 pub const ELDR_DECISION_VERSION: i32 = 1;
 pub const ELDR_CLIENT_OPTIONS_VERSION: i32 = 1;
+pub const ELDR_WORKER_REPORT_VERSION: i32 = 1;
 pub const ELDR_WORKER_ADD: i32 = 1;
 pub const ELDR_WORKER_DRAIN: i32 = 2;
 pub const ELDR_WORKER_REMOVE: i32 = 3;
 pub const ELDR_TABLE_INFO_VERSION: i32 = 1;
 pub const ELDR_FIT_OPTIONS_VERSION: i32 = 1;
-pub const ELDR_ROUTER_OPTIONS_VERSION: i32 = 1;
+pub const ELDR_ROUTER_OPTIONS_VERSION: i32 = 2;
+pub const ELDR_ROUTER_STATS_VERSION: i32 = 1;
 pub const ELDR_WORKER_STATE_ACTIVE: i32 = 0;
 pub const ELDR_WORKER_STATE_DRAINING: i32 = 1;
 pub const ELDR_WORKER_STATE_REMOVED: i32 = 2;
@@ -447,6 +450,159 @@ extern "C" {
         worker: u32,
         running: u32,
         kv_usage: f32,
+    ) -> eldr_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct eldr_worker_report {
+    pub version: u32,
+    pub worker: u32,
+    pub running: u32,
+    pub kv_usage: f32,
+    pub batch_size: u32,
+    pub step_ms: f32,
+    pub reserved: [u64; 4usize],
+}
+#[test]
+fn bindgen_test_layout_eldr_worker_report() {
+    assert_eq!(
+        ::std::mem::size_of::<eldr_worker_report>(),
+        56usize,
+        concat!("Size of: ", stringify!(eldr_worker_report))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<eldr_worker_report>(),
+        8usize,
+        concat!("Alignment of ", stringify!(eldr_worker_report))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_worker_report>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_worker_report),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_worker() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_worker_report>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).worker) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_worker_report),
+                "::",
+                stringify!(worker)
+            )
+        );
+    }
+    test_field_worker();
+    fn test_field_running() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_worker_report>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).running) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_worker_report),
+                "::",
+                stringify!(running)
+            )
+        );
+    }
+    test_field_running();
+    fn test_field_kv_usage() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_worker_report>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_usage) as usize - ptr as usize
+            },
+            12usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_worker_report),
+                "::",
+                stringify!(kv_usage)
+            )
+        );
+    }
+    test_field_kv_usage();
+    fn test_field_batch_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_worker_report>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).batch_size) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_worker_report),
+                "::",
+                stringify!(batch_size)
+            )
+        );
+    }
+    test_field_batch_size();
+    fn test_field_step_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_worker_report>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).step_ms) as usize - ptr as usize
+            },
+            20usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_worker_report),
+                "::",
+                stringify!(step_ms)
+            )
+        );
+    }
+    test_field_step_ms();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_worker_report>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_worker_report),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+}
+pub type eldr_worker_report_t = eldr_worker_report;
+extern "C" {
+    pub fn eldr_worker_report_init(report: *mut eldr_worker_report_t);
+}
+extern "C" {
+    pub fn eldr_worker_report_ex(
+        client: *mut eldr_client_t,
+        report: *const eldr_worker_report_t,
     ) -> eldr_status_t;
 }
 extern "C" {
@@ -883,12 +1039,20 @@ pub struct eldr_router_options {
     pub max_workers: u32,
     pub reserved0: u32,
     pub reserved: [u64; 4usize],
+    pub t0_ms: f64,
+    pub tseq_ms: f64,
+    pub alpha_us: f64,
+    pub max_batch: u32,
+    pub fit_step_cost: u32,
+    pub max_inflight: u32,
+    pub reserved1: u32,
+    pub reserved2: [u64; 4usize],
 }
 #[test]
 fn bindgen_test_layout_eldr_router_options() {
     assert_eq!(
         ::std::mem::size_of::<eldr_router_options>(),
-        64usize,
+        136usize,
         concat!("Size of: ", stringify!(eldr_router_options))
     );
     assert_eq!(
@@ -1032,6 +1196,142 @@ fn bindgen_test_layout_eldr_router_options() {
         );
     }
     test_field_reserved();
+    fn test_field_t0_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).t0_ms) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_options),
+                "::",
+                stringify!(t0_ms)
+            )
+        );
+    }
+    test_field_t0_ms();
+    fn test_field_tseq_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tseq_ms) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_options),
+                "::",
+                stringify!(tseq_ms)
+            )
+        );
+    }
+    test_field_tseq_ms();
+    fn test_field_alpha_us() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).alpha_us) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_options),
+                "::",
+                stringify!(alpha_us)
+            )
+        );
+    }
+    test_field_alpha_us();
+    fn test_field_max_batch() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_batch) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_options),
+                "::",
+                stringify!(max_batch)
+            )
+        );
+    }
+    test_field_max_batch();
+    fn test_field_fit_step_cost() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).fit_step_cost) as usize - ptr as usize
+            },
+            92usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_options),
+                "::",
+                stringify!(fit_step_cost)
+            )
+        );
+    }
+    test_field_fit_step_cost();
+    fn test_field_max_inflight() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).max_inflight) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_options),
+                "::",
+                stringify!(max_inflight)
+            )
+        );
+    }
+    test_field_max_inflight();
+    fn test_field_reserved1() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved1) as usize - ptr as usize
+            },
+            100usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_options),
+                "::",
+                stringify!(reserved1)
+            )
+        );
+    }
+    test_field_reserved1();
+    fn test_field_reserved2() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_options>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved2) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_options),
+                "::",
+                stringify!(reserved2)
+            )
+        );
+    }
+    test_field_reserved2();
 }
 pub type eldr_router_options_t = eldr_router_options;
 extern "C" {
@@ -1079,7 +1379,269 @@ extern "C" {
     ) -> eldr_status_t;
 }
 extern "C" {
+    pub fn eldr_router_route_id(
+        router: *mut eldr_router_t,
+        request_id: u64,
+        counts: *const i16,
+        layers: u32,
+        experts: u32,
+        out: *mut eldr_decision_t,
+    ) -> eldr_status_t;
+}
+extern "C" {
+    pub fn eldr_router_complete_request(
+        router: *mut eldr_router_t,
+        request_id: u64,
+    ) -> eldr_status_t;
+}
+extern "C" {
     pub fn eldr_router_complete(router: *mut eldr_router_t, worker: i32) -> eldr_status_t;
+}
+extern "C" {
+    pub fn eldr_router_report(
+        router: *mut eldr_router_t,
+        report: *const eldr_worker_report_t,
+    ) -> eldr_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct eldr_router_stats {
+    pub version: u32,
+    pub reserved0: u32,
+    pub routed: u64,
+    pub rejected: u64,
+    pub completes_rejected: u64,
+    pub completes_unknown: u64,
+    pub untracked: u64,
+    pub step_samples: u64,
+    pub t0_ms: f64,
+    pub tseq_ms: f64,
+    pub alpha_us: f64,
+    pub reserved: [u64; 4usize],
+}
+#[test]
+fn bindgen_test_layout_eldr_router_stats() {
+    assert_eq!(
+        ::std::mem::size_of::<eldr_router_stats>(),
+        112usize,
+        concat!("Size of: ", stringify!(eldr_router_stats))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<eldr_router_stats>(),
+        8usize,
+        concat!("Alignment of ", stringify!(eldr_router_stats))
+    );
+    fn test_field_version() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_stats),
+                "::",
+                stringify!(version)
+            )
+        );
+    }
+    test_field_version();
+    fn test_field_reserved0() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_stats),
+                "::",
+                stringify!(reserved0)
+            )
+        );
+    }
+    test_field_reserved0();
+    fn test_field_routed() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).routed) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_stats),
+                "::",
+                stringify!(routed)
+            )
+        );
+    }
+    test_field_routed();
+    fn test_field_rejected() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).rejected) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_stats),
+                "::",
+                stringify!(rejected)
+            )
+        );
+    }
+    test_field_rejected();
+    fn test_field_completes_rejected() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).completes_rejected) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_stats),
+                "::",
+                stringify!(completes_rejected)
+            )
+        );
+    }
+    test_field_completes_rejected();
+    fn test_field_completes_unknown() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).completes_unknown) as usize - ptr as usize
+            },
+            32usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_stats),
+                "::",
+                stringify!(completes_unknown)
+            )
+        );
+    }
+    test_field_completes_unknown();
+    fn test_field_untracked() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).untracked) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_stats),
+                "::",
+                stringify!(untracked)
+            )
+        );
+    }
+    test_field_untracked();
+    fn test_field_step_samples() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).step_samples) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_stats),
+                "::",
+                stringify!(step_samples)
+            )
+        );
+    }
+    test_field_step_samples();
+    fn test_field_t0_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).t0_ms) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_stats),
+                "::",
+                stringify!(t0_ms)
+            )
+        );
+    }
+    test_field_t0_ms();
+    fn test_field_tseq_ms() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).tseq_ms) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_stats),
+                "::",
+                stringify!(tseq_ms)
+            )
+        );
+    }
+    test_field_tseq_ms();
+    fn test_field_alpha_us() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).alpha_us) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_stats),
+                "::",
+                stringify!(alpha_us)
+            )
+        );
+    }
+    test_field_alpha_us();
+    fn test_field_reserved() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_router_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_router_stats),
+                "::",
+                stringify!(reserved)
+            )
+        );
+    }
+    test_field_reserved();
+}
+pub type eldr_router_stats_t = eldr_router_stats;
+extern "C" {
+    pub fn eldr_router_stats(
+        router: *const eldr_router_t,
+        out: *mut eldr_router_stats_t,
+    ) -> eldr_status_t;
 }
 extern "C" {
     pub fn eldr_router_set_load(

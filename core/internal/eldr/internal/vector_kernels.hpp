@@ -70,6 +70,23 @@ void gather_counts(const int16_t* counts, const uint32_t* mask, uint32_t experts
 // Exact integer arithmetic: every ISA gives the same result.
 void dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks, int64_t* out) noexcept;
 
+// ---- the live batch footprint of eldr_cost (route/live_batch.hpp) ----------
+// A batch's chance that no request uses a cell is a product of (1 - p) over
+// its requests; it is kept as an exact integer sum of -log2(1 - p) in units
+// of 2^-12 ("q12"), so a request leaves exactly what it added.
+inline constexpr int32_t kQ12One = 4096;
+inline constexpr float kMaxDemand = 0.999f;  // p is capped: 1 - p stays > 0
+
+// p[i] = min(counts[i] * scale, kMaxDemand): a footprint's per-token usage.
+void scaled_counts(const int16_t* counts, size_t n, float scale, float* p) noexcept;
+// q[i] = round(-log2(1 - p[i]) * 4096), p[i] in [0, kMaxDemand] (<= 40,822).
+void log_keep_q12(const float* p, size_t n, uint16_t* q) noexcept;
+// s[i] += q[i], or -= q[i] when `subtract`.
+void add_q12(int32_t* s, const uint16_t* q, size_t n, bool subtract) noexcept;
+// keep[i] = 2^(-s[i] / 4096) for s[i] >= 0 (relative error < 2e-5, never
+// above 1); returns the sum of keep.
+float keep_from_q12(const int32_t* s, size_t n, float* keep) noexcept;
+
 // Plain scalar version of the int16 kernel, which the vector code must equal
 // bit for bit (tested); used where the CPU lacks AVX2.
 namespace reference {

@@ -1,0 +1,179 @@
+#include "live_batch.hpp"
+
+#include <algorithm>
+
+#include "eldr/internal/vector_kernels.hpp"
+#include "eldr/random.hpp"
+
+namespace eldr::detail {
+
+Result<std::unique_ptr<LiveBatches>> LiveBatches::create(const Geometry& g, uint32_t slots,
+                                                         uint32_t max_inflight, uint32_t cost_cells,
+                                                         bool track_footprints) {
+  ELDR_TRY(g.validate());
+  if (max_inflight == 0 || max_inflight > (1u << 24))
+    return Status{Errc::invalid_argument, "max_inflight must be in [1, 16777216]"};
+  if (cost_cells == 0) return Status{Errc::invalid_argument, "cost_cells must be >= 1"};
+  std::unique_ptr<LiveBatches> b(new LiveBatches());
+  b->m_track = track_footprints;
+  b->m_layers = g.layers;
+  b->m_experts = g.experts;
+  b->m_top_k = g.top_k;
+  // Every s-th layer, at least one, at most about cost_cells cells.
+  const uint64_t all = g.cells();
+  b->m_stride = static_cast<uint32_t>(std::max<uint64_t>(1, (all + cost_cells - 1) / cost_cells));
+  b->m_stride = std::min(b->m_stride, g.layers);
+  b->m_read_layers = (g.layers + b->m_stride - 1) / b->m_stride;
+  b->m_layer_scale = static_cast<double>(g.layers) / b->m_read_layers;
+  b->m_cells = track_footprints ? b->m_read_layers * g.experts : 0;
+  b->m_slots.resize(slots);
+  b->m_sum.assign(size_t{slots} * b->m_cells, 0);
+  b->m_keep.assign(size_t{slots} * b->m_cells, 1.0f);
+  b->m_demand.assign(b->m_cells, 0.0f);
+  b->m_records.resize(max_inflight);
+  if (b->m_cells) b->m_q.reset(new uint16_t[size_t{max_inflight} * b->m_cells]);
+  for (uint32_t r = 0; r < max_inflight; ++r)
+    b->m_records[r].next = r + 1 < max_inflight ? r + 1 : kNoRecord;
+  b->m_free = 0;
+  size_t capacity = 16;
+  while (capacity < size_t{max_inflight} * 2) capacity *= 2;
+  b->m_ids.assign(capacity, IdEntry{0, kNoRecord});
+  return b;
+}
+
+LiveBatches::~LiveBatches() = default;
+
+float LiveBatches::demand(std::span<const int16_t> counts, float* p) const noexcept {
+  float total = 0.0f;
+  for (uint32_t i = 0; i < m_read_layers; ++i) {
+    const int16_t* row = counts.data() + size_t{i} * m_stride * m_experts;
+    float* out = p + size_t{i} * m_experts;
+    // The prompt's tokens: each picked top_k experts of this layer.
+    const int64_t sum = kernels::sum16(row, m_experts);
+    double tokens = 0.0;
+    if (m_top_k > 0) {
+      tokens = static_cast<double>(sum) / m_top_k;
+    } else {
+      for (uint32_t e = 0; e < m_experts; ++e) tokens = std::max<double>(tokens, row[e]);
+    }
+    if (tokens <= 0.0) {
+      std::fill_n(out, m_experts, 0.0f);
+      continue;
+    }
+    kernels::scaled_counts(row, m_experts, static_cast<float>(1.0 / tokens), out);
+    for (uint32_t e = 0; e < m_experts; ++e) total += out[e];
+  }
+  return total;
+}
+
+Status LiveBatches::join(uint32_t slot, std::optional<uint64_t> id, const float* p) {
+  if (id && find_id(*id))
+    return {Errc::state, "request " + std::to_string(*id) + " is already in flight"};
+  if (m_free == kNoRecord) {
+    ++m_untracked;
+    return {Errc::capacity, "every request record is in use (max_inflight)"};
+  }
+  const uint32_t r = m_free;
+  Record& rec = m_records[r];
+  m_free = rec.next;
+  ++m_used;
+  rec.id = id.value_or(0);
+  rec.has_id = id.has_value();
+  rec.slot = slot;
+  SlotState& s = m_slots[slot];
+  rec.prev = s.tail;
+  rec.next = kNoRecord;
+  if (s.tail != kNoRecord) m_records[s.tail].next = r;
+  s.tail = r;
+  if (s.head == kNoRecord) s.head = r;
+  ++s.count;
+  if (id) insert_id(*id, r);
+  if (m_cells && p) {
+    uint16_t* q = &m_q[size_t{r} * m_cells];
+    kernels::log_keep_q12(p, m_cells, q);
+    kernels::add_q12(&m_sum[size_t{slot} * m_cells], q, m_cells, false);
+    refresh(slot);
+  } else if (m_cells) {
+    std::fill_n(&m_q[size_t{r} * m_cells], m_cells, uint16_t{0});
+  }
+  return Status::ok();
+}
+
+void LiveBatches::unlink(uint32_t r) {
+  Record& rec = m_records[r];
+  SlotState& s = m_slots[rec.slot];
+  (rec.prev != kNoRecord ? m_records[rec.prev].next : s.head) = rec.next;
+  (rec.next != kNoRecord ? m_records[rec.next].prev : s.tail) = rec.prev;
+  --s.count;
+  if (rec.has_id) erase_id(rec.id);
+  if (m_cells) {
+    kernels::add_q12(&m_sum[size_t{rec.slot} * m_cells], &m_q[size_t{r} * m_cells], m_cells, true);
+    refresh(rec.slot);
+  }
+  rec.has_id = false;
+  rec.prev = kNoRecord;
+  rec.next = m_free;
+  m_free = r;
+  --m_used;
+}
+
+Result<uint32_t> LiveBatches::leave_id(uint64_t id) {
+  const uint32_t* r = find_id(id);
+  if (!r) return Status{Errc::not_found, "no request " + std::to_string(id) + " in flight"};
+  const uint32_t record = *r;
+  const uint32_t slot = m_records[record].slot;
+  unlink(record);
+  return slot;
+}
+
+Status LiveBatches::leave_oldest(uint32_t slot) {
+  if (m_slots[slot].head == kNoRecord) return {Errc::not_found, "no request on this worker"};
+  unlink(m_slots[slot].head);
+  return Status::ok();
+}
+
+void LiveBatches::refresh(uint32_t slot) {
+  SlotState& s = m_slots[slot];
+  const size_t at = size_t{slot} * m_cells;
+  if (s.count == 0) {  // an empty batch is exactly empty
+    std::fill_n(&m_keep[at], m_cells, 1.0f);
+    s.distinct = 0.0;
+    return;
+  }
+  const float kept = kernels::keep_from_q12(&m_sum[at], m_cells, &m_keep[at]);
+  s.distinct = std::max(0.0, static_cast<double>(m_cells) - kept);
+}
+
+uint32_t* LiveBatches::find_id(uint64_t id) noexcept {
+  const size_t mask = m_ids.size() - 1;
+  for (size_t i = splitmix64(id) & mask;; i = (i + 1) & mask) {
+    if (m_ids[i].record == kNoRecord) return nullptr;
+    if (m_ids[i].id == id) return &m_ids[i].record;
+  }
+}
+
+void LiveBatches::insert_id(uint64_t id, uint32_t record) noexcept {
+  const size_t mask = m_ids.size() - 1;
+  size_t i = splitmix64(id) & mask;
+  while (m_ids[i].record != kNoRecord) i = (i + 1) & mask;
+  m_ids[i] = {id, record};
+}
+
+void LiveBatches::erase_id(uint64_t id) noexcept {
+  const size_t mask = m_ids.size() - 1;
+  size_t i = splitmix64(id) & mask;
+  while (m_ids[i].id != id || m_ids[i].record == kNoRecord) i = (i + 1) & mask;
+  // Backward shift: pull later entries of the probe run into the hole.
+  for (size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+    if (m_ids[j].record == kNoRecord) break;
+    const size_t home = splitmix64(m_ids[j].id) & mask;
+    // Move j into i when its home does not lie cyclically in (i, j].
+    if (((j - home) & mask) >= ((j - i) & mask)) {
+      m_ids[i] = m_ids[j];
+      i = j;
+    }
+  }
+  m_ids[i].record = kNoRecord;
+}
+
+}  // namespace eldr::detail
