@@ -92,7 +92,11 @@ Status LiveBatches::join(uint32_t slot, std::optional<uint64_t> id, const float*
     uint16_t* q = &m_q[size_t{r} * m_cells];
     kernels::log_keep_q12(p, m_cells, q);
     kernels::add_q12(&m_sum[size_t{slot} * m_cells], q, m_cells, false);
-    refresh(slot);
+    // keep *= 1 - p: within the q12 rounding of 2^(-sum), which the next
+    // leave restores exactly; no exponentials on the route path.
+    s.distinct =
+        std::max(0.0, static_cast<double>(m_cells) -
+                          kernels::scale_keep(&m_keep[size_t{slot} * m_cells], p, m_cells));
   } else if (m_cells) {
     std::fill_n(&m_q[size_t{r} * m_cells], m_cells, uint16_t{0});
   }

@@ -16,7 +16,7 @@
 // are read (all layers for small models); sums are scaled by L / layers read.
 //
 // Memory: per worker slot 8 bytes per cost cell; per in-flight request 48
-// bytes plus 2 bytes per cost cell (3 KiB at the default 1,536 cells), in a
+// bytes plus 2 bytes per cost cell (2 KiB at the default 1,024 cells), in a
 // pool of max_inflight records fixed at creation (the hot path never
 // allocates). A route that finds the pool full is still routed and counted in
 // flight, but its footprint is not tracked (counted: untracked()).

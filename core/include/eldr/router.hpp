@@ -85,7 +85,7 @@ struct RouterOptions {
   // Request records (complete by id, batch footprints), fixed at creation.
   uint32_t max_inflight = 8192;
   // eldr_cost reads every s-th layer, at most about this many cells.
-  uint32_t cost_cells = 1536;
+  uint32_t cost_cells = 1024;
 };
 
 struct Decision {

@@ -19,14 +19,13 @@ Pick pick_eldr_cost(const Candidates& c, PickContext& ctx) {
   const LiveBatches& live = *in.live;
   const double tseq = in.cost.tseq_ms;
   const double alpha = in.cost.alpha_us / 1000.0 * live.layer_scale();  // ms per cost cell
-  const double max_batch = in.cost.max_batch;
   double best = INFINITY;
   uint32_t pick = 0, ties = 0;
   for (uint32_t j = 0; j < c.count; ++j) {
     const uint32_t slot = c.slot[j];
-    // Requests beyond a full batch queue: they do not slow this step.
-    const double b =
-        std::min<double>(static_cast<double>(std::max<int64_t>(c.load[j], 0)), max_batch - 1.0);
+    // In flight, queued requests included: a queue behind a full batch keeps
+    // it full for longer.
+    const double b = static_cast<double>(std::max<int64_t>(c.load[j], 0));
     const double d = live.distinct(slot);
     const double added = live.requests(slot) == 0
                              ? in.demand_total
