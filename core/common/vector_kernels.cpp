@@ -192,14 +192,19 @@ ELDR_INLINE v8f neg_log2_q12(v8f x) noexcept {
 }
 
 // 2^(-s / 4096), s >= 0: the integer part of s / 4096 shifts the exponent,
-// the fraction f goes through exp(-u), u = f ln2 < 0.7, to degree 6 (error
-// < 2e-5). Past 2^-125 the result is 0.
+// the fraction f goes through exp(-u), u = f ln2 < 0.7, to degree 7 (error
+// < 2e-6). Past 2^-125 the result is 0.
 ELDR_INLINE v8f keep_q12(v8i s) noexcept {
   const v8i whole = s >> 12;
   const v8f u = __builtin_convertvector(s & (kQ12One - 1), v8f) * (0.69314718056f / kQ12One);
-  const v8f e =
-      1.0f - u * (1.0f - u * (0.5f - u * (1.0f / 6 -
-                                          u * (1.0f / 24 - u * (1.0f / 120 - u * (1.0f / 720))))));
+  // Horner form of sum_{k <= 7} (-u)^k / k!.
+  v8f e = 1.0f / 720 - u * (1.0f / 5040);
+  e = 1.0f / 120 - u * e;
+  e = 1.0f / 24 - u * e;
+  e = 1.0f / 6 - u * e;
+  e = 0.5f - u * e;
+  e = 1.0f - u * e;
+  e = 1.0f - u * e;
   v8i bits;
   __builtin_memcpy(&bits, &e, sizeof(bits));
   const v8i shifted = whole < 125 ? bits - (whole << 23) : v8i{};

@@ -66,12 +66,11 @@ float LiveBatches::demand(std::span<const int16_t> counts, float* p) const noexc
   return total;
 }
 
-Status LiveBatches::join(uint32_t slot, std::optional<uint64_t> id, const float* p) {
-  if (id && find_id(*id))
-    return {Errc::state, "request " + std::to_string(*id) + " is already in flight"};
+LiveBatches::Join LiveBatches::join(uint32_t slot, std::optional<uint64_t> id, const float* p) {
+  if (id && find_id(*id)) return Join::duplicate;
   if (m_free == kNoRecord) {
     ++m_untracked;
-    return {Errc::capacity, "every request record is in use (max_inflight)"};
+    return Join::untracked;
   }
   const uint32_t r = m_free;
   Record& rec = m_records[r];
@@ -100,7 +99,7 @@ Status LiveBatches::join(uint32_t slot, std::optional<uint64_t> id, const float*
   } else if (m_cells) {
     std::fill_n(&m_q[size_t{r} * m_cells], m_cells, uint16_t{0});
   }
-  return Status::ok();
+  return Join::joined;
 }
 
 void LiveBatches::unlink(uint32_t r) {

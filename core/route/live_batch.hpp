@@ -63,9 +63,11 @@ class LiveBatches {
   uint32_t requests(uint32_t slot) const noexcept { return m_slots[slot].count; }
 
   // A routed request joins `slot`'s batch: p is its demand (ignored without
-  // footprints). Errors: state (the id is already in flight); capacity (the
-  // pool is full: the caller still routes; untracked() counts it).
-  Status join(uint32_t slot, std::optional<uint64_t> id, const float* p);
+  // footprints). duplicate: the id is already in flight (nothing changes);
+  // untracked: every record is in use (the caller still routes it;
+  // untracked() counts it). No allocation on any outcome.
+  enum class Join { joined, duplicate, untracked };
+  Join join(uint32_t slot, std::optional<uint64_t> id, const float* p);
   // The request with this id leaves; returns its slot. not_found if unknown.
   Result<uint32_t> leave_id(uint64_t id);
   // The oldest request on `slot` leaves (its id, if any, is forgotten).

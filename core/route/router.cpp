@@ -172,16 +172,19 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
   const uint32_t pick = picked.candidate;
   Slot& chosen = m_slots[active[pick]];
   if (record) {
-    Status joined = m_live->join(active[pick], hints.request_id,
-                                 m_live->tracks_footprints() ? m_live->demand_scratch() : nullptr);
-    if (!joined && joined.code() == Errc::state) {  // the id is already in flight
+    const auto joined =
+        m_live->join(active[pick], hints.request_id,
+                     m_live->tracks_footprints() ? m_live->demand_scratch() : nullptr);
+    if (joined == detail::LiveBatches::Join::duplicate) {
+      live_lock.unlock();
       m_rejected.fetch_add(1, std::memory_order_relaxed);
-      return joined;
+      return Status{Errc::state,
+                    "request " + std::to_string(*hints.request_id) + " is already in flight"};
     }
-    // Errc::capacity: routed and counted all the same; untracked() counts it.
+    // Join::untracked: routed and counted all the same; untracked() counts it.
     chosen.inflight.fetch_add(1, std::memory_order_relaxed);
   }
-  live_lock = {};
+  if (live_lock.owns_lock()) live_lock.unlock();
   chosen.routed.fetch_add(1, std::memory_order_relaxed);
   m_routed.fetch_add(1, std::memory_order_relaxed);
   Decision d;

@@ -10,7 +10,7 @@ namespace {
 // last few thousand steps.
 constexpr double kForget = 1.0 - 1.0 / 2048.0;
 // The prior counts as this many samples.
-constexpr double kPriorWeight = 16.0;
+constexpr double kPriorWeight = 1.0;
 constexpr uint64_t kMinSamples = 32;
 }  // namespace
 

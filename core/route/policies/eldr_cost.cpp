@@ -7,6 +7,7 @@
 // * (the request's own experts), which no busy worker undercuts: D + dD is at
 // least the request's own experts, so while a worker is idle no request joins
 // a busy one (tested). Ties: the less loaded, then a seeded draw.
+#include <algorithm>
 #include <cmath>
 
 #include "eldr/internal/vector_kernels.hpp"
@@ -19,7 +20,8 @@ Pick pick_eldr_cost(const Candidates& c, PickContext& ctx) {
   const LiveBatches& live = *in.live;
   const double tseq = in.cost.tseq_ms;
   const double alpha = in.cost.alpha_us / 1000.0 * live.layer_scale();  // ms per cost cell
-  double best = INFINITY;
+  constexpr double kEqualMs = 1e-9;  // costs this close are equal
+  double best = 0.0;
   uint32_t pick = 0, ties = 0;
   for (uint32_t j = 0; j < c.count; ++j) {
     const uint32_t slot = c.slot[j];
@@ -31,14 +33,18 @@ Pick pick_eldr_cost(const Candidates& c, PickContext& ctx) {
                              ? in.demand_total
                              : kernels::dot(live.keep(slot), in.demand, live.cells());
     const double cost = tseq * (2.0 * b + 1.0) + alpha * (d + (b + 1.0) * added);
-    if (cost < best - 1e-12 * std::fabs(best) ||
-        (cost <= best + 1e-12 * std::fabs(best) && c.load[j] < c.load[pick])) {
+    if (j == 0 || cost < best - kEqualMs) {
       best = cost;
       pick = j;
       ties = 1;
-    } else if (cost <= best + 1e-12 * std::fabs(best) && c.load[j] == c.load[pick]) {
-      // Reservoir draw among the equal: uniform over them.
-      if (ctx.draws.next() % ++ties == 0) pick = j;
+    } else if (cost <= best + kEqualMs) {
+      if (c.load[j] < c.load[pick]) {
+        best = std::min(best, cost);
+        pick = j;
+        ties = 1;
+      } else if (c.load[j] == c.load[pick] && ctx.draws.next() % ++ties == 0) {
+        pick = j;  // a reservoir draw: uniform among the equal
+      }
     }
   }
   return {pick, c.count};

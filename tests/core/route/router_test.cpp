@@ -316,6 +316,29 @@ TEST(router, route_does_not_allocate) {
   }
 }
 
+TEST(router, route_and_complete_by_id_do_not_allocate) {
+  if (!ELDR_COUNT_ALLOCS) GTEST_SKIP() << "allocation counting is off in sanitizer builds";
+  for (Policy p : {Policy::eldr_cost, Policy::jsq}) {
+    auto sut = make({.policy = p, .max_inflight = 8});
+    const auto f = layer0({3, 1, 2, 0});
+    ASSERT_TRUE(sut->route(f, {.request_id = 1000}).is_ok());  // warm-up
+    g_allocs = 0;
+    g_count_allocs = true;
+    uint64_t failures = 0;
+    for (uint64_t id = 0; id < 100; ++id) {
+      failures += !sut->route(f, {.request_id = id}).is_ok();
+      if (id >= 4) failures += !sut->complete_request(id - 4).is_ok();
+      // Past the record pool: routed untracked, still without allocating.
+      if (id == 50)
+        for (int i = 0; i < 8; ++i) failures += !sut->route(f).is_ok();
+    }
+    g_count_allocs = false;
+    EXPECT_EQ(g_allocs, 0u) << policy_name(p);
+    EXPECT_EQ(failures, 0u);
+    EXPECT_GT(sut->stats().untracked, 0u);
+  }
+}
+
 TEST(router, concurrent_routes_and_completes_balance_out) {
   auto sut = make({.policy = Policy::eldr, .tau = 0.2f});
   constexpr int kThreads = 4, kPerThread = 2000;

@@ -1,0 +1,300 @@
+// eldr_cost, the live batches it reads, complete by request id, worker
+// reports and the online fit of the step constants.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "eldr/internal/vector_kernels.hpp"
+#include "eldr/router.hpp"
+#include "test_tables.hpp"
+
+namespace eldr {
+namespace {
+
+using testing::axis_table;
+using testing::layer0;
+
+// A pure step model with round numbers: alpha = 1 ms per (layer, expert).
+StepCost unit_cost(double tseq_ms) { return {0.5, tseq_ms, 1000.0, 64}; }
+
+std::unique_ptr<Router> make(RouterOptions o, ClusterTable t = axis_table()) {
+  auto r = Router::create(std::make_shared<const ClusterTable>(std::move(t)), o);
+  EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+  return std::move(r.value());
+}
+
+// Routes `f` with id onto `worker` alone: every other active worker is
+// drained for the call and re-activated after it.
+void place(Router& r, int32_t worker, const std::vector<int16_t>& f, uint64_t id) {
+  std::vector<int32_t> drained;
+  for (const WorkerInfo& w : r.workers())
+    if (w.state == WorkerState::active && w.id != worker) {
+      ASSERT_TRUE(r.drain_worker(w.id).is_ok());
+      drained.push_back(w.id);
+    }
+  auto d = r.route(f, {.request_id = id});
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  ASSERT_EQ(d->worker_id, worker);
+  for (int32_t w : drained) ASSERT_TRUE(r.add_worker(w).is_ok());
+}
+
+const WorkerInfo& info(const std::vector<WorkerInfo>& ws, int32_t id) {
+  for (const WorkerInfo& w : ws)
+    if (w.id == id) return w;
+  static WorkerInfo none;
+  return none;
+}
+
+TEST(eldr_cost, is_the_default_policy) {
+  EXPECT_EQ(RouterOptions{}.policy, Policy::eldr_cost);
+  EXPECT_EQ(parse_policy("eldr_cost"), Policy::eldr_cost);
+  EXPECT_STREQ(policy_name(Policy::eldr_cost), "eldr_cost");
+}
+
+// Request r uses experts 0 and 1 of layer 0 (k = 1: 8 tokens, 4 each): p = 0.5
+// on both cells. Its experts, summed over p: 1.
+const auto kR = layer0({4, 4, 0, 0});
+const auto kDisjoint = layer0({0, 0, 4, 4});
+
+TEST(eldr_cost, an_idle_pool_spreads_identical_requests_one_per_worker) {
+  auto sut = make({.policy = Policy::eldr_cost, .step_cost = unit_cost(0.1)});
+  std::set<int32_t> used;
+  for (uint64_t id = 0; id < 4; ++id) {
+    auto d = sut->route(kR, {.request_id = id});
+    ASSERT_TRUE(d.is_ok());
+    used.insert(d->worker_id);
+  }
+  EXPECT_EQ(used.size(), 4u);  // identical requests, but an idle worker is always cheaper
+  for (const WorkerInfo& w : sut->workers()) {
+    EXPECT_EQ(w.inflight, 1);
+    EXPECT_NEAR(w.batch_experts, 1.0, 1e-3);  // 2 cells at p = 0.5
+  }
+}
+
+TEST(eldr_cost, one_busy_worker_is_avoided_while_another_is_idle) {
+  auto sut = make({.policy = Policy::eldr_cost, .step_cost = unit_cost(0.1)}, axis_table(2));
+  place(*sut, 100, kR, 1);
+  // Joining 100 (b = 1, D = 1, dD = 0.5): 3 tseq + alpha (1 + 2 * 0.5) = 2.3 ms;
+  // idle 101: tseq + alpha * 1 = 1.1 ms.
+  auto d = sut->route(kR, {.request_id = 2});
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->worker_id, 101);
+}
+
+// Worker 100 holds two copies of r (keep 0.25 on its cells: D = 1.5, dD for
+// another r = 2 * 0.25 * 0.5 = 0.25); worker 101 one disjoint request (D = 1,
+// dD = 1). cost(100) = 5 tseq + alpha (1.5 + 3 * 0.25) = 5 tseq + 2.25 alpha,
+// cost(101) = 3 tseq + alpha (1 + 2 * 1) = 3 tseq + 3 alpha: r joins its twins
+// iff tseq < 0.375 alpha.
+int32_t pick_with_twins_or_disjoint(double tseq_ms) {
+  auto sut = make({.policy = Policy::eldr_cost, .step_cost = unit_cost(tseq_ms)}, axis_table(2));
+  place(*sut, 100, kR, 1);
+  place(*sut, 100, kR, 2);
+  place(*sut, 101, kDisjoint, 3);
+  auto d = sut->route(kR, {.request_id = 4});
+  EXPECT_TRUE(d.is_ok());
+  return d ? d->worker_id : -1;
+}
+
+TEST(eldr_cost, hand_computed_costs_flip_where_the_step_model_says) {
+  EXPECT_EQ(pick_with_twins_or_disjoint(0.30), 100);  // 3.75 < 3.90 ms
+  EXPECT_EQ(pick_with_twins_or_disjoint(0.36), 100);  // 4.05 < 4.08 ms
+  EXPECT_EQ(pick_with_twins_or_disjoint(0.39), 101);  // 4.20 > 4.17 ms
+  EXPECT_EQ(pick_with_twins_or_disjoint(0.45), 101);  // 4.50 > 4.35 ms
+}
+
+TEST(eldr_cost, identical_beats_disjoint_at_equal_load) {
+  auto sut = make({.policy = Policy::eldr_cost, .step_cost = unit_cost(0.1)}, axis_table(2));
+  place(*sut, 100, kDisjoint, 1);
+  place(*sut, 101, kR, 2);
+  // 101: 0.3 + (1 + 2 * 0.5) = 2.3 ms; 100: 0.3 + (1 + 2 * 1) = 3.3 ms.
+  auto d = sut->route(kR, {.request_id = 3});
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->worker_id, 101);
+  // And a request disjoint from both batches goes by load alone: tie -> either.
+}
+
+TEST(eldr_cost, leaving_restores_the_batch_exactly) {
+  auto sut = make({.policy = Policy::eldr_cost, .step_cost = unit_cost(0.1)}, axis_table(1));
+  auto a = sut->route(kR, {.request_id = 1});
+  ASSERT_TRUE(a.is_ok());
+  const double alone = sut->workers()[0].batch_experts;
+  for (uint64_t id = 2; id < 500; ++id)
+    ASSERT_TRUE(sut->route(layer0({int16_t(id % 5), 3, int16_t(id % 7), 1}), {.request_id = id}));
+  for (uint64_t id = 2; id < 500; ++id) ASSERT_TRUE(sut->complete_request(id).is_ok());
+  EXPECT_NEAR(sut->workers()[0].batch_experts, alone, 1e-4);
+  ASSERT_TRUE(sut->complete_request(1).is_ok());
+  EXPECT_EQ(sut->workers()[0].batch_experts, 0.0);
+  EXPECT_EQ(sut->workers()[0].tracked, 0u);
+  EXPECT_EQ(sut->workers()[0].inflight, 0);
+}
+
+TEST(complete_by_id, unknown_and_repeated_ids_are_counted_and_change_nothing) {
+  for (Policy p : {Policy::eldr_cost, Policy::jsq, Policy::eldr}) {
+    auto sut = make({.policy = p});
+    auto d = sut->route(kR, {.request_id = 7});
+    ASSERT_TRUE(d.is_ok());
+    EXPECT_EQ(sut->complete_request(8).code(), Errc::not_found);
+    EXPECT_EQ(info(sut->workers(), d->worker_id).inflight, 1);
+    ASSERT_TRUE(sut->complete_request(7).is_ok());
+    EXPECT_EQ(sut->complete_request(7).code(), Errc::not_found);
+    int64_t total = 0;
+    for (const WorkerInfo& w : sut->workers()) total += w.inflight;
+    EXPECT_EQ(total, 0);
+    const RouterStats st = sut->stats();
+    EXPECT_EQ(st.completes_unknown, 2u) << policy_name(p);
+    EXPECT_EQ(st.completes_rejected, 2u);
+  }
+}
+
+TEST(complete_by_id, an_id_in_flight_twice_is_rejected) {
+  auto sut = make({});
+  ASSERT_TRUE(sut->route(kR, {.request_id = 1}).is_ok());
+  EXPECT_EQ(sut->route(kR, {.request_id = 1}).status().code(), Errc::state);
+  EXPECT_EQ(sut->stats().rejected, 1u);
+  EXPECT_EQ(sut->stats().routed, 1u);
+  ASSERT_TRUE(sut->complete_request(1).is_ok());
+  EXPECT_TRUE(sut->route(kR, {.request_id = 1}).is_ok());  // free again once completed
+}
+
+TEST(complete_by_id, ids_need_the_routers_own_accounting) {
+  auto sut = make({});
+  const std::vector<uint32_t> loads(4, 0);
+  EXPECT_EQ(sut->route(kR, {.loads = loads, .request_id = 1}).status().code(),
+            Errc::invalid_argument);
+}
+
+TEST(complete_by_id, complete_by_worker_takes_the_oldest_request_there) {
+  auto sut = make({.policy = Policy::eldr_cost}, axis_table(2));
+  place(*sut, 100, kR, 1);
+  place(*sut, 100, kDisjoint, 2);
+  ASSERT_TRUE(sut->complete(100).is_ok());
+  EXPECT_EQ(sut->complete_request(1).code(), Errc::not_found);  // 1 was the oldest
+  ASSERT_TRUE(sut->complete_request(2).is_ok());
+  EXPECT_EQ(sut->complete(100).code(), Errc::state);
+}
+
+TEST(complete_by_id, a_full_record_pool_still_routes_and_counts) {
+  auto sut = make({.policy = Policy::eldr_cost, .max_inflight = 2});
+  for (uint64_t id = 0; id < 3; ++id) ASSERT_TRUE(sut->route(kR, {.request_id = id}).is_ok());
+  EXPECT_EQ(sut->stats().untracked, 1u);
+  int64_t total = 0;
+  for (const WorkerInfo& w : sut->workers()) total += w.inflight;
+  EXPECT_EQ(total, 3);
+  EXPECT_EQ(sut->complete_request(2).code(), Errc::not_found);  // never tracked
+  ASSERT_TRUE(sut->complete_request(0).is_ok());
+  EXPECT_TRUE(sut->route(kR, {.request_id = 9}).is_ok());  // its record is free again
+  EXPECT_EQ(sut->stats().untracked, 1u);
+}
+
+TEST(worker_report, batch_size_takes_precedence_and_bad_step_times_are_refused) {
+  auto sut = make({});
+  ASSERT_TRUE(sut->report(101, {.batch = 7}).is_ok());
+  EXPECT_EQ(info(sut->workers(), 101).inflight, 7);
+  EXPECT_EQ(sut->report(101, {.batch = 3, .step_ms = std::nan("")}).code(), Errc::invalid_argument);
+  EXPECT_EQ(sut->report(101, {.step_ms = -1.0}).code(), Errc::invalid_argument);
+  EXPECT_EQ(sut->report(999, {.batch = 1}).code(), Errc::not_found);
+  EXPECT_EQ(info(sut->workers(), 101).inflight, 7);
+}
+
+TEST(worker_report, step_times_fit_the_constants_online) {
+  const StepCost truth{1.0, 0.05, 300.0, 64};  // what the "engine" measures
+  const StepCost prior{3.0, 0.03, 1000.0, 64};
+  auto sut = make({.policy = Policy::eldr_cost, .step_cost = prior});
+  std::mt19937_64 rng(5);
+  uint64_t next = 0, oldest = 0;
+  for (int i = 0; i < 3000; ++i) {
+    // A changing live batch, so batch size and distinct experts both vary.
+    const int16_t a = int16_t(rng() % 6), b = int16_t(rng() % 6), c = int16_t(1 + rng() % 3);
+    ASSERT_TRUE(sut->route(layer0({a, b, c, int16_t(rng() % 2)}), {.request_id = next++}));
+    if (next - oldest > 20 + rng() % 30) ASSERT_TRUE(sut->complete_request(oldest++));
+    for (const WorkerInfo& w : sut->workers())
+      if (w.inflight > 0) {
+        const uint32_t batch = static_cast<uint32_t>(w.inflight);
+        ASSERT_TRUE(
+            sut->report(w.id, {.batch = batch, .step_ms = truth.step_ms(batch, w.batch_experts)})
+                .is_ok());
+      }
+  }
+  const StepCost fitted = sut->step_cost();
+  EXPECT_NEAR(fitted.alpha_us, truth.alpha_us, 0.1 * truth.alpha_us);
+  EXPECT_NEAR(fitted.tseq_ms, truth.tseq_ms, 0.2 * truth.tseq_ms);
+  EXPECT_NEAR(fitted.t0_ms, truth.t0_ms, 0.2 * truth.t0_ms);
+  EXPECT_GT(sut->stats().step_samples, 1000u);
+}
+
+TEST(step_constants, come_from_options_then_table_then_preset) {
+  ClusterTable t = axis_table();
+  EXPECT_EQ(make({}, t)->step_cost(), StepCost{});  // no preset has this geometry
+  t.step_cost = StepCost{2.0, 0.04, 5.0, 32};
+  EXPECT_EQ(make({}, t)->step_cost(), *t.step_cost);
+  const StepCost mine{1.0, 0.01, 1.0, 8};
+  EXPECT_EQ(make({.step_cost = mine}, t)->step_cost(), mine);
+  t.step_cost = StepCost{2.0, -1.0, 5.0, 32};
+  EXPECT_FALSE(t.validate().is_ok());
+  EXPECT_FALSE(Router::create(std::make_shared<const ClusterTable>(axis_table()),
+                              {.step_cost = StepCost{1.0, 0.0, NAN, 8}})
+                   .is_ok());
+}
+
+// While any worker is idle and the step model is pure (TSEQ > 0), no request
+// joins a busy worker, whatever the batches hold.
+TEST(eldr_cost, property_no_request_joins_a_busy_worker_while_one_is_idle) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    const double tseq = 0.001 + (rng() % 100) / 1000.0;
+    const double alpha = 1.0 + (rng() % 5000);
+    auto sut = make(
+        {.policy = Policy::eldr_cost, .seed = seed, .step_cost = StepCost{1.0, tseq, alpha, 64}},
+        axis_table(1 + rng() % 4));
+    uint64_t id = 0;
+    std::vector<uint64_t> live;
+    for (int step = 0; step < 300; ++step) {
+      if (!live.empty() && rng() % 3 == 0) {
+        const size_t k = rng() % live.size();
+        ASSERT_TRUE(sut->complete_request(live[k]).is_ok());
+        live.erase(live.begin() + static_cast<long>(k));
+        continue;
+      }
+      bool any_idle = false;
+      const auto before = sut->workers();
+      for (const WorkerInfo& w : before) any_idle |= w.inflight == 0;
+      std::vector<int16_t> f(8);
+      for (auto& v : f) v = int16_t(rng() % 4 == 0 ? 0 : rng() % 20);
+      if (f[0] + f[1] + f[2] + f[3] == 0) f[rng() % 4] = 1;
+      auto d = sut->route(f, {.request_id = id});
+      ASSERT_TRUE(d.is_ok());
+      live.push_back(id++);
+      if (any_idle) {
+        ASSERT_EQ(info(before, d->worker_id).inflight, 0) << "seed " << seed << " step " << step;
+      }
+    }
+  }
+}
+
+TEST(live_batch_kernels, q12_logs_and_keeps_match_libm) {
+  std::vector<float> p;
+  for (int i = 0; i <= 999; ++i) p.push_back(i / 1000.0f);
+  p.push_back(kernels::kMaxDemand);
+  std::vector<uint16_t> q(p.size());
+  kernels::log_keep_q12(p.data(), p.size(), q.data());
+  for (size_t i = 0; i < p.size(); ++i)
+    ASSERT_NEAR(q[i], std::round(-std::log2(1.0 - p[i]) * 4096.0), 1.0) << p[i];
+  std::vector<int32_t> s;
+  for (int32_t v = 0; v < 600000; v += 997) s.push_back(v);
+  std::vector<float> keep(s.size());
+  const float sum = kernels::keep_from_q12(s.data(), s.size(), keep.data());
+  double want_sum = 0.0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const double want = std::exp2(-s[i] / 4096.0);
+    want_sum += want;
+    ASSERT_LE(keep[i], 1.0f);
+    ASSERT_NEAR(keep[i], want, 2e-5 * want + 1e-37) << s[i];
+  }
+  EXPECT_NEAR(sum, want_sum, 1e-4 * want_sum);
+}
+
+}  // namespace
+}  // namespace eldr
