@@ -209,7 +209,9 @@ TEST(worker_report, step_times_fit_the_constants_online) {
     // A changing live batch, so batch size and distinct experts both vary.
     const int16_t a = int16_t(rng() % 6), b = int16_t(rng() % 6), c = int16_t(1 + rng() % 3);
     ASSERT_TRUE(sut->route(layer0({a, b, c, int16_t(rng() % 2)}), {.request_id = next++}));
-    if (next - oldest > 20 + rng() % 30) ASSERT_TRUE(sut->complete_request(oldest++));
+    if (next - oldest > 20 + rng() % 30) {
+      ASSERT_TRUE(sut->complete_request(oldest++));
+    }
     for (const WorkerInfo& w : sut->workers())
       if (w.inflight > 0) {
         const uint32_t batch = static_cast<uint32_t>(w.inflight);
