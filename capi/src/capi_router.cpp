@@ -1,8 +1,10 @@
 // Embedded router: the core eldr::Router behind a C handle.
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -20,6 +22,7 @@ static_assert(ELDR_POLICY_JSQ == static_cast<uint32_t>(Policy::jsq));
 static_assert(ELDR_POLICY_P2C == static_cast<uint32_t>(Policy::p2c));
 static_assert(ELDR_POLICY_DOMAIN == static_cast<uint32_t>(Policy::domain));
 static_assert(ELDR_POLICY_ELDR_GUARD == static_cast<uint32_t>(Policy::eldr_guard));
+static_assert(ELDR_POLICY_ELDR_COST == static_cast<uint32_t>(Policy::eldr_cost));
 static_assert(ELDR_WORKER_STATE_ACTIVE == static_cast<uint32_t>(WorkerState::active));
 static_assert(ELDR_WORKER_STATE_DRAINING == static_cast<uint32_t>(WorkerState::draining));
 static_assert(ELDR_WORKER_STATE_REMOVED == static_cast<uint32_t>(WorkerState::removed));
@@ -56,6 +59,56 @@ void fill_decision(const Decision& d, eldr_decision_t* out) noexcept {
   decision.policy = static_cast<uint32_t>(d.policy);
   decision.status = ELDR_OK;
   *out = decision;
+}
+
+// A version-1 eldr_router_options_t ends where version 2's step constants begin.
+constexpr size_t kRouterOptionsV1Size = offsetof(eldr_router_options_t, t0_ms);
+static_assert(kRouterOptionsV1Size == 64, "the version-1 layout of eldr_router_options_t moved");
+
+// The caller's options over the defaults: a version-1 struct is read up to
+// its end only (the version-2 fields keep ELDR_ROUTER_OPTIONS_INIT's values).
+eldr_router_options_t read_options(const eldr_router_options_t& opts) noexcept {
+  eldr_router_options_t o = ELDR_ROUTER_OPTIONS_INIT;
+  if (opts.version == 1) {
+    std::memcpy(static_cast<void*>(&o), &opts, kRouterOptionsV1Size);
+  } else {
+    o = opts;
+  }
+  return o;
+}
+
+// The step constants of a version-2 struct: all three < 0 = unset (the
+// table's, else its geometry's preset), all three >= 0 = these; anything
+// else (a mix, a NaN) is refused.
+eldr_status_t step_cost_option(const char* fn, const eldr_router_options_t& o,
+                               std::optional<StepCost>* out) noexcept {
+  const double v[3] = {o.t0_ms, o.tseq_ms, o.alpha_us};
+  int unset = 0, set = 0;
+  for (double x : v) {
+    if (x < 0.0) ++unset;
+    if (x >= 0.0) ++set;
+  }
+  if (unset == 3) {
+    if (o.max_batch != 0)
+      return fail(ELDR_E_INVALID_ARGUMENT, fn,
+                  "max_batch is set but t0_ms, tseq_ms and alpha_us are not (all < 0)");
+    *out = std::nullopt;
+    return ELDR_OK;
+  }
+  if (set != 3) {
+    char msg[192];
+    std::snprintf(msg, sizeof msg,
+                  "t0_ms %g, tseq_ms %g, alpha_us %g: set all three (>= 0) or none (< 0)", v[0],
+                  v[1], v[2]);
+    return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+  }
+  StepCost cost;
+  cost.t0_ms = o.t0_ms;
+  cost.tseq_ms = o.tseq_ms;
+  cost.alpha_us = o.alpha_us;
+  cost.max_batch = o.max_batch == 0 ? StepCost{}.max_batch : o.max_batch;
+  *out = cost;
+  return ELDR_OK;
 }
 
 // The worker membership calls share one shape.
@@ -96,6 +149,12 @@ void eldr_router_options_init(eldr_router_options_t* options) {
   *options = init;
 }
 
+void eldr_worker_report_init(eldr_worker_report_t* report) {
+  if (report == nullptr) return;
+  const eldr_worker_report_t init = ELDR_WORKER_REPORT_INIT;
+  *report = init;
+}
+
 eldr_status_t eldr_router_new(const eldr_table_t* table, const eldr_router_options_t* opts,
                               eldr_router_t** out) {
   static constexpr const char* fn = "eldr_router_new";
@@ -106,7 +165,7 @@ eldr_status_t eldr_router_new(const eldr_table_t* table, const eldr_router_optio
     if (opts != nullptr) {
       if (eldr_status_t s = check_version(fn, "opts", opts->version, ELDR_ROUTER_OPTIONS_VERSION))
         return s;
-      o = *opts;
+      o = eldr::capi::read_options(*opts);
     }
     if (o.policy >= eldr::capi::kPolicyCount) {
       char msg[96];
@@ -114,12 +173,17 @@ eldr_status_t eldr_router_new(const eldr_table_t* table, const eldr_router_optio
       return fail(ELDR_E_UNSUPPORTED, fn, msg);
     }
     if (std::isnan(o.tau)) return fail(ELDR_E_INVALID_ARGUMENT, fn, "tau is NaN");
+    std::optional<eldr::StepCost> step_cost;
+    if (eldr_status_t s = eldr::capi::step_cost_option(fn, o, &step_cost)) return s;
     eldr::RouterOptions options;
     options.policy = static_cast<eldr::Policy>(o.policy);
     options.tau = o.tau;
     options.min2_band = o.min2_band != 0;
     options.seed = o.seed;
     options.max_workers = o.max_workers;
+    options.step_cost = step_cost;
+    options.fit_step_cost = o.fit_step_cost != 0;
+    if (o.max_inflight != 0) options.max_inflight = o.max_inflight;
     auto router = eldr::Router::create(table->table, options);
     if (!router) return fail(fn, router.status());
     auto handle = std::make_unique<eldr_router>();
@@ -175,6 +239,24 @@ eldr_status_t eldr_router_route_ex(eldr_router_t* router, const int16_t* counts,
   });
 }
 
+eldr_status_t eldr_router_route_id(eldr_router_t* router, uint64_t request_id,
+                                   const int16_t* counts, uint32_t layers, uint32_t experts,
+                                   eldr_decision_t* out) {
+  static constexpr const char* fn = "eldr_router_route_id";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, router, "router")) return s;
+    if (eldr_status_t s = require(fn, out, "out")) return s;
+    if (eldr_status_t s = check_version(fn, "out", out->version, ELDR_DECISION_VERSION)) return s;
+    if (eldr_status_t s = eldr::capi::check_counts(fn, *router, counts, layers, experts)) return s;
+    eldr::RouteHints hints;
+    hints.request_id = request_id;
+    auto d = router->router->route({counts, router->geometry.cells()}, hints);
+    if (!d) return fail(fn, d.status());
+    eldr::capi::fill_decision(*d, out);
+    return ELDR_OK;
+  });
+}
+
 eldr_status_t eldr_router_scores(eldr_router_t* router, const int16_t* counts, uint32_t layers,
                                  uint32_t experts, float* scores, uint8_t* in_band,
                                  uint32_t n_workers) {
@@ -201,6 +283,70 @@ eldr_status_t eldr_router_scores(eldr_router_t* router, const int16_t* counts, u
 eldr_status_t eldr_router_complete(eldr_router_t* router, int32_t worker) {
   return eldr::capi::worker_call("eldr_router_complete", router, worker,
                                  [&](eldr::Router& r) { return r.complete(worker); });
+}
+
+eldr_status_t eldr_router_complete_request(eldr_router_t* router, uint64_t request_id) {
+  static constexpr const char* fn = "eldr_router_complete_request";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, router, "router")) return s;
+    if (eldr::Status s = router->router->complete_request(request_id); !s) return fail(fn, s);
+    return ELDR_OK;
+  });
+}
+
+eldr_status_t eldr_router_report(eldr_router_t* router, const eldr_worker_report_t* report) {
+  static constexpr const char* fn = "eldr_router_report";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, router, "router")) return s;
+    if (eldr_status_t s = require(fn, report, "report")) return s;
+    if (eldr_status_t s = check_version(fn, "report", report->version, ELDR_WORKER_REPORT_VERSION))
+      return s;
+    char msg[96];
+    if (report->worker > static_cast<uint32_t>(INT32_MAX)) {
+      std::snprintf(msg, sizeof msg, "worker id %u is past INT32_MAX", report->worker);
+      return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+    }
+    if (!(report->kv_usage >= 0.0f && report->kv_usage <= 1.0f))
+      return fail(ELDR_E_INVALID_ARGUMENT, fn, "kv_usage must be in [0, 1]");
+    if (!(std::isfinite(report->step_ms) && report->step_ms >= 0.0f)) {
+      std::snprintf(msg, sizeof msg, "step_ms %g must be finite and >= 0 (0 = not reported)",
+                    static_cast<double>(report->step_ms));
+      return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+    }
+    // 0 = not reported, for both. `running` and kv_usage are the daemon's
+    // liveness signals: the embedded router keeps no liveness.
+    eldr::WorkerReport r;
+    if (report->batch_size != 0) r.batch = report->batch_size;
+    if (report->step_ms != 0.0f) r.step_ms = static_cast<double>(report->step_ms);
+    const auto worker = static_cast<int32_t>(report->worker);
+    if (eldr::Status s = router->router->report(worker, r); !s) return fail(fn, s);
+    return ELDR_OK;
+  });
+}
+
+eldr_status_t eldr_router_stats(const eldr_router_t* router, eldr_router_stats_t* out) {
+  static constexpr const char* fn = "eldr_router_stats";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, router, "router")) return s;
+    if (eldr_status_t s = require(fn, out, "out")) return s;
+    if (eldr_status_t s = check_version(fn, "out", out->version, ELDR_ROUTER_STATS_VERSION))
+      return s;
+    const eldr::RouterStats st = router->router->stats();
+    const eldr::StepCost cost = router->router->step_cost();
+    eldr_router_stats_t stats = ELDR_ROUTER_STATS_INIT;
+    stats.version = out->version;
+    stats.routed = st.routed;
+    stats.rejected = st.rejected;
+    stats.completes_rejected = st.completes_rejected;
+    stats.completes_unknown = st.completes_unknown;
+    stats.untracked = st.untracked;
+    stats.step_samples = st.step_samples;
+    stats.t0_ms = cost.t0_ms;
+    stats.tseq_ms = cost.tseq_ms;
+    stats.alpha_us = cost.alpha_us;
+    *out = stats;
+    return ELDR_OK;
+  });
 }
 
 eldr_status_t eldr_router_set_load(eldr_router_t* router, int32_t worker, uint32_t inflight) {

@@ -41,6 +41,9 @@ int main(void) {
   eldr_router_t* router = NULL;
   eldr_table_info_t info = ELDR_TABLE_INFO_INIT;
   eldr_decision_t decision = ELDR_DECISION_INIT;
+  eldr_router_options_t options = ELDR_ROUTER_OPTIONS_INIT;
+  eldr_router_stats_t stats = ELDR_ROUTER_STATS_INIT;
+  eldr_worker_report_t report = ELDR_WORKER_REPORT_INIT;
   int32_t wa = -1, wb = -1, untouched = -5;
   float scores[2] = {0.0f, 0.0f};
   uint8_t in_band[2] = {0, 0};
@@ -57,8 +60,10 @@ int main(void) {
   CHECK(eldr_table_info(table, &info) == ELDR_OK);
   CHECK(info.layers == LAYERS && info.experts == EXPERTS && info.num_workers == 2);
 
-  CHECK(eldr_router_new(table, NULL, &router) == ELDR_OK);
-  eldr_table_free(table); /* the router keeps its own reference */
+  /* The locality band (the default is ELDR_POLICY_ELDR_COST). */
+  CHECK(options.version == ELDR_ROUTER_OPTIONS_VERSION && options.policy == ELDR_POLICY_ELDR_COST);
+  options.policy = ELDR_POLICY_ELDR;
+  CHECK(eldr_router_new(table, &options, &router) == ELDR_OK);
   if (router == NULL) return 1;
 
   footprint(0, 3, a);
@@ -85,6 +90,36 @@ int main(void) {
   CHECK(untouched == -5);
   CHECK(strcmp(eldr_status_name(ELDR_E_SHAPE_MISMATCH), "ELDR_E_SHAPE_MISMATCH") == 0);
 
+  eldr_router_free(router);
+
+  /* The default policy with fixed step constants: requests by id, an
+   * engine's report, the stats. */
+  router = NULL;
+  eldr_router_options_init(&options);
+  options.t0_ms = 2.0;
+  options.tseq_ms = 0.05;
+  options.alpha_us = 1.5;
+  options.fit_step_cost = 0;
+  CHECK(eldr_router_new(table, &options, &router) == ELDR_OK);
+  eldr_table_free(table); /* the router keeps its own reference */
+  if (router == NULL) return 1;
+  eldr_decision_init(&decision);
+  CHECK(eldr_router_route_id(router, 41, a, LAYERS, EXPERTS, &decision) == ELDR_OK);
+  CHECK(decision.policy == ELDR_POLICY_ELDR_COST && decision.worker >= 0 && decision.worker < 2);
+  CHECK(eldr_router_route_id(router, 41, b, LAYERS, EXPERTS, &decision) == ELDR_E_STATE);
+  CHECK(eldr_router_complete_request(router, 41) == ELDR_OK);
+  CHECK(eldr_router_complete_request(router, 41) == ELDR_E_NOT_FOUND); /* counted only */
+  eldr_worker_report_init(&report);
+  report.worker = (uint32_t)decision.worker;
+  report.batch_size = 3;
+  report.step_ms = 4.5f;
+  CHECK(eldr_router_report(router, &report) == ELDR_OK);
+  report.step_ms = -1.0f;
+  CHECK(eldr_router_report(router, &report) == ELDR_E_INVALID_ARGUMENT);
+  CHECK(eldr_router_stats(router, &stats) == ELDR_OK);
+  CHECK(stats.routed == 1 && stats.rejected == 1 && stats.completes_unknown == 1);
+  CHECK(stats.t0_ms == 2.0 && stats.tseq_ms == 0.05 && stats.alpha_us == 1.5);
+  CHECK(stats.step_samples == 0); /* fit_step_cost = 0 */
   eldr_router_free(router);
 
   /* A routed-expert payload from C: 2 rows x 2 hidden layers x top-2 uint8

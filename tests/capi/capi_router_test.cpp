@@ -296,8 +296,9 @@ TEST_F(capi_router, the_router_outlives_the_table_handle) {
 }
 
 TEST_F(capi_router, every_policy_routes_to_a_worker_of_the_table) {
-  for (uint32_t policy : {ELDR_POLICY_ELDR, ELDR_POLICY_ROUND_ROBIN, ELDR_POLICY_RANDOM,
-                          ELDR_POLICY_JSQ, ELDR_POLICY_P2C, ELDR_POLICY_ELDR_GUARD}) {
+  for (uint32_t policy :
+       {ELDR_POLICY_ELDR, ELDR_POLICY_ROUND_ROBIN, ELDR_POLICY_RANDOM, ELDR_POLICY_JSQ,
+        ELDR_POLICY_P2C, ELDR_POLICY_ELDR_GUARD, ELDR_POLICY_ELDR_COST}) {
     RouterPtr sut = make_router(table.get(), policy);
     ASSERT_TRUE(sut) << policy;
     for (int i = 0; i < 8; ++i) {

@@ -110,12 +110,13 @@ TEST(capi_status, policy_names_cover_every_policy) {
   EXPECT_STREQ(eldr_policy_name(ELDR_POLICY_ELDR), "eldr");
   EXPECT_STREQ(eldr_policy_name(ELDR_POLICY_ROUND_ROBIN), "round_robin");
   std::set<std::string> names;
-  for (uint32_t p = ELDR_POLICY_ELDR; p <= ELDR_POLICY_ELDR_GUARD; ++p) {
+  EXPECT_STREQ(eldr_policy_name(ELDR_POLICY_ELDR_COST), "eldr_cost");
+  for (uint32_t p = ELDR_POLICY_ELDR; p <= ELDR_POLICY_ELDR_COST; ++p) {
     ASSERT_NE(eldr_policy_name(p), nullptr) << p;
     names.insert(eldr_policy_name(p));
   }
-  EXPECT_EQ(names.size(), 7u);
-  EXPECT_EQ(eldr_policy_name(ELDR_POLICY_ELDR_GUARD + 1), nullptr);
+  EXPECT_EQ(names.size(), 8u);
+  EXPECT_EQ(eldr_policy_name(ELDR_POLICY_ELDR_COST + 1), nullptr);
   EXPECT_EQ(eldr_policy_name(UINT32_MAX), nullptr);
 }
 
@@ -152,8 +153,15 @@ TEST(capi_status, init_functions_match_the_init_macros) {
   const eldr_table_info_t t0 = ELDR_TABLE_INFO_INIT;
   EXPECT_EQ(std::memcmp(&t, &t0, sizeof t), 0);
 
+  eldr_worker_report_t w;
+  std::memset(&w, 0xab, sizeof w);
+  eldr_worker_report_init(&w);
+  const eldr_worker_report_t w0 = ELDR_WORKER_REPORT_INIT;
+  EXPECT_EQ(std::memcmp(&w, &w0, sizeof w), 0);
+
   // NULL is a no-op, not a crash.
   eldr_decision_init(nullptr);
+  eldr_worker_report_init(nullptr);
   eldr_client_options_init(nullptr);
   eldr_fit_options_init(nullptr);
   eldr_router_options_init(nullptr);

@@ -343,11 +343,12 @@ typedef struct eldr_router_options {
   uint64_t reserved[4];
   /* version 2: the step model of ELDR_POLICY_ELDR_COST, step = t0_ms +
    * tseq_ms * batch + alpha_us / 1000 * distinct experts. All three < 0
-   * (the default): the table's constants, else the preset of its geometry. */
+   * (the default): the table's constants, else the preset of its geometry;
+   * all three >= 0: these; a mix (or a NaN) is INVALID_ARGUMENT. */
   double t0_ms;
   double tseq_ms;
   double alpha_us;
-  uint32_t max_batch;     /* 0 = with the constants above */
+  uint32_t max_batch;     /* with the constants above (else must be 0); 0 = 64 */
   uint32_t fit_step_cost; /* nonzero (default): refine them from reports */
   uint32_t max_inflight;  /* request records, fixed at creation; 0 = 8192 */
   uint32_t reserved1;
@@ -399,8 +400,10 @@ ELDR_API eldr_status_t eldr_router_complete_request(eldr_router_t* router, uint6
  * that keep no ids). Errors: INVALID_ARGUMENT, NOT_FOUND; STATE when the
  * worker has nothing in flight (a count never goes below 0). */
 ELDR_API eldr_status_t eldr_router_complete(eldr_router_t* router, int32_t worker);
-/* A decode engine's report (report->worker names it). Errors:
- * INVALID_ARGUMENT, UNSUPPORTED, NOT_FOUND. */
+/* A decode engine's report (report->worker names it). The embedded router
+ * keeps no liveness: `running` is not read, kv_usage only checked. Errors:
+ * INVALID_ARGUMENT (NULL, kv_usage outside [0, 1], step_ms negative or not
+ * finite, worker > INT32_MAX), UNSUPPORTED (version), NOT_FOUND. */
 ELDR_API eldr_status_t eldr_router_report(eldr_router_t* router, const eldr_worker_report_t* report);
 
 #define ELDR_ROUTER_STATS_VERSION 1
@@ -421,7 +424,17 @@ typedef struct eldr_router_stats {
 } eldr_router_stats_t;
 
 #define ELDR_ROUTER_STATS_INIT {ELDR_ROUTER_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, {0, 0, 0, 0}}
+/* Counters since creation and the step constants in force. out->version
+ * must be set. Errors: INVALID_ARGUMENT, UNSUPPORTED. (As eldr_table_info:
+ * in C++ the function hides the struct tag; use eldr_router_stats_t.) */
+#if defined(__cplusplus) && defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+#endif
 ELDR_API eldr_status_t eldr_router_stats(const eldr_router_t* router, eldr_router_stats_t* out);
+#if defined(__cplusplus) && defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 ELDR_API eldr_status_t eldr_router_set_load(eldr_router_t* router, int32_t worker,
                                             uint32_t inflight);
 ELDR_API eldr_status_t eldr_router_add_worker(eldr_router_t* router, int32_t worker);
