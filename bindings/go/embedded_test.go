@@ -116,7 +116,7 @@ func TestRequestsOfOneTaskGoToTheirBestWorker(t *testing.T) {
 }
 
 func TestRouteExScoresAndLoads(t *testing.T) {
-	sut, err := NewRouter(fittedTable(t, 4), DefaultRouterOptions())
+	sut, err := NewRouter(fittedTable(t, 4), RouterOptions{Policy: PolicyEldr, Tau: DefaultTau})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestJSQCompleteAndWorkerStates(t *testing.T) {
 }
 
 func TestEveryPolicyHasAName(t *testing.T) {
-	for p := PolicyEldr; p <= PolicyEldrGuard; p++ {
+	for p := PolicyEldr; p <= PolicyEldrCost; p++ {
 		back, err := ParsePolicy(p.String())
 		if err != nil || back != p {
 			t.Fatalf("%d: %q -> %d, %v", p, p.String(), back, err)
@@ -329,5 +329,219 @@ func TestFitRejectsInconsistentCalibration(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Message == "" {
 		t.Fatalf("zero workers: %#v", err)
+	}
+}
+
+func TestDefaultOptionsRouteWithEldrCost(t *testing.T) {
+	if DefaultRouterOptions().Policy != PolicyEldrCost || PolicyEldrCost.String() != "eldr_cost" {
+		t.Fatalf("default policy %v", DefaultRouterOptions().Policy)
+	}
+	if p, err := ParsePolicy("eldr_cost"); err != nil || p != PolicyEldrCost {
+		t.Fatalf("parse eldr_cost: %v %v", p, err)
+	}
+	sut, err := NewRouter(fittedTable(t, 4), DefaultRouterOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sut.Close()
+	d, err := sut.RouteEx(footprint(newRNG(4), 1, 4), nil)
+	if err != nil || d.Policy != PolicyEldrCost {
+		t.Fatalf("decision %+v, %v", d, err)
+	}
+}
+
+// localityRouter: tau 0, every request of a task goes to one worker.
+func localityRouter(t *testing.T, opts RouterOptions) *Router {
+	opts.Policy, opts.Tau = PolicyEldr, 0
+	sut, err := NewRouter(fittedTable(t, 4), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sut
+}
+
+func inFlightOf(t *testing.T, sut *Router, worker int32) uint32 {
+	slots, err := sut.Workers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range slots {
+		if s.Worker == worker {
+			return s.InFlight
+		}
+	}
+	t.Fatalf("no worker %d in %+v", worker, slots)
+	return 0
+}
+
+func mustStats(t *testing.T, sut *Router) RouterStats {
+	st, err := sut.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestRouteIDAndCompleteRequest(t *testing.T) {
+	sut := localityRouter(t, RouterOptions{})
+	defer sut.Close()
+	fp := footprint(newRNG(8), 2, 4)
+	d1, err := sut.RouteID(1, fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := sut.RouteID(2, fp)
+	if err != nil || d2.Worker != d1.Worker || d1.Policy != PolicyEldr {
+		t.Fatalf("%+v %+v %v", d1, d2, err)
+	}
+	w := d1.Worker
+	if n := inFlightOf(t, sut, w); n != 2 {
+		t.Fatalf("in flight %d", n)
+	}
+	// An id in flight may not be routed again.
+	if _, err := sut.RouteID(2, fp); !errors.Is(err, ErrState) {
+		t.Fatalf("duplicate id: %v", err)
+	}
+	if err := sut.CompleteRequest(1); err != nil {
+		t.Fatal(err)
+	}
+	// Twice, and never routed: ErrNotFound, counted, counts unchanged.
+	if err := sut.CompleteRequest(1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("double completion: %v", err)
+	}
+	if err := sut.CompleteRequest(777); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown id: %v", err)
+	}
+	if n := inFlightOf(t, sut, w); n != 1 {
+		t.Fatalf("in flight %d after the rejected completions", n)
+	}
+	st := mustStats(t, sut)
+	if st.Routed != 2 || st.Rejected != 1 || st.CompletesUnknown != 2 || st.CompletesRejected != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := sut.CompleteRequest(2); err != nil || inFlightOf(t, sut, w) != 0 {
+		t.Fatalf("complete 2: %v", err)
+	}
+}
+
+func TestCompleteTakesTheOldestRequestOnTheWorker(t *testing.T) {
+	sut := localityRouter(t, RouterOptions{})
+	defer sut.Close()
+	fp := footprint(newRNG(9), 1, 4)
+	var w int32
+	for id := uint64(10); id < 13; id++ {
+		d, err := sut.RouteID(id, fp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w = d.Worker
+	}
+	if err := sut.Complete(w); err != nil { // 10
+		t.Fatal(err)
+	}
+	if err := sut.CompleteRequest(10); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the oldest was not taken: %v", err)
+	}
+	if err := sut.CompleteRequest(12); err != nil {
+		t.Fatal(err)
+	}
+	if err := sut.Complete(w); err != nil { // 11
+		t.Fatal(err)
+	}
+	if err := sut.CompleteRequest(11); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("11 still in flight: %v", err)
+	}
+	if err := sut.Complete(w); !errors.Is(err, ErrState) {
+		t.Fatalf("complete of nothing: %v", err)
+	}
+}
+
+func TestReportSetsTheInFlightCount(t *testing.T) {
+	sut := localityRouter(t, RouterOptions{})
+	defer sut.Close()
+	fp := footprint(newRNG(10), 0, 4)
+	d, err := sut.RouteID(1, fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sut.Report(d.Worker, 7, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := inFlightOf(t, sut, d.Worker); n != 7 {
+		t.Fatalf("in flight %d after a report of 7", n)
+	}
+	if _, err := sut.RouteID(2, fp); err != nil || inFlightOf(t, sut, d.Worker) != 8 {
+		t.Fatalf("route after report: %v", err)
+	}
+	if err := sut.Report(d.Worker, 0, 3.5); err != nil || inFlightOf(t, sut, d.Worker) != 8 {
+		t.Fatalf("batch 0 is not reported: %v", err)
+	}
+	for _, bad := range []float32{-1, float32(math.NaN()), float32(math.Inf(1))} {
+		if err := sut.Report(d.Worker, 3, bad); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("step_ms %v: %v", bad, err)
+		}
+	}
+	if err := sut.Report(4000, 3, 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown worker: %v", err)
+	}
+	if err := sut.Report(-1, 3, 1); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("negative worker: %v", err)
+	}
+}
+
+func TestStepConstantsOptionsAndFit(t *testing.T) {
+	table := fittedTable(t, 4)
+	given := StepCost{T0Ms: 2, TSeqMs: 0.5, AlphaUs: 3}
+	for _, noFit := range []bool{false, true} {
+		opts := DefaultRouterOptions()
+		opts.StepCost, opts.NoStepCostFit = &given, noFit
+		sut, err := NewRouter(table, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := mustStats(t, sut)
+		if st.T0Ms != 2 || st.TSeqMs != 0.5 || st.AlphaUs != 3 || st.StepSamples != 0 {
+			t.Fatalf("stats %+v", st)
+		}
+		if _, err := sut.RouteID(1, footprint(newRNG(1), 0, 4)); err != nil {
+			t.Fatal(err)
+		}
+		for i := uint32(0); i < 40; i++ {
+			if err := sut.Report(0, 1+i%4, 30+float32(i%4)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st = mustStats(t, sut)
+		if noFit && (st.StepSamples != 0 || st.T0Ms != 2) {
+			t.Fatalf("fit off, stats %+v", st)
+		}
+		if !noFit && (st.StepSamples != 40 || st.T0Ms == 2) {
+			t.Fatalf("fit on, stats %+v", st)
+		}
+		sut.Close()
+		if _, err := sut.Stats(); !errors.Is(err, ErrState) {
+			t.Fatalf("stats after close: %v", err)
+		}
+	}
+	// A mix of set and unset constants is refused.
+	opts := DefaultRouterOptions()
+	opts.StepCost = &StepCost{T0Ms: 1, TSeqMs: -1, AlphaUs: 1}
+	if _, err := NewRouter(table, opts); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("mixed constants: %v", err)
+	}
+	// One request record: the second route is counted but untracked.
+	sut := localityRouter(t, RouterOptions{MaxInFlight: 1})
+	defer sut.Close()
+	fp := footprint(newRNG(2), 3, 4)
+	for id := uint64(1); id <= 2; id++ {
+		if _, err := sut.RouteID(id, fp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := mustStats(t, sut); st.Untracked != 1 || st.Routed != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := sut.CompleteRequest(2); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("untracked id: %v", err)
 	}
 }

@@ -7,7 +7,9 @@ typedef struct { eldrgo_err err; eldr_router_t* router; } eldrgo_router_result;
 
 static eldrgo_router_result eldrgo_router_new(const eldr_table_t* t, uint32_t policy, float tau,
                                               uint32_t min2_band, uint64_t seed,
-                                              uint32_t max_workers) {
+                                              uint32_t max_workers, double t0_ms, double tseq_ms,
+                                              double alpha_us, uint32_t max_batch,
+                                              uint32_t fit_step_cost, uint32_t max_inflight) {
   eldrgo_router_result r = {{0, NULL}, NULL};
   eldr_router_options_t opts;
   eldr_router_options_init(&opts);
@@ -16,6 +18,12 @@ static eldrgo_router_result eldrgo_router_new(const eldr_table_t* t, uint32_t po
   opts.min2_band = min2_band;
   opts.seed = seed;
   if (max_workers != 0) opts.max_workers = max_workers;
+  opts.t0_ms = t0_ms;
+  opts.tseq_ms = tseq_ms;
+  opts.alpha_us = alpha_us;
+  opts.max_batch = max_batch;
+  opts.fit_step_cost = fit_step_cost;
+  opts.max_inflight = max_inflight;
   r.err = eldrgo_check(eldr_router_new(t, &opts, &r.router));
   return r;
 }
@@ -39,6 +47,41 @@ static eldrgo_decision_result eldrgo_router_route_ex(eldr_router_t* r, const int
   eldr_decision_init(&out.decision);
   out.err = eldrgo_check(eldr_router_route_ex(r, counts, layers, experts, loads, n_loads,
                                               &out.decision));
+  return out;
+}
+
+static eldrgo_decision_result eldrgo_router_route_id(eldr_router_t* r, uint64_t request_id,
+                                                     const int16_t* counts, uint32_t layers,
+                                                     uint32_t experts) {
+  eldrgo_decision_result out;
+  out.err.message = NULL;
+  eldr_decision_init(&out.decision);
+  out.err = eldrgo_check(eldr_router_route_id(r, request_id, counts, layers, experts,
+                                              &out.decision));
+  return out;
+}
+
+static eldrgo_err eldrgo_router_complete_request(eldr_router_t* r, uint64_t request_id) {
+  return eldrgo_check(eldr_router_complete_request(r, request_id));
+}
+
+static eldrgo_err eldrgo_router_report(eldr_router_t* r, uint32_t worker, uint32_t batch_size,
+                                       float step_ms) {
+  eldr_worker_report_t report;
+  eldr_worker_report_init(&report);
+  report.worker = worker;
+  report.batch_size = batch_size;
+  report.step_ms = step_ms;
+  return eldrgo_check(eldr_router_report(r, &report));
+}
+
+typedef struct { eldrgo_err err; eldr_router_stats_t stats; } eldrgo_stats_result;
+
+static eldrgo_stats_result eldrgo_router_stats(const eldr_router_t* r) {
+  eldrgo_stats_result out;
+  const eldr_router_stats_t init = ELDR_ROUTER_STATS_INIT;
+  out.stats = init;
+  out.err = eldrgo_check(eldr_router_stats(r, &out.stats));
   return out;
 }
 
@@ -102,6 +145,8 @@ const (
 	PolicyP2C        Policy = C.ELDR_POLICY_P2C // power of two choices
 	PolicyDomain     Policy = C.ELDR_POLICY_DOMAIN
 	PolicyEldrGuard  Policy = C.ELDR_POLICY_ELDR_GUARD // locality band with a load guard
+	// least added decode time under the step model (the library's default)
+	PolicyEldrCost Policy = C.ELDR_POLICY_ELDR_COST
 )
 
 // String is the library's name of the policy ("eldr", "round_robin", ...).
@@ -115,7 +160,7 @@ func (p Policy) String() string {
 
 // ParsePolicy maps a library name ("eldr", "jsq", ...) to its Policy.
 func ParsePolicy(name string) (Policy, error) {
-	for p := PolicyEldr; p <= PolicyEldrGuard; p++ {
+	for p := PolicyEldr; p <= PolicyEldrCost; p++ {
 		if p.String() == name {
 			return p, nil
 		}
@@ -141,14 +186,32 @@ func decisionFromC(d *C.eldr_decision_t) Decision {
 	}
 }
 
-// RouterOptions configures NewRouter; the zero value is the library default
-// except Tau: use DefaultTau (negative) for the table's own band width.
+// StepCost holds the constants of the decode step model that PolicyEldrCost
+// predicts with: one step of a batch costs T0Ms + TSeqMs * batch + AlphaUs /
+// 1000 per distinct expert (layer, expert) the batch uses.
+type StepCost struct {
+	T0Ms     float64 // >= 0
+	TSeqMs   float64 // >= 0
+	AlphaUs  float64 // >= 0
+	MaxBatch uint32  // 0 = default (64)
+}
+
+// RouterOptions configures NewRouter. DefaultRouterOptions gives the library
+// defaults. The zero value differs in Policy (0 is PolicyEldr, as a zeroed C
+// struct) and Tau (0 = a band of width 0: use DefaultTau for the table's).
 type RouterOptions struct {
 	Policy     Policy
 	Tau        float32 // band width; negative = the table's default
 	Min2Band   bool    // the band holds at least two workers
 	Seed       uint64  // random / p2c / tie breaks
 	MaxWorkers uint32  // worker slots fixed at creation; 0 = default (256)
+	// StepCost: the step constants; nil = the table's, else the preset of
+	// its geometry.
+	StepCost *StepCost
+	// NoStepCostFit keeps the step constants as configured; by default they
+	// are refined from the step times that Report gives.
+	NoStepCostFit bool
+	MaxInFlight   uint32 // request records (RouteID), fixed at creation; 0 = default (8192)
 }
 
 // DefaultTau selects the table's band width in RouterOptions.Tau.
@@ -156,7 +219,21 @@ const DefaultTau float32 = -1
 
 // DefaultRouterOptions are the library's defaults.
 func DefaultRouterOptions() RouterOptions {
-	return RouterOptions{Policy: PolicyEldr, Tau: DefaultTau}
+	return RouterOptions{Policy: PolicyEldrCost, Tau: DefaultTau}
+}
+
+// RouterStats are a router's counters since creation and the step constants
+// in force (configured, or fitted from reports).
+type RouterStats struct {
+	Routed            uint64
+	Rejected          uint64 // route calls that failed
+	CompletesRejected uint64 // completes of nothing in flight, unknown ids included
+	CompletesUnknown  uint64 // CompleteRequest with an id not in flight
+	Untracked         uint64 // routes made with every request record in use
+	StepSamples       uint64 // reports the step-constant fit used
+	T0Ms              float64
+	TSeqMs            float64
+	AlphaUs           float64
 }
 
 // WorkerState is a worker slot's routing state (ELDR_WORKER_STATE_*).
@@ -204,8 +281,17 @@ func NewRouter(table *Table, opts RouterOptions) (*Router, error) {
 	if opts.Min2Band {
 		min2 = 1
 	}
+	t0, tseq, alpha, maxBatch := -1.0, -1.0, -1.0, uint32(0)
+	if c := opts.StepCost; c != nil {
+		t0, tseq, alpha, maxBatch = c.T0Ms, c.TSeqMs, c.AlphaUs, c.MaxBatch
+	}
+	fit := C.uint32_t(1)
+	if opts.NoStepCostFit {
+		fit = 0
+	}
 	r := C.eldrgo_router_new(table.ptr, C.uint32_t(opts.Policy), C.float(opts.Tau), min2,
-		C.uint64_t(opts.Seed), C.uint32_t(opts.MaxWorkers))
+		C.uint64_t(opts.Seed), C.uint32_t(opts.MaxWorkers), C.double(t0), C.double(tseq),
+		C.double(alpha), C.uint32_t(maxBatch), fit, C.uint32_t(opts.MaxInFlight))
 	if err := toError(r.err); err != nil {
 		return nil, err
 	}
@@ -262,6 +348,75 @@ func (r *Router) RouteEx(fp Footprint, loads []uint32) (Decision, error) {
 		return Decision{}, err
 	}
 	return decisionFromC(&res.decision), nil
+}
+
+// RouteID routes one request as RouteEx (no loads) and remembers requestID,
+// so that CompleteRequest takes it, and its experts, out of its worker's
+// batch. ErrState when requestID is already in flight.
+func (r *Router) RouteID(requestID uint64, fp Footprint) (Decision, error) {
+	if err := fp.validate(); err != nil {
+		return Decision{}, err
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.ptr == nil {
+		return Decision{}, closedError("router")
+	}
+	res := C.eldrgo_router_route_id(r.ptr, C.uint64_t(requestID), fp.ptr(), C.uint32_t(fp.Layers),
+		C.uint32_t(fp.Experts))
+	if err := toError(res.err); err != nil {
+		return Decision{}, err
+	}
+	return decisionFromC(&res.decision), nil
+}
+
+// CompleteRequest: the request routed with requestID finished. ErrNotFound
+// for an id not in flight (unknown, or completed already): counted in
+// Stats, nothing else changes.
+func (r *Router) CompleteRequest(requestID uint64) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.ptr == nil {
+		return closedError("router")
+	}
+	return toError(C.eldrgo_router_complete_request(r.ptr, C.uint64_t(requestID)))
+}
+
+// Report is a decode engine's report about worker: batchSize (its requests
+// running and waiting) replaces the router's in-flight count; stepMs, its
+// last step's duration with batchSize requests, is a sample for the fit of
+// the step constants. 0 = not reported, for either.
+func (r *Router) Report(worker int32, batchSize uint32, stepMs float32) error {
+	if worker < 0 {
+		return invalid("worker id %d is negative", worker)
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.ptr == nil {
+		return closedError("router")
+	}
+	return toError(C.eldrgo_router_report(r.ptr, C.uint32_t(worker), C.uint32_t(batchSize),
+		C.float(stepMs)))
+}
+
+// Stats returns the router's counters and the step constants in force.
+func (r *Router) Stats() (RouterStats, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.ptr == nil {
+		return RouterStats{}, closedError("router")
+	}
+	res := C.eldrgo_router_stats(r.ptr)
+	if err := toError(res.err); err != nil {
+		return RouterStats{}, err
+	}
+	s := &res.stats
+	return RouterStats{
+		Routed: uint64(s.routed), Rejected: uint64(s.rejected),
+		CompletesRejected: uint64(s.completes_rejected), CompletesUnknown: uint64(s.completes_unknown),
+		Untracked: uint64(s.untracked), StepSamples: uint64(s.step_samples),
+		T0Ms: float64(s.t0_ms), TSeqMs: float64(s.tseq_ms), AlphaUs: float64(s.alpha_us),
+	}, nil
 }
 
 // Scores is every worker slot's similarity and band membership, in slot
@@ -354,8 +509,8 @@ func (r *Router) workerOp(op C.int, worker int32) error {
 	return toError(C.eldrgo_router_worker_op(r.ptr, op, C.int32_t(worker)))
 }
 
-// Complete: a request on worker finished; its in-flight count drops by one
-// (ErrState when it has nothing in flight).
+// Complete: the oldest request still in flight on worker finished; its
+// in-flight count drops by one (ErrState when it has nothing in flight).
 func (r *Router) Complete(worker int32) error { return r.workerOp(C.ELDRGO_COMPLETE, worker) }
 
 // AddWorker makes worker routable (again), in a new slot if it is new.
