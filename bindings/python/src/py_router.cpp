@@ -48,10 +48,26 @@ const char* worker_state_name(uint8_t state) {
   }
 }
 
+// A step constant: None = unset (-1 in eldr.h), else >= 0.
+double step_constant(std::optional<double> value, const char* name) {
+  if (!value) return -1.0;
+  if (!(*value >= 0.0))
+    raise_status(ELDR_E_INVALID_ARGUMENT,
+                 std::string(name) + " must be >= 0 (None: the table's constants)");
+  return *value;
+}
+
+// The step model's constants and the request records of a router.
+struct StepOptions {
+  std::optional<double> t0_ms, tseq_ms, alpha_us;
+  std::optional<uint32_t> max_batch, max_inflight;
+  bool fit_step_cost = true;
+};
+
 class Router {
  public:
   Router(std::shared_ptr<ClusterTable> table, const py::handle& policy, std::optional<float> tau,
-         uint64_t seed, bool min2_band, uint32_t max_workers)
+         uint64_t seed, bool min2_band, uint32_t max_workers, const StepOptions& step)
       : m_table(std::move(table)) {
     if (!m_table) raise_status(ELDR_E_INVALID_ARGUMENT, "table is None");
     eldr_router_options_t options;
@@ -61,6 +77,20 @@ class Router {
     options.seed = seed;
     options.min2_band = min2_band ? 1 : 0;
     options.max_workers = max_workers;
+    // All three or none (the library refuses a mix); max_batch goes with them.
+    options.t0_ms = step_constant(step.t0_ms, "t0_ms");
+    options.tseq_ms = step_constant(step.tseq_ms, "tseq_ms");
+    options.alpha_us = step_constant(step.alpha_us, "alpha_us");
+    if (step.max_batch) {
+      if (*step.max_batch == 0) raise_status(ELDR_E_INVALID_ARGUMENT, "max_batch must be >= 1");
+      options.max_batch = *step.max_batch;
+    }
+    if (step.max_inflight) {
+      if (*step.max_inflight == 0)
+        raise_status(ELDR_E_INVALID_ARGUMENT, "max_inflight must be >= 1 (None: 8192)");
+      options.max_inflight = *step.max_inflight;
+    }
+    options.fit_step_cost = step.fit_step_cost ? 1 : 0;
     eldr_router_t* router = nullptr;
     check(eldr_router_new(m_table->get(), &options, &router));
     m_router.reset(router);
@@ -69,22 +99,56 @@ class Router {
   eldr_router_t* get() const noexcept { return m_router.get(); }
   const std::shared_ptr<ClusterTable>& table() const noexcept { return m_table; }
 
-  int32_t route(const py::handle& counts_obj, const py::handle& loads_obj) {
+  int32_t route(const py::handle& counts_obj, const py::handle& loads_obj,
+                std::optional<uint64_t> request_id) {
     const auto counts = as_counts(counts_obj, 2, "counts");
     const uint32_t layers = extent_u32(counts, 0, "counts");
     const uint32_t experts = extent_u32(counts, 1, "counts");
-    if (loads_obj.is_none()) {
+    if (loads_obj.is_none() && !request_id) {
       int32_t worker = -1;
       check(eldr_router_route(m_router.get(), counts.data(), layers, experts, &worker));
       return worker;
     }
-    return route_ex(counts, layers, experts, loads_obj).worker;
+    return route_ex(counts, layers, experts, loads_obj, request_id).worker;
   }
 
-  Decision route_decision(const py::handle& counts_obj, const py::handle& loads_obj) {
+  Decision route_decision(const py::handle& counts_obj, const py::handle& loads_obj,
+                          std::optional<uint64_t> request_id) {
     const auto counts = as_counts(counts_obj, 2, "counts");
     return route_ex(counts, extent_u32(counts, 0, "counts"), extent_u32(counts, 1, "counts"),
-                    loads_obj);
+                    loads_obj, request_id);
+  }
+
+  void complete_request(uint64_t request_id) {
+    check(eldr_router_complete_request(m_router.get(), request_id));
+  }
+
+  // None and 0 are both "not reported" (eldr.h).
+  void report(int32_t worker, std::optional<uint32_t> batch_size, std::optional<float> step_ms) {
+    if (worker < 0)
+      raise_status(ELDR_E_INVALID_ARGUMENT, "worker id " + std::to_string(worker) + " is negative");
+    eldr_worker_report_t report;
+    eldr_worker_report_init(&report);
+    report.worker = static_cast<uint32_t>(worker);
+    report.batch_size = batch_size.value_or(0);
+    report.step_ms = step_ms.value_or(0.0f);
+    check(eldr_router_report(m_router.get(), &report));
+  }
+
+  py::dict stats() const {
+    eldr_router_stats_t st = ELDR_ROUTER_STATS_INIT;
+    check(eldr_router_stats(m_router.get(), &st));
+    py::dict out;
+    out["routed"] = st.routed;
+    out["rejected"] = st.rejected;
+    out["completes_rejected"] = st.completes_rejected;
+    out["completes_unknown"] = st.completes_unknown;
+    out["untracked"] = st.untracked;
+    out["step_samples"] = st.step_samples;
+    out["t0_ms"] = st.t0_ms;
+    out["tseq_ms"] = st.tseq_ms;
+    out["alpha_us"] = st.alpha_us;
+    return out;
   }
 
   // Per worker slot (see workers()): similarity and band membership.
@@ -143,7 +207,17 @@ class Router {
 
  private:
   Decision route_ex(const IntArray<int16_t>& counts, uint32_t layers, uint32_t experts,
-                    const py::handle& loads_obj) {
+                    const py::handle& loads_obj, std::optional<uint64_t> request_id) {
+    eldr_decision_t decision;
+    eldr_decision_init(&decision);
+    if (request_id) {
+      if (!loads_obj.is_none())
+        raise_status(ELDR_E_INVALID_ARGUMENT,
+                     "request_id needs the router's own in-flight counts: not with loads");
+      check(eldr_router_route_id(m_router.get(), *request_id, counts.data(), layers, experts,
+                                 &decision));
+      return Decision::from_c(decision);
+    }
     IntArray<uint32_t> loads;
     const uint32_t* loads_data = nullptr;
     uint32_t n_loads = 0;
@@ -152,8 +226,6 @@ class Router {
       loads_data = loads.data();
       n_loads = extent_u32(loads, 0, "loads");
     }
-    eldr_decision_t decision;
-    eldr_decision_init(&decision);
     check(eldr_router_route_ex(m_router.get(), counts.data(), layers, experts, loads_data, n_loads,
                                &decision));
     return Decision::from_c(decision);
@@ -196,17 +268,51 @@ void bind_router(py::module_& m) {
   };
   py::class_<Router>(m, "Router",
                      "The embedded router (no daemon): footprint -> decode worker. Thread-safe.")
-      .def(py::init<std::shared_ptr<ClusterTable>, const py::handle&, std::optional<float>,
-                    uint64_t, bool, uint32_t>(),
-           py::arg("table"), py::arg("policy") = "eldr", py::arg("tau") = 0.1, py::arg("seed") = 0,
-           py::kw_only(), py::arg("min2_band") = false, py::arg("max_workers") = 256)
+      .def(
+          py::init([](std::shared_ptr<ClusterTable> table, const py::handle& policy,
+                      std::optional<float> tau, uint64_t seed, bool min2_band, uint32_t max_workers,
+                      std::optional<double> t0_ms, std::optional<double> tseq_ms,
+                      std::optional<double> alpha_us, std::optional<uint32_t> max_batch,
+                      std::optional<uint32_t> max_inflight, bool fit_step_cost) {
+            const StepOptions step{t0_ms,     tseq_ms,      alpha_us,
+                                   max_batch, max_inflight, fit_step_cost};
+            return std::make_unique<Router>(std::move(table), policy, tau, seed, min2_band,
+                                            max_workers, step);
+          }),
+          py::arg("table"), py::arg("policy") = "eldr_cost", py::arg("tau") = 0.1,
+          py::arg("seed") = 0, py::kw_only(), py::arg("min2_band") = false,
+          py::arg("max_workers") = 256, py::arg("t0_ms") = py::none(),
+          py::arg("tseq_ms") = py::none(), py::arg("alpha_us") = py::none(),
+          py::arg("max_batch") = py::none(), py::arg("max_inflight") = py::none(),
+          py::arg("fit_step_cost") = true,
+          "policy: a name of policy_names() or its id (default 'eldr_cost'). tau: the band "
+          "width of the band policies (None: the table's). t0_ms, tseq_ms, alpha_us: the step "
+          "constants of 'eldr_cost', all three or none (None: the table's, else the preset of "
+          "its geometry), max_batch with them (None: 64). fit_step_cost: refine them from "
+          "report() step times. max_inflight: request records for request ids (None: 8192).")
       .def("route", &Router::route, py::arg("counts"), py::arg("loads") = py::none(),
+           py::arg("request_id") = py::none(),
            "Routes one request and returns the worker id. Without loads the pick is counted in "
            "flight on its worker; loads (uint32 per worker slot, workers() order) override the "
-           "in-flight counts "
-           "for this decision only and nothing is counted.")
+           "in-flight counts for this decision only and nothing is counted. request_id (an int "
+           "not in flight, not with loads): complete_request(request_id) ends it.")
       .def("route_decision", &Router::route_decision, py::arg("counts"),
-           py::arg("loads") = py::none(), "As route, returning the full Decision.")
+           py::arg("loads") = py::none(), py::arg("request_id") = py::none(),
+           "As route, returning the full Decision.")
+      .def("complete_request", &Router::complete_request, py::arg("request_id"),
+           "The request routed with request_id finished: its worker's in-flight count drops by "
+           "one and its experts leave that worker's batch. NotFound for an id not in flight "
+           "(unknown, or completed already): counted in stats(), nothing else changes.")
+      .def("report", &Router::report, py::arg("worker"), py::arg("batch_size") = py::none(),
+           py::arg("step_ms") = py::none(),
+           "A decode engine's report about worker: batch_size (requests running and waiting) "
+           "replaces its in-flight count; step_ms (its last step, with batch_size requests) is "
+           "a sample for the step-constant fit. None or 0: not reported (use set_load(worker, "
+           "0) for an idle worker).")
+      .def("stats", &Router::stats,
+           "{'routed', 'rejected', 'completes_rejected', 'completes_unknown', 'untracked', "
+           "'step_samples', 't0_ms', 'tseq_ms', 'alpha_us'}: counters since creation and the "
+           "step constants in force.")
       .def("scores", &Router::scores, py::arg("counts"),
            "(scores float32 [slots], in_band bool [slots]) per worker slot (workers() order; "
            "without membership changes: the table's cluster order). Counts nothing in flight.")
@@ -215,7 +321,8 @@ void bind_router(py::module_& m) {
       .def("workers", &Router::workers,
            "Per slot: {'id', 'state' ('active' | 'draining' | 'removed'), 'inflight'}.")
       .def("complete", worker_method(&eldr_router_complete), py::arg("worker"),
-           "The worker finished one request: its in-flight count drops by one.")
+           "The oldest request still in flight on worker finished: its in-flight count drops "
+           "by one.")
       .def(
           "set_load",
           [](Router& self, int32_t worker, uint32_t inflight) {

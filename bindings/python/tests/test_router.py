@@ -27,7 +27,7 @@ def test_route_returns_a_worker_and_counts_it_in_flight(table: eldr.ClusterTable
 
 def test_narrow_band_routes_to_the_most_similar_worker(table: eldr.ClusterTable,
                                                        workload: Workload) -> None:
-    sut = eldr.Router(table, tau=0.0)
+    sut = eldr.Router(table, "eldr", tau=0.0)  # the band policy (the default is eldr_cost)
     for fp in workload.prefill[::7]:
         best = int(table.worker_ids[np.argmax(table.scores(fp))])
         assert sut.route(fp, loads=np.zeros(WORKERS, np.uint32)) == best
@@ -35,7 +35,7 @@ def test_narrow_band_routes_to_the_most_similar_worker(table: eldr.ClusterTable,
 
 def test_loads_steer_the_decision_without_counting(table: eldr.ClusterTable,
                                                    workload: Workload) -> None:
-    sut = eldr.Router(table, tau=WIDE)
+    sut = eldr.Router(table, "eldr", tau=WIDE)
     fp = workload.prefill[0]
     for idle in range(WORKERS):
         loads = np.full(WORKERS, 10, np.uint32)
@@ -46,7 +46,7 @@ def test_loads_steer_the_decision_without_counting(table: eldr.ClusterTable,
 
 
 def test_set_load_steers_later_routes(table: eldr.ClusterTable, workload: Workload) -> None:
-    sut = eldr.Router(table, tau=WIDE)
+    sut = eldr.Router(table, "eldr", tau=WIDE)
     for worker in table.worker_ids:
         sut.set_load(int(worker), 50)
     sut.set_load(2, 0)
