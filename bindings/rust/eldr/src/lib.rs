@@ -39,7 +39,10 @@ pub use routed_experts::{
     footprint_from_ids, footprint_from_sglang, footprint_from_vllm, npy_shape, IdDtype,
     RoutedExpertsInfo, RoutedExpertsOptions,
 };
-pub use router::{Policy, Router, RouterOptions, WorkerScore, WorkerSlot, WorkerState};
+pub use router::{
+    Policy, Router, RouterOptions, RouterStats, StepCost, WorkerReport, WorkerScore, WorkerSlot,
+    WorkerState,
+};
 pub use table::{Calibration, FitOptions, Table, TableInfo};
 
 /// Raw bindings, for what the safe API does not cover.

@@ -24,10 +24,12 @@ pub enum Policy {
     Domain,
     /// Locality band with a load guard.
     EldrGuard,
+    /// Least added decode time under the step model (the library's default).
+    EldrCost,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 7] = [
+    pub const ALL: [Policy; 8] = [
         Policy::Eldr,
         Policy::RoundRobin,
         Policy::Random,
@@ -35,6 +37,7 @@ impl Policy {
         Policy::P2c,
         Policy::Domain,
         Policy::EldrGuard,
+        Policy::EldrCost,
     ];
 
     pub fn as_raw(self) -> u32 {
@@ -46,6 +49,7 @@ impl Policy {
             Policy::P2c => sys::ELDR_POLICY_P2C,
             Policy::Domain => sys::ELDR_POLICY_DOMAIN,
             Policy::EldrGuard => sys::ELDR_POLICY_ELDR_GUARD,
+            Policy::EldrCost => sys::ELDR_POLICY_ELDR_COST,
         }) as u32
     }
 
@@ -66,6 +70,18 @@ impl Policy {
     }
 }
 
+/// The constants of the decode step model that [`Policy::EldrCost`] predicts
+/// with: one step of a batch costs `t0_ms + tseq_ms * batch + alpha_us / 1000`
+/// per distinct (layer, expert) the batch uses. Every constant finite, >= 0.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepCost {
+    pub t0_ms: f64,
+    pub tseq_ms: f64,
+    pub alpha_us: f64,
+    /// 0 = the library's default (64).
+    pub max_batch: u32,
+}
+
 /// Options of [`Router::new`]; `Default` gives the library's defaults.
 #[derive(Clone, Copy, Debug)]
 pub struct RouterOptions {
@@ -78,19 +94,66 @@ pub struct RouterOptions {
     pub seed: u64,
     /// Worker slots, fixed at creation.
     pub max_workers: u32,
+    /// The step constants; `None` = the table's, else the preset of its geometry.
+    pub step_cost: Option<StepCost>,
+    /// Refine the step constants from the step times of [`Router::report`].
+    pub fit_step_cost: bool,
+    /// Request records ([`Router::route_id`]), fixed at creation; 0 = the
+    /// library's default (8192).
+    pub max_inflight: u32,
 }
 
 impl Default for RouterOptions {
     fn default() -> RouterOptions {
         let raw = default_raw_options();
+        let step_cost =
+            (raw.t0_ms >= 0.0 && raw.tseq_ms >= 0.0 && raw.alpha_us >= 0.0).then(|| StepCost {
+                t0_ms: raw.t0_ms,
+                tseq_ms: raw.tseq_ms,
+                alpha_us: raw.alpha_us,
+                max_batch: raw.max_batch,
+            });
         RouterOptions {
-            policy: Policy::from_raw(raw.policy).unwrap_or(Policy::Eldr),
+            policy: Policy::from_raw(raw.policy).unwrap_or(Policy::EldrCost),
             tau: if raw.tau < 0.0 { None } else { Some(raw.tau) },
             min2_band: raw.min2_band != 0,
             seed: raw.seed,
             max_workers: raw.max_workers,
+            step_cost,
+            fit_step_cost: raw.fit_step_cost != 0,
+            max_inflight: raw.max_inflight,
         }
     }
+}
+
+/// A decode engine's report about one worker (see [`Router::report`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WorkerReport {
+    /// Requests it runs or queues: replaces the router's in-flight count.
+    pub batch_size: Option<u32>,
+    /// Its last decode step, in ms, with `batch_size` requests: a sample for
+    /// the fit of the step constants (finite, > 0).
+    pub step_ms: Option<f32>,
+}
+
+/// A router's counters since creation and the step constants in force.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RouterStats {
+    pub routed: u64,
+    /// Route calls that failed.
+    pub rejected: u64,
+    /// Completes of nothing in flight, unknown request ids included.
+    pub completes_rejected: u64,
+    /// [`Router::complete_request`] with an id not in flight.
+    pub completes_unknown: u64,
+    /// Routes made with every request record in use.
+    pub untracked: u64,
+    /// Reports the step-constant fit used.
+    pub step_samples: u64,
+    /// The step constants in force (configured, or fitted).
+    pub t0_ms: f64,
+    pub tseq_ms: f64,
+    pub alpha_us: f64,
 }
 
 fn default_raw_options() -> sys::eldr_router_options_t {
@@ -160,6 +223,22 @@ impl Router {
         raw_opts.min2_band = options.min2_band as u32;
         raw_opts.seed = options.seed;
         raw_opts.max_workers = options.max_workers;
+        match options.step_cost {
+            Some(c) => {
+                raw_opts.t0_ms = c.t0_ms;
+                raw_opts.tseq_ms = c.tseq_ms;
+                raw_opts.alpha_us = c.alpha_us;
+                raw_opts.max_batch = c.max_batch;
+            }
+            None => {
+                raw_opts.t0_ms = -1.0;
+                raw_opts.tseq_ms = -1.0;
+                raw_opts.alpha_us = -1.0;
+                raw_opts.max_batch = 0;
+            }
+        }
+        raw_opts.fit_step_cost = options.fit_step_cost as u32;
+        raw_opts.max_inflight = options.max_inflight;
         let mut out: *mut sys::eldr_router_t = std::ptr::null_mut();
         // SAFETY: valid table handle, options and out-param.
         check(unsafe { sys::eldr_router_new(table.as_ptr(), &raw_opts, &mut out) })?;
@@ -219,6 +298,77 @@ impl Router {
             )
         })?;
         Ok(Decision::from_raw(&out))
+    }
+
+    /// As [`route_ex`](Router::route_ex) without loads, remembering
+    /// `request_id` so that [`complete_request`](Router::complete_request)
+    /// takes this request, and its experts, out of its worker's batch.
+    /// `STATE` when the id is already in flight.
+    pub fn route_id(&self, request_id: u64, footprint: &Footprint<'_>) -> Result<Decision> {
+        let mut out = raw_decision();
+        // SAFETY: the footprint's slice matches its shape; valid out-param.
+        check(unsafe {
+            sys::eldr_router_route_id(
+                self.raw.as_ptr(),
+                request_id,
+                footprint.counts().as_ptr(),
+                footprint.layers(),
+                footprint.experts(),
+                &mut out,
+            )
+        })?;
+        Ok(Decision::from_raw(&out))
+    }
+
+    /// The request routed with `request_id` finished. `NOT_FOUND` for an id
+    /// not in flight (unknown, or completed already): counted in
+    /// [`stats`](Router::stats), nothing else changes.
+    pub fn complete_request(&self, request_id: u64) -> Result<()> {
+        // SAFETY: valid handle.
+        check(unsafe { sys::eldr_router_complete_request(self.raw.as_ptr(), request_id) })
+    }
+
+    /// A decode engine's report about `worker`. `Some(0)` is the C API's
+    /// "not reported", as `None`.
+    pub fn report(&self, worker: i32, report: &WorkerReport) -> Result<()> {
+        let worker = u32::try_from(worker).map_err(|_| {
+            Error::new(
+                status::INVALID_ARGUMENT,
+                format!("worker id {} is negative", worker),
+            )
+        })?;
+        let mut raw = std::mem::MaybeUninit::<sys::eldr_worker_report_t>::zeroed();
+        // SAFETY: init writes the whole struct.
+        let mut raw = unsafe {
+            sys::eldr_worker_report_init(raw.as_mut_ptr());
+            raw.assume_init()
+        };
+        raw.worker = worker;
+        raw.batch_size = report.batch_size.unwrap_or(0);
+        raw.step_ms = report.step_ms.unwrap_or(0.0);
+        // SAFETY: valid handle and report.
+        check(unsafe { sys::eldr_router_report(self.raw.as_ptr(), &raw) })
+    }
+
+    /// The counters since creation and the step constants in force.
+    pub fn stats(&self) -> Result<RouterStats> {
+        let raw = std::mem::MaybeUninit::<sys::eldr_router_stats_t>::zeroed();
+        // SAFETY: a zeroed stats struct is valid; the version is set before the call.
+        let mut raw = unsafe { raw.assume_init() };
+        raw.version = sys::ELDR_ROUTER_STATS_VERSION as u32;
+        // SAFETY: valid handle and out-param.
+        check(unsafe { sys::eldr_router_stats(self.raw.as_ptr(), &mut raw) })?;
+        Ok(RouterStats {
+            routed: raw.routed,
+            rejected: raw.rejected,
+            completes_rejected: raw.completes_rejected,
+            completes_unknown: raw.completes_unknown,
+            untracked: raw.untracked,
+            step_samples: raw.step_samples,
+            t0_ms: raw.t0_ms,
+            tseq_ms: raw.tseq_ms,
+            alpha_us: raw.alpha_us,
+        })
     }
 
     /// Every worker slot's similarity and band membership, in slot order.
@@ -302,7 +452,8 @@ impl Router {
         }
     }
 
-    /// A request on `worker` finished: its in-flight count drops by one (never below 0).
+    /// The oldest request still in flight on `worker` finished: its in-flight
+    /// count drops by one (never below 0).
     pub fn complete(&self, worker: i32) -> Result<()> {
         // SAFETY: valid handle.
         check(unsafe { sys::eldr_router_complete(self.raw.as_ptr(), worker) })

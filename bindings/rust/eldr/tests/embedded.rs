@@ -62,6 +62,7 @@ fn requests_of_one_task_go_to_the_same_best_worker() {
     // pure locality, so every request of a task lands where its scores peak.
     let table = fitted_table(4);
     let options = RouterOptions {
+        policy: Policy::Eldr,
         tau: Some(0.0),
         ..RouterOptions::default()
     };
@@ -93,7 +94,11 @@ fn requests_of_one_task_go_to_the_same_best_worker() {
 #[test]
 fn route_ex_reports_the_decision_and_honours_loads() {
     let table = fitted_table(4);
-    let sut = Router::new(&table, &RouterOptions::default()).unwrap();
+    let options = RouterOptions {
+        policy: Policy::Eldr,
+        ..RouterOptions::default()
+    };
+    let sut = Router::new(&table, &options).unwrap();
     let counts = footprint(&mut Rng::new(1), 3, 4);
     let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
     let d = sut.route_ex(&fp, None).unwrap();
