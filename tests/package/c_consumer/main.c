@@ -14,11 +14,14 @@ int main(void) {
   float scores[2];
   uint8_t in_band[2];
   int32_t worker = -1;
+  /* The paper's rule: on an idle pool it picks the most similar worker. */
+  eldr_router_options_t options = ELDR_ROUTER_OPTIONS_INIT;
+  options.policy = ELDR_POLICY_ELDR;
   if (eldr_abi_version() != ELDR_ABI_VERSION) return 1;
   fit.num_workers = 2;
   fit.threads = 1;
   if (eldr_table_fit(calibration, NULL, 4, 1, 4, 2, &fit, &table) != ELDR_OK ||
-      eldr_router_new(table, NULL, &router) != ELDR_OK ||
+      eldr_router_new(table, &options, &router) != ELDR_OK ||
       eldr_router_route(router, request, 1, 4, &worker) != ELDR_OK ||
       eldr_router_scores(router, request, 1, 4, scores, in_band, 2) != ELDR_OK) {
     fprintf(stderr, "c_consumer: %s\n", eldr_last_error_message());

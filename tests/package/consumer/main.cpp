@@ -15,7 +15,9 @@ int main() {
   t.idf = {1.0f, 1.0f};
   t.centroids = {1.0f, 0.0f, 0.0f, 1.0f};
   t.worker_ids = {7, 8};
-  auto router = eldr::Router::create(std::make_shared<const eldr::ClusterTable>(t));
+  // The paper's rule, so the most similar worker is the only right answer.
+  auto router = eldr::Router::create(std::make_shared<const eldr::ClusterTable>(t),
+                                     {.policy = eldr::Policy::eldr});
   if (!router) return 1;
   const std::vector<int16_t> counts{0, 5};
   auto d = (*router)->route(counts);
