@@ -201,7 +201,10 @@ struct Client::Impl {
   // Pushes one record whose `length` payload bytes fill(payload) writes.
   template <class Fill>
   Status push_record(RecordType type, size_t length, Fill&& fill);
+  template <class Fill>
+  Status push_record(RecordType type, uint16_t schema, size_t length, Fill&& fill);
   Status push_bytes(RecordType type, std::span<const uint8_t> payload);
+  Status push_bytes(RecordType type, uint16_t schema, std::span<const uint8_t> payload);
   void touch() {
     att->view.row(att->slot)->heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
   }
@@ -286,15 +289,25 @@ Client::~Client() = default;
 
 template <class Fill>
 Status Client::Impl::push_record(RecordType type, size_t length, Fill&& fill) {
+  return push_record(type, current_schema(type), length, std::forward<Fill>(fill));
+}
+
+template <class Fill>
+Status Client::Impl::push_record(RecordType type, uint16_t schema, size_t length, Fill&& fill) {
   ELDR_TRY(no_claims_pending());
-  ELDR_TRY(att->writer.push_with(type, current_schema(type), length, fill));
+  ELDR_TRY(att->writer.push_with(type, schema, length, fill));
   touch();
   ring_doorbell(*att->view.header);
   return Status::ok();
 }
 
 Status Client::Impl::push_bytes(RecordType type, std::span<const uint8_t> payload) {
-  return push_record(type, payload.size(),
+  return push_bytes(type, current_schema(type), payload);
+}
+
+Status Client::Impl::push_bytes(RecordType type, uint16_t schema,
+                                std::span<const uint8_t> payload) {
+  return push_record(type, schema, payload.size(),
                      [&](uint8_t* to) { kernels::copy_bytes(to, payload.data(), payload.size()); });
 }
 
@@ -317,15 +330,22 @@ Status Client::push_complete(std::string_view request_id) {
 }
 
 Status Client::push_worker_report(uint32_t worker, uint32_t running, float kv_usage) {
-  WorkerReportMsg msg{worker, running, kv_usage, 0};
+  return push_worker_report(WorkerReportRecord{worker, running, kv_usage, 0, 0.0f});
+}
+
+Status Client::push_worker_report(const WorkerReportRecord& r) {
+  // Schema 1 when there is no step to report: daemons before schema 2 read it.
+  const bool v1 = r.batch_size == 0 && r.step_ms == 0.0f;
+  WorkerReportMsg2 msg{{r.worker, r.running, r.kv_usage, 0}, r.batch_size, r.step_ms, 0};
+  const uint16_t schema = v1 ? kWorkerReportSchemaV1 : kWorkerReportSchema;
+  const std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(&msg),
+                                         v1 ? sizeof(msg.v1) : sizeof(msg));
   DecodedRecord check;  // the daemon's rules, applied before anything is written
-  ELDR_TRY(decode_record(RecordType::worker_report, kWorkerReportSchema,
-                         {reinterpret_cast<const uint8_t*>(&msg), sizeof(msg)}, check));
+  ELDR_TRY(decode_record(RecordType::worker_report, schema, payload, check));
   Impl& m = *m_impl;
   std::lock_guard lock(m.mutex);
   ELDR_TRY(m.ensure_attached());
-  return m.push_bytes(RecordType::worker_report,
-                      {reinterpret_cast<const uint8_t*>(&msg), sizeof(msg)});
+  return m.push_bytes(RecordType::worker_report, schema, payload);
 }
 
 Status Client::push_worker_control(uint32_t worker, WorkerOp op) {

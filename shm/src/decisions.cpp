@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstring>
 #include <thread>
 
@@ -153,7 +154,8 @@ std::optional<DecisionIn> lookup_decision(const DecisionCell* cells, uint32_t sl
 }
 
 void write_workers(SegmentHeader& header, WorkerCell* cells, uint32_t capacity,
-                   std::span<const Host::WorkerRow> rows, uint64_t table_epoch) {
+                   std::span<const Host::WorkerRow> rows, uint64_t table_epoch,
+                   const Host::RouterRow* router) {
   const uint32_t n = static_cast<uint32_t>(std::min<size_t>(rows.size(), capacity));
   const uint64_t s = header.workers_seq.load(std::memory_order_relaxed);
   header.workers_seq.store(s + 1, std::memory_order_relaxed);
@@ -166,16 +168,28 @@ void write_workers(SegmentHeader& header, WorkerCell* cells, uint32_t capacity,
     p.inflight = rows[i].inflight;
     p.running = rows[i].running;
     p.kv_usage = rows[i].kv_usage;
+    p.batch_experts = rows[i].batch_experts;
     p.routed = rows[i].routed;
     store_words(cells[i].words, &p);
   }
   header.worker_count.store(n, std::memory_order_relaxed);
   header.table_epoch.store(table_epoch, std::memory_order_relaxed);
+  if (router) {
+    constexpr auto r = std::memory_order_relaxed;
+    header.router_policy.store(router->policy + 1, r);
+    header.step_max_batch.store(router->max_batch, r);
+    header.step_t0_ms.store(std::bit_cast<uint64_t>(router->t0_ms), r);
+    header.step_tseq_ms.store(std::bit_cast<uint64_t>(router->tseq_ms), r);
+    header.step_alpha_us.store(std::bit_cast<uint64_t>(router->alpha_us), r);
+    header.step_samples.store(router->step_samples, r);
+    header.completes_unknown.store(router->completes_unknown, r);
+    header.untracked.store(router->untracked, r);
+  }
   header.workers_seq.store(s + 2, std::memory_order_release);
 }
 
 bool read_workers(const SegmentHeader& header, const WorkerCell* cells, uint32_t capacity,
-                  std::vector<Host::WorkerRow>& out) {
+                  std::vector<Host::WorkerRow>& out, std::optional<Host::RouterRow>* router) {
   for (int attempt = 0; attempt < kReadTries; ++attempt) {
     const uint64_t before = header.workers_seq.load(std::memory_order_acquire);
     if (before & 1) {
@@ -187,7 +201,26 @@ bool read_workers(const SegmentHeader& header, const WorkerCell* cells, uint32_t
     for (uint32_t i = 0; i < n; ++i) {
       WorkerPayload p;
       load_words(cells[i].words, &p);
-      out[i] = {p.worker, p.state, p.healthy, p.inflight, p.running, p.kv_usage, p.routed};
+      out[i] = {
+          p.worker,  p.state,    p.healthy, p.inflight,
+          p.running, p.kv_usage, p.routed,  header.format_minor >= 1 ? p.batch_experts : 0.0f};
+    }
+    if (router) {
+      constexpr auto r = std::memory_order_relaxed;
+      const uint32_t policy = header.format_minor >= 1 ? header.router_policy.load(r) : 0;
+      router->reset();
+      if (policy != 0) {
+        Host::RouterRow row;
+        row.policy = policy - 1;
+        row.max_batch = header.step_max_batch.load(r);
+        row.t0_ms = std::bit_cast<double>(header.step_t0_ms.load(r));
+        row.tseq_ms = std::bit_cast<double>(header.step_tseq_ms.load(r));
+        row.alpha_us = std::bit_cast<double>(header.step_alpha_us.load(r));
+        row.step_samples = header.step_samples.load(r);
+        row.completes_unknown = header.completes_unknown.load(r);
+        row.untracked = header.untracked.load(r);
+        *router = row;
+      }
     }
     std::atomic_thread_fence(std::memory_order_acquire);
     if (header.workers_seq.load(std::memory_order_relaxed) == before) return true;

@@ -269,7 +269,8 @@ size_t Host::poll(RecordHandler& handler, size_t max_records) {
               handler.on_complete(slot, d.request_id);
               break;
             case RecordType::worker_report:
-              handler.on_worker_report(slot, d.worker, d.running, d.kv_usage);
+              handler.on_worker_report_ex(
+                  slot, {d.worker, d.running, d.kv_usage, d.batch_size, d.step_ms});
               break;
             case RecordType::worker_control:
               handler.on_worker_control(slot, d.worker, d.op);
@@ -310,6 +311,13 @@ void Host::publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch
   Impl& m = *m_impl;
   if (!m.mapping) return;
   write_workers(*m.view.header, m.view.workers(), m.config.max_workers, rows, table_epoch);
+}
+
+void Host::publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch,
+                           const RouterRow& router) {
+  Impl& m = *m_impl;
+  if (!m.mapping) return;
+  write_workers(*m.view.header, m.view.workers(), m.config.max_workers, rows, table_epoch, &router);
 }
 
 std::vector<ClientInfo> Host::clients() const {

@@ -42,6 +42,7 @@ std::span<const T> as_span(const flatbuffers::Vector<T>* v) {
 
 Status check_schema(RecordType type, uint16_t schema) {
   if (schema == current_schema(type)) return Status::ok();
+  if (type == RecordType::worker_report && schema == kWorkerReportSchemaV1) return Status::ok();
   return {Errc::unsupported, "record schema " + std::to_string(schema) +
                                  " (this build reads schema " +
                                  std::to_string(current_schema(type)) + ")"};
@@ -137,17 +138,23 @@ Status decode_record(RecordType type, uint16_t schema, std::span<const uint8_t> 
       return Status::ok();
     }
     case RecordType::worker_report: {
-      WorkerReportMsg m;
-      if (payload.size() != sizeof(m)) return bad_size("worker report", payload.size(), sizeof(m));
-      std::memcpy(&m, payload.data(), sizeof(m));
-      if (m.worker > uint32_t{std::numeric_limits<int32_t>::max()})
-        return {Errc::out_of_range, "worker id " + std::to_string(m.worker) + " out of range"};
-      if (!std::isfinite(m.kv_usage) || m.kv_usage < 0.0f || m.kv_usage > 1.0f)
+      WorkerReportMsg2 m{};
+      const size_t want = schema == kWorkerReportSchemaV1 ? sizeof(m.v1) : sizeof(m);
+      if (payload.size() != want) return bad_size("worker report", payload.size(), want);
+      std::memcpy(&m, payload.data(), want);
+      if (m.v1.worker > uint32_t{std::numeric_limits<int32_t>::max()})
+        return {Errc::out_of_range, "worker id " + std::to_string(m.v1.worker) + " out of range"};
+      if (!std::isfinite(m.v1.kv_usage) || m.v1.kv_usage < 0.0f || m.v1.kv_usage > 1.0f)
         return {Errc::out_of_range,
-                "kv_usage " + std::to_string(m.kv_usage) + " is not a fraction in [0, 1]"};
-      out.worker = m.worker;
-      out.running = m.running;
-      out.kv_usage = m.kv_usage;
+                "kv_usage " + std::to_string(m.v1.kv_usage) + " is not a fraction in [0, 1]"};
+      if (!std::isfinite(m.step_ms) || m.step_ms < 0.0f)
+        return {Errc::out_of_range,
+                "step_ms " + std::to_string(m.step_ms) + " is not a finite duration >= 0"};
+      out.worker = m.v1.worker;
+      out.running = m.v1.running;
+      out.kv_usage = m.v1.kv_usage;
+      out.batch_size = m.batch_size;
+      out.step_ms = m.step_ms;
       return Status::ok();
     }
     case RecordType::worker_control: {

@@ -50,7 +50,7 @@ Result<SegmentSnapshot> read_snapshot(std::string_view instance) {
     s.clients.push_back(c);
   }
   // The table epoch is written inside the workers' seqlock.
-  if (read_workers(h, v.workers(), v.max_workers, s.workers))
+  if (read_workers(h, v.workers(), v.max_workers, s.workers, &s.router))
     s.table_epoch = h.table_epoch.load(std::memory_order_relaxed);
   return s;
 }

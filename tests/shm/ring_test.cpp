@@ -519,6 +519,24 @@ TEST(shm_ring, fixed_payloads_are_range_checked) {
   EXPECT_TRUE(decode_record(RecordType::worker_report, 1, bytes, sut).is_ok());
   EXPECT_EQ(sut.running, 5u);
   EXPECT_EQ(decode_record(RecordType::worker_report, 1, bytes.first(8), sut).code(), Errc::corrupt);
+  // Schema 2 appends batch_size and step_ms; schema 1 (16 bytes) stays readable.
+  WorkerReportMsg2 report2{{3, 5, 0.5f, 0}, 12, 7.5f, 0};
+  std::span<const uint8_t> bytes2(reinterpret_cast<const uint8_t*>(&report2), sizeof(report2));
+  ASSERT_TRUE(decode_record(RecordType::worker_report, 2, bytes2, sut).is_ok());
+  EXPECT_EQ(sut.running, 5u);
+  EXPECT_EQ(sut.batch_size, 12u);
+  EXPECT_EQ(sut.step_ms, 7.5f);
+  ASSERT_TRUE(decode_record(RecordType::worker_report, 1, bytes, sut).is_ok());
+  EXPECT_EQ(sut.batch_size, 0u);
+  EXPECT_EQ(sut.step_ms, 0.0f);
+  EXPECT_EQ(decode_record(RecordType::worker_report, 2, bytes, sut).code(), Errc::corrupt);
+  EXPECT_EQ(decode_record(RecordType::worker_report, 1, bytes2, sut).code(), Errc::corrupt);
+  EXPECT_EQ(decode_record(RecordType::worker_report, 3, bytes2, sut).code(), Errc::unsupported);
+  for (float bad :
+       {-1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    report2.step_ms = bad;
+    EXPECT_EQ(decode_record(RecordType::worker_report, 2, bytes2, sut).code(), Errc::out_of_range);
+  }
   WorkerControlMsg control{4, 9};
   std::span<const uint8_t> cbytes(reinterpret_cast<const uint8_t*>(&control), sizeof(control));
   EXPECT_EQ(decode_record(RecordType::worker_control, 1, cbytes, sut).code(), Errc::out_of_range);

@@ -104,6 +104,30 @@ TEST(shm_transport, a_client_registers_and_its_records_reach_the_handler) {
   EXPECT_EQ(clients[0].ring_used, 0u);
 }
 
+TEST(shm_transport, a_worker_report_with_a_step_travels_as_schema_2_and_a_plain_one_as_1) {
+  TempDir dir("shm");
+  auto host = Host::create(small_config(unique_instance("rep"), dir));
+  ASSERT_TRUE(host.is_ok()) << host.status().to_string();
+  auto sut = Client::open((*host)->config().instance, quick_options());
+  ASSERT_TRUE(sut.is_ok()) << sut.status().to_string();
+  ASSERT_TRUE((*sut)->push_worker_report(WorkerReportRecord{3, 7, 0.25f, 9, 12.5f}).is_ok());
+  ASSERT_TRUE((*sut)->push_worker_report(WorkerReportRecord{4, 1, 0.5f, 0, 0.0f}).is_ok());
+  ASSERT_TRUE((*sut)->push_worker_report(5, 2, 0.75f).is_ok());
+  EXPECT_EQ((*sut)->push_worker_report(WorkerReportRecord{3, 7, 0.25f, 9, -1.0f}).code(),
+            Errc::out_of_range);
+  RecordingHandler handler;
+  EXPECT_EQ((*host)->poll(handler), 3u);
+  ASSERT_EQ(handler.reports.size(), 3u);
+  EXPECT_EQ(handler.reports[0].worker, 3u);
+  EXPECT_EQ(handler.reports[0].running, 7u);
+  EXPECT_EQ(handler.reports[0].batch_size, 9u);
+  EXPECT_EQ(handler.reports[0].step_ms, 12.5f);
+  EXPECT_EQ(handler.reports[1].batch_size, 0u);
+  EXPECT_EQ(handler.reports[2].worker, 5u);
+  EXPECT_EQ(handler.reports[2].kv_usage, 0.75f);
+  EXPECT_TRUE(handler.rejections.empty());
+}
+
 TEST(shm_transport, invalid_input_is_refused_before_it_reaches_the_ring) {
   TempDir dir("shm");
   auto host = Host::create(small_config(unique_instance("inv"), dir));
@@ -571,6 +595,35 @@ TEST(shm_transport, the_snapshot_shows_clients_workers_and_state) {
   ASSERT_EQ(snapshot->workers.size(), 2u);
   EXPECT_EQ(snapshot->workers[0].running, 3u);
   EXPECT_EQ(snapshot->workers[1].routed, 99u);
+  EXPECT_EQ(snapshot->format_minor, kFormatMinor);
+  EXPECT_FALSE(snapshot->router.has_value());  // not published yet
+
+  // Format 1.1: the router's state and each worker's batch footprint.
+  rows[1].batch_experts = 5.5f;
+  Host::RouterRow router;
+  router.policy = 7;
+  router.t0_ms = 2.5;
+  router.tseq_ms = 0.04;
+  router.alpha_us = 1.5;
+  router.max_batch = 32;
+  router.step_samples = 11;
+  router.completes_unknown = 3;
+  router.untracked = 2;
+  (*host)->publish_workers(rows, 18, router);
+  snapshot = read_snapshot(config.instance);
+  ASSERT_TRUE(snapshot.is_ok()) << snapshot.status().to_string();
+  EXPECT_EQ(snapshot->table_epoch, 18u);
+  ASSERT_EQ(snapshot->workers.size(), 2u);
+  EXPECT_EQ(snapshot->workers[1].batch_experts, 5.5f);
+  ASSERT_TRUE(snapshot->router.has_value());
+  EXPECT_EQ(snapshot->router->policy, 7u);
+  EXPECT_EQ(snapshot->router->t0_ms, 2.5);
+  EXPECT_EQ(snapshot->router->tseq_ms, 0.04);
+  EXPECT_EQ(snapshot->router->alpha_us, 1.5);
+  EXPECT_EQ(snapshot->router->max_batch, 32u);
+  EXPECT_EQ(snapshot->router->step_samples, 11u);
+  EXPECT_EQ(snapshot->router->completes_unknown, 3u);
+  EXPECT_EQ(snapshot->router->untracked, 2u);
 }
 
 TEST(shm_transport, bad_configurations_are_refused) {

@@ -89,6 +89,9 @@ class RecordingHandler : public shm::RecordHandler {
                         float kv_usage) override {
     reports.push_back({client, worker, running, kv_usage});
   }
+  void on_worker_report_ex(uint32_t client, const shm::WorkerReportRecord& r) override {
+    reports.push_back({client, r.worker, r.running, r.kv_usage, r.batch_size, r.step_ms});
+  }
   void on_worker_control(uint32_t client, uint32_t worker, shm::WorkerOp op) override {
     controls.push_back({client, worker, op});
   }
@@ -100,6 +103,8 @@ class RecordingHandler : public shm::RecordHandler {
   struct Report {
     uint32_t client, worker, running;
     float kv_usage;
+    uint32_t batch_size = 0;  // schema-2 reports
+    float step_ms = 0.0f;
   };
   struct Control {
     uint32_t client, worker;

@@ -24,7 +24,10 @@
 namespace eldr::shm {
 
 inline constexpr uint32_t kFormatMajor = 1;  // in the segment name: v1
-inline constexpr uint32_t kFormatMinor = 0;
+// Minor versions add fields in reserved or padding bytes (zero before), with
+// the layout hash unchanged: 1.1 publishes the router's state and per-worker
+// batch_experts for `eldr status`.
+inline constexpr uint32_t kFormatMinor = 1;
 inline constexpr size_t kMaxRequestId = 128;    // bytes, NUL excluded
 inline constexpr size_t kMaxInstanceName = 64;  // [A-Za-z0-9_.-]+
 
@@ -39,7 +42,7 @@ enum class RecordType : uint16_t {
   padding = 0,         // fills the ring's tail end at wrap
   footprint = 1,       // FlatBuffers FootprintMsg (core/schema/footprint_msg.fbs)
   complete = 2,        // request id: the decode finished
-  worker_report = 3,   // worker, running, kv_usage
+  worker_report = 3,   // worker, running, kv_usage; schema 2: + batch_size, step_ms
   worker_control = 4,  // worker, op (add / drain / remove)
 };
 
@@ -56,6 +59,16 @@ struct FootprintOut {
   std::span<const uint8_t> row_present;    // block form: empty = all present
   std::span<const uint8_t> block_rows;     // present rows only, each L*E bytes
   uint64_t prefill_end_ns = 0;             // CLOCK_REALTIME of the engine, 0 = unknown
+};
+
+// A decode engine's report about one worker. batch_size and step_ms: 0 = not
+// reported (a schema-1 record, which every daemon reads, carries neither).
+struct WorkerReportRecord {
+  uint32_t worker = 0;
+  uint32_t running = 0;
+  float kv_usage = 0.0f;  // [0, 1]
+  uint32_t batch_size = 0;
+  float step_ms = 0.0f;  // finite, >= 0
 };
 
 // A decision as the daemon publishes it.
@@ -94,6 +107,9 @@ class Client {
   Status push_footprint(const FootprintOut& footprint);
   Status push_complete(std::string_view request_id);
   Status push_worker_report(uint32_t worker, uint32_t running, float kv_usage);
+  // Sends a schema-1 record when batch_size and step_ms are 0 (any daemon
+  // reads it), else a schema-2 one (a daemon before it rejects the record).
+  Status push_worker_report(const WorkerReportRecord& report);
   Status push_worker_control(uint32_t worker, WorkerOp op);
 
   // Bounded wait for the decision for request_id (from any client). timeout 0
@@ -193,6 +209,11 @@ class RecordHandler {
   virtual void on_complete(uint32_t client, std::string_view request_id) = 0;
   virtual void on_worker_report(uint32_t client, uint32_t worker, uint32_t running,
                                 float kv_usage) = 0;
+  // Every worker report, with the schema-2 fields (0 in a schema-1 record).
+  // The default forwards to on_worker_report.
+  virtual void on_worker_report_ex(uint32_t client, const WorkerReportRecord& report) {
+    on_worker_report(client, report.worker, report.running, report.kv_usage);
+  }
   virtual void on_worker_control(uint32_t client, uint32_t worker, WorkerOp op) = 0;
   // A record that failed validation. If it carried a readable request id the
   // daemon should still publish an error decision for it.
@@ -254,8 +275,20 @@ class Host {
     uint32_t running = 0;  // last report
     float kv_usage = 0.0f;
     uint64_t routed = 0;
+    float batch_experts = 0.0f;  // eldr_cost: expected distinct experts of its batch
+  };
+  // The router's state for `eldr status` (format 1.1).
+  struct RouterRow {
+    uint32_t policy = 0;                                // eldr::Policy
+    double t0_ms = 0.0, tseq_ms = 0.0, alpha_us = 0.0;  // step constants in force
+    uint32_t max_batch = 0;
+    uint64_t step_samples = 0;
+    uint64_t completes_unknown = 0;
+    uint64_t untracked = 0;
   };
   void publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch);
+  void publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch,
+                       const RouterRow& router);
 
  private:
   struct Impl;
@@ -275,6 +308,7 @@ struct SegmentSnapshot {
   uint64_t decisions_published = 0;
   std::vector<ClientInfo> clients;
   std::vector<Host::WorkerRow> workers;
+  std::optional<Host::RouterRow> router;  // format >= 1.1 and published
 };
 Result<SegmentSnapshot> read_snapshot(std::string_view instance);
 

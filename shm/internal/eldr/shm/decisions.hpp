@@ -34,10 +34,14 @@ std::optional<DecisionIn> lookup_decision(const DecisionCell* cells, uint32_t sl
                                           std::string_view request_id);
 
 // The worker rows, one seqlock over the whole table (single writer).
+// `router`, when given, is published in the same seqlock (format 1.1).
 void write_workers(SegmentHeader& header, WorkerCell* cells, uint32_t capacity,
-                   std::span<const Host::WorkerRow> rows, uint64_t table_epoch);
-// False when no consistent copy was read within a few tries.
+                   std::span<const Host::WorkerRow> rows, uint64_t table_epoch,
+                   const Host::RouterRow* router = nullptr);
+// False when no consistent copy was read within a few tries. `router`, when
+// given, is set if the daemon published one (a 1.0 daemon never does).
 bool read_workers(const SegmentHeader& header, const WorkerCell* cells, uint32_t capacity,
-                  std::vector<Host::WorkerRow>& out);
+                  std::vector<Host::WorkerRow>& out,
+                  std::optional<Host::RouterRow>* router = nullptr);
 
 }  // namespace eldr::shm::detail

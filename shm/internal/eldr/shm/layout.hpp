@@ -77,6 +77,17 @@ struct SegmentHeader {
   std::atomic<uint64_t> workers_seq;  // seqlock over worker_count + the worker cells
   std::atomic<uint32_t> worker_count;
   uint32_t reserved2;
+  // Format 1.1 (in this block's padding, zero in a 1.0 segment, not in the
+  // layout hash: 1.0 readers keep opening 1.1 segments): the router's state,
+  // written inside the workers' seqlock. Doubles as their bits.
+  std::atomic<uint32_t> router_policy;  // eldr::Policy + 1; 0 = not published
+  std::atomic<uint32_t> step_max_batch;
+  std::atomic<uint64_t> step_t0_ms;  // the step constants in force (bit_cast<double>)
+  std::atomic<uint64_t> step_tseq_ms;
+  std::atomic<uint64_t> step_alpha_us;
+  std::atomic<uint64_t> step_samples;       // reports the online fit used
+  std::atomic<uint64_t> completes_unknown;  // completes of a request not in flight
+  std::atomic<uint64_t> untracked;          // routes the router kept no record of
 
   // ---- doorbell: producers wake a sleeping daemon
   alignas(kBlock) std::atomic<uint32_t> doorbell;  // futex word
@@ -162,7 +173,7 @@ struct WorkerPayload {
   uint32_t inflight;
   uint32_t running;
   float kv_usage;
-  uint32_t reserved2;
+  float batch_experts;  // format 1.1 (0 before): expected distinct experts of its batch
   uint64_t routed;
 };
 
@@ -179,6 +190,10 @@ static_assert(offsetof(SegmentHeader, state) == 512 &&
               offsetof(SegmentHeader, table_epoch) == 640 &&
               offsetof(SegmentHeader, doorbell) == 768 &&
               offsetof(SegmentHeader, decision_seq) == 896);
+static_assert(offsetof(SegmentHeader, router_policy) == 672 &&
+              offsetof(SegmentHeader, step_t0_ms) == 680 &&
+              offsetof(SegmentHeader, untracked) == 720 &&
+              offsetof(SegmentHeader, untracked) + 8 <= offsetof(SegmentHeader, doorbell));
 static_assert(sizeof(SegmentHeader) == 1024 && alignof(SegmentHeader) == kBlock);
 static_assert(sizeof(ClientRow) == 128 && offsetof(ClientRow, epoch) == 16 &&
               offsetof(ClientRow, ring_offset) == 32 && offsetof(ClientRow, quarantined) == 56);
@@ -188,7 +203,8 @@ static_assert(sizeof(RecordHeader) == kRecordAlign && offsetof(RecordHeader, seq
               offsetof(RecordHeader, flags) == 24);
 static_assert(sizeof(DecisionPayload) == kDecisionWords * 8);
 static_assert(sizeof(DecisionCell) == 192);
-static_assert(sizeof(WorkerPayload) == kWorkerWords * 8 && sizeof(WorkerCell) == 32);
+static_assert(sizeof(WorkerPayload) == kWorkerWords * 8 && sizeof(WorkerCell) == 32 &&
+              offsetof(WorkerPayload, batch_experts) == 20);
 
 // Decision placement: a request id hashes to two runs of kProbe cells each
 // (two independent homes, "two choices"); the daemon writes the id's own

@@ -8,6 +8,7 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -21,7 +22,11 @@ namespace eldr::shm::detail {
 
 inline constexpr uint16_t kFootprintSchema = 1;
 inline constexpr uint16_t kCompleteSchema = 1;
-inline constexpr uint16_t kWorkerReportSchema = 1;
+// Worker reports: schema 1 = WorkerReportMsg; schema 2 appends
+// WorkerReportMsg2's fields. The daemon reads both; a producer sends 1 when
+// it has nothing of 2 to say, so older daemons keep reading it.
+inline constexpr uint16_t kWorkerReportSchema = 2;
+inline constexpr uint16_t kWorkerReportSchemaV1 = 1;
 inline constexpr uint16_t kWorkerControlSchema = 1;
 uint16_t current_schema(RecordType type) noexcept;
 
@@ -32,11 +37,19 @@ struct WorkerReportMsg {
   float kv_usage;
   uint32_t reserved;
 };
+// Schema 2: schema 1's 16 bytes, then the engine's decode step.
+struct WorkerReportMsg2 {
+  WorkerReportMsg v1;
+  uint32_t batch_size;  // requests in the last decode step; 0 = not reported
+  float step_ms;        // that step's duration; 0 = not reported
+  uint64_t reserved;    // 0
+};
 struct WorkerControlMsg {
   uint32_t worker;
   uint32_t op;  // WorkerOp
 };
-static_assert(sizeof(WorkerReportMsg) == 16 && sizeof(WorkerControlMsg) == 8);
+static_assert(sizeof(WorkerReportMsg) == 16 && sizeof(WorkerReportMsg2) == 32 &&
+              offsetof(WorkerReportMsg2, batch_size) == 16 && sizeof(WorkerControlMsg) == 8);
 
 // A validated payload. Spans point into the payload buffer it was decoded from.
 struct DecodedRecord {
@@ -46,6 +59,8 @@ struct DecodedRecord {
   uint32_t worker = 0;          // worker_report / worker_control
   uint32_t running = 0;
   float kv_usage = 0.0f;
+  uint32_t batch_size = 0;  // worker_report schema 2
+  float step_ms = 0.0f;
   WorkerOp op = WorkerOp::add;
 };
 
