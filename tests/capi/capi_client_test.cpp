@@ -67,6 +67,10 @@ class RecordingHandler : public eldr::shm::RecordHandler {
     std::lock_guard lock(m_mutex);
     reports.push_back({worker, running, kv});
   }
+  void on_worker_report_ex(uint32_t, const eldr::shm::WorkerReportRecord& r) override {
+    std::lock_guard lock(m_mutex);
+    reports.push_back({r.worker, r.running, r.kv_usage, r.batch_size, r.step_ms});
+  }
   void on_worker_control(uint32_t, uint32_t worker, eldr::shm::WorkerOp op) override {
     std::lock_guard lock(m_mutex);
     controls.push_back({worker, static_cast<uint32_t>(op)});
@@ -89,6 +93,8 @@ class RecordingHandler : public eldr::shm::RecordHandler {
   struct Report {
     uint32_t worker, running;
     float kv;
+    uint32_t batch_size = 0;
+    float step_ms = 0.0f;
   };
   struct Control {
     uint32_t worker, op;
@@ -360,6 +366,51 @@ TEST_F(capi_client_live, complete_report_and_control_reach_the_daemon) {
     EXPECT_EQ(h.controls[0].op, static_cast<uint32_t>(ELDR_WORKER_DRAIN));
     return 0;
   });
+}
+
+TEST_F(capi_client_live, an_extended_report_carries_batch_size_and_step_time) {
+  eldr_worker_report_t report = ELDR_WORKER_REPORT_INIT;
+  report.worker = 4;
+  report.running = 9;
+  report.kv_usage = 0.5f;
+  report.batch_size = 12;
+  report.step_ms = 6.25f;
+  ASSERT_EQ(eldr_worker_report_ex(sut.get(), &report), ELDR_OK) << eldr_last_error_message();
+  eldr_worker_report_t plain = ELDR_WORKER_REPORT_INIT;  // no step: the schema-1 record
+  plain.worker = 5;
+  plain.running = 2;
+  ASSERT_EQ(eldr_worker_report_ex(sut.get(), &plain), ELDR_OK) << eldr_last_error_message();
+  ASSERT_TRUE(daemon.eventually([](auto& h) { return h.reports.size() >= 2; }));
+  daemon.handler->read([](auto& h) {
+    EXPECT_EQ(h.reports[0].worker, 4u);
+    EXPECT_EQ(h.reports[0].running, 9u);
+    EXPECT_FLOAT_EQ(h.reports[0].kv, 0.5f);
+    EXPECT_EQ(h.reports[0].batch_size, 12u);
+    EXPECT_FLOAT_EQ(h.reports[0].step_ms, 6.25f);
+    EXPECT_EQ(h.reports[1].worker, 5u);
+    EXPECT_EQ(h.reports[1].batch_size, 0u);
+    EXPECT_EQ(h.reports[1].step_ms, 0.0f);
+    return 0;
+  });
+  // Bad arguments never reach the ring.
+  EXPECT_EQ(eldr_worker_report_ex(sut.get(), nullptr), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_worker_report_ex(nullptr, &report), ELDR_E_INVALID_ARGUMENT);
+  eldr_worker_report_t bad = report;
+  bad.version = 0;
+  EXPECT_EQ(eldr_worker_report_ex(sut.get(), &bad), ELDR_E_INVALID_ARGUMENT);
+  bad.version = ELDR_WORKER_REPORT_VERSION + 1;
+  EXPECT_EQ(eldr_worker_report_ex(sut.get(), &bad), ELDR_E_UNSUPPORTED);
+  for (float step : {-1.0f, NAN, INFINITY}) {
+    bad = report;
+    bad.step_ms = step;
+    EXPECT_EQ(eldr_worker_report_ex(sut.get(), &bad), ELDR_E_INVALID_ARGUMENT) << step;
+  }
+  bad = report;
+  bad.kv_usage = 1.5f;
+  EXPECT_EQ(eldr_worker_report_ex(sut.get(), &bad), ELDR_E_INVALID_ARGUMENT);
+  bad = report;
+  bad.worker = 0x80000000u;
+  EXPECT_EQ(eldr_worker_report_ex(sut.get(), &bad), ELDR_E_INVALID_ARGUMENT);
 }
 
 TEST_F(capi_client_live, bad_values_are_rejected_before_the_ring) {
