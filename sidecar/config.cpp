@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -83,6 +84,61 @@ Status read_refit(std::string_view source, const toml::table& table, RefitConfig
   return Status::ok();
 }
 
+Status read_double(std::string_view source, std::string_view key, const toml::node& node,
+                   double& out) {
+  if (!node.is_floating_point() && !node.is_integer())
+    return bad_value(source, key, "expected a number");
+  out = *node.value<double>();
+  if (!std::isfinite(out) || out < 0.0)
+    return bad_value(source, key, "must be a finite number >= 0, got " + std::to_string(out));
+  return Status::ok();
+}
+
+// [router]: the step constants come all together or not at all, so a
+// half-written table never mixes the operator's numbers with a preset's.
+Status read_router(std::string_view source, const toml::table& table, RouterConfig& router) {
+  StepCost cost;
+  bool given[4] = {false, false, false, false};
+  static constexpr const char* kStepKeys[4] = {"t0_ms", "tseq_ms", "alpha_us", "max_batch"};
+  for (const auto& [k, node] : table) {
+    const std::string key = "router." + std::string(k.str());
+    if (k == "t0_ms") {
+      ELDR_TRY(read_double(source, key, node, cost.t0_ms));
+      given[0] = true;
+    } else if (k == "tseq_ms") {
+      ELDR_TRY(read_double(source, key, node, cost.tseq_ms));
+      given[1] = true;
+    } else if (k == "alpha_us") {
+      ELDR_TRY(read_double(source, key, node, cost.alpha_us));
+      given[2] = true;
+    } else if (k == "max_batch") {
+      ELDR_TRY(read_uint(source, key, node, cost.max_batch, 1, 1u << 20));
+      given[3] = true;
+    } else if (k == "fit_step_cost") {
+      ELDR_TRY(read_bool(source, key, node, router.fit_step_cost));
+    } else {
+      return bad_value(source, key, "unknown key");
+    }
+  }
+  const int count = given[0] + given[1] + given[2] + given[3];
+  if (count == 0) {
+    router.step_cost.reset();
+    return Status::ok();
+  }
+  if (count < 4) {
+    std::string missing;
+    for (int i = 0; i < 4; ++i)
+      if (!given[i]) missing += std::string(missing.empty() ? "" : ", ") + "router." + kStepKeys[i];
+    return {Errc::invalid_argument,
+            std::string(source) +
+                ": the step constants router.t0_ms, router.tseq_ms, router.alpha_us and "
+                "router.max_batch come all together or not at all (missing " +
+                missing + ")"};
+  }
+  router.step_cost = cost;
+  return Status::ok();
+}
+
 }  // namespace
 
 const char* log_level_name(LogLevel level) noexcept {
@@ -146,7 +202,7 @@ Status parse_config_toml(std::string_view text, DaemonConfig& c, std::string_vie
     } else if (key == "worker_report_timeout_ms") {
       ELDR_TRY(read_uint(source, key, node, c.worker_report_timeout_ms, 0, 86400000));
     } else if (key == "request_map_capacity") {
-      ELDR_TRY(read_uint(source, key, node, c.request_map_capacity, 1, 1u << 26));
+      ELDR_TRY(read_uint(source, key, node, c.request_map_capacity, 1, kMaxRequestMapCapacity));
     } else if (key == "block_size") {
       ELDR_TRY(read_uint(source, key, node, c.block_size, 1, kMaxBlockSize));
     } else if (key == "signature_cache_mb") {
@@ -163,6 +219,9 @@ Status parse_config_toml(std::string_view text, DaemonConfig& c, std::string_vie
           found = true;
         }
       if (!found) return bad_value(source, key, "expected debug, info, warn or error");
+    } else if (key == "router") {
+      if (!node.is_table()) return bad_value(source, key, "expected a [router] table");
+      ELDR_TRY(read_router(source, *node.as_table(), c.router_step));
     } else if (key == "refit") {
       if (!node.is_table()) return bad_value(source, key, "expected a [refit] table");
       ELDR_TRY(read_refit(source, *node.as_table(), c.refit));
@@ -198,6 +257,12 @@ Status DaemonConfig::validate() const {
     auto spec = parse_synthetic_table_spec(synthetic_table);
     if (!spec) return spec.status();
   }
+  if (request_map_capacity == 0 || request_map_capacity > kMaxRequestMapCapacity)
+    return {Errc::invalid_argument,
+            "request_map_capacity must be in [1, " + std::to_string(kMaxRequestMapCapacity) + "]"};
+  if (router_step.step_cost)
+    if (Status s = router_step.step_cost->validate(); !s)
+      return {Errc::invalid_argument, "[router] " + s.message()};
   if (refit.enabled && refit.min_samples > refit.window)
     return {Errc::invalid_argument, "refit.min_samples must not exceed refit.window"};
   return Status::ok();
@@ -223,6 +288,11 @@ RouterOptions DaemonConfig::router() const {
   o.min2_band = min2_band;
   o.seed = seed;
   o.max_workers = max_workers;
+  o.step_cost = router_step.step_cost;
+  o.fit_step_cost = router_step.fit_step_cost;
+  // One router record per request the map can hold: every request the
+  // daemon completes by id is tracked, never "untracked".
+  o.max_inflight = request_map_capacity;
   return o;
 }
 

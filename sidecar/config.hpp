@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -11,6 +12,7 @@
 #include "eldr/shm.hpp"
 #include "eldr/signature_cache.hpp"
 #include "eldr/status.hpp"
+#include "eldr/step_model.hpp"
 
 namespace eldr::sidecar {
 
@@ -24,11 +26,22 @@ struct RefitConfig {
   uint32_t min_samples = 256;  // no refit before this many footprints were seen
 };
 
+// [router]: the step model of the eldr_cost policy.
+struct RouterConfig {
+  // t0_ms, tseq_ms, alpha_us and max_batch, all or none. None: the table's
+  // constants, else the preset of the table's geometry (step_model_for).
+  std::optional<StepCost> step_cost;
+  bool fit_step_cost = true;  // refine them from the engines' step-time reports
+};
+
+// The request map's bound: also the router's request records (max_inflight).
+inline constexpr uint32_t kMaxRequestMapCapacity = 1u << 24;
+
 struct DaemonConfig {
   std::string instance = "default";
   std::string table;            // FlatBuffers table file; empty: synthetic_table
   std::string synthetic_table;  // "MODEL:K" (preset or LxExk), empty = the embedded default
-  Policy policy = Policy::eldr;
+  Policy policy = Policy::eldr_cost;
   float tau = -1.0f;  // < 0: the table's default_tau
   bool min2_band = false;
   uint64_t seed = 0;
@@ -46,6 +59,7 @@ struct DaemonConfig {
   uint32_t metrics_port = 0;         // 0 = off; always bound to 127.0.0.1
   LogLevel log_level = LogLevel::info;
   RefitConfig refit;
+  RouterConfig router_step;  // [router]
 
   Status validate() const;
   shm::SegmentConfig segment() const;

@@ -87,7 +87,7 @@ void Daemon::maintain() {
   for (uint32_t slot : m_host->maintain())
     ELDR_LOG(info, "client slot %u is gone (process exited): ring reclaimed", slot);
   const auto rows = m_service->maintain();
-  m_host->publish_workers(rows, m_service->table_epoch());
+  m_host->publish_workers(rows, m_service->table_epoch(), m_service->router_row());
   m_metrics.set_clients(m_host->clients());
 }
 

@@ -178,7 +178,8 @@ int main(int argc, char** argv) {
   app.add_option(
       "--synthetic-table", f.synthetic_table,
       "no table file: fit one on a synthetic workload, MODEL:K (qwen3-30b-a3b:8, 8x16x2:4)");
-  app.add_option("--policy", f.policy, "eldr | eldr_guard | round_robin | random | jsq | p2c");
+  app.add_option("--policy", f.policy,
+                 "eldr_cost (default) | eldr | eldr_guard | round_robin | random | jsq | p2c");
   app.add_option("--metrics-port", f.metrics_port, "Prometheus port on 127.0.0.1, 0 = off")
       ->check(CLI::Range(0u, 65535u));
   app.add_option("--group", f.group, "group owning the segment (mode 0660)");

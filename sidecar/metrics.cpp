@@ -82,6 +82,12 @@ void Metrics::set_clients(std::vector<shm::ClientInfo> clients) {
   m_clients = std::move(clients);
 }
 
+void Metrics::set_router(const RouterGauge& router) {
+  std::lock_guard lock(m_tables);
+  m_router = router;
+  m_router_set = true;
+}
+
 namespace {
 
 void family(std::string& out, const char* name, const char* type, const char* help) {
@@ -158,10 +164,14 @@ void NsHistogram::render(std::string& out, const char* name, const char* help) c
 std::string Metrics::render() const {
   std::vector<WorkerGauge> workers;
   std::vector<shm::ClientInfo> clients;
+  RouterGauge router;
+  bool router_set = false;
   {
     std::lock_guard lock(m_tables);
     workers = m_workers;
     clients = m_clients;
+    router = m_router;
+    router_set = m_router_set;
   }
   std::string out;
   out.reserve(4096 + workers.size() * 256);
@@ -213,6 +223,36 @@ std::string Metrics::render() const {
       sample(out, "eldr_worker_inflight", label("worker", std::to_string(w.worker)),
              static_cast<double>(w.inflight));
 
+  family(out, "eldr_worker_batch_experts", "gauge",
+         "eldr_cost: expected distinct (layer, expert) pairs of the worker's live batch.");
+  for (const WorkerGauge& w : workers)
+    if (w.state != WorkerState::removed)
+      sample(out, "eldr_worker_batch_experts", label("worker", std::to_string(w.worker)),
+             w.batch_experts);
+
+  if (router_set) {
+    family(out, "eldr_router_policy", "gauge", "The routing policy (1 for the one in use).");
+    sample(out, "eldr_router_policy", label("policy", policy_name(router.policy)), uint64_t{1});
+    family(out, "eldr_step_cost", "gauge",
+           "Step-model constants eldr_cost predicts with now (configured or fitted): step = "
+           "t0_ms + tseq_ms * batch + alpha_us / 1000 * distinct experts.");
+    sample(out, "eldr_step_cost", label("constant", "t0_ms"), router.step_cost.t0_ms);
+    sample(out, "eldr_step_cost", label("constant", "tseq_ms"), router.step_cost.tseq_ms);
+    sample(out, "eldr_step_cost", label("constant", "alpha_us"), router.step_cost.alpha_us);
+    sample(out, "eldr_step_cost", label("constant", "max_batch"),
+           static_cast<double>(router.step_cost.max_batch));
+    family(out, "eldr_step_samples_total", "counter",
+           "Worker reports with a step time that the online fit of the step constants used.");
+    sample(out, "eldr_step_samples_total", "", router.step_samples);
+    family(out, "eldr_router_untracked_total", "counter",
+           "Requests routed with every router request record in use (not in a batch footprint).");
+    sample(out, "eldr_router_untracked_total", "", router.untracked);
+    family(out, "eldr_router_completes_unknown_total", "counter",
+           "Completes by request key the router held no record of (part of "
+           "eldr_complete_unknown_total).");
+    sample(out, "eldr_router_completes_unknown_total", "", router.completes_unknown);
+  }
+
   family(out, "eldr_table_epoch", "gauge", "Epoch of the cluster table routing now.");
   sample(out, "eldr_table_epoch", "", m_table_epoch.load(kRelaxed));
 
@@ -221,6 +261,7 @@ std::string Metrics::render() const {
       {"eldr_request_map_evicted_total", &m_request_evicted},
       {"eldr_rerouted_total", &m_rerouted},
       {"eldr_report_unknown_worker_total", &m_report_unknown},
+      {"eldr_report_bad_value_total", &m_report_bad_value},
       {"eldr_worker_stale_total", &m_stale_transitions},
       {"eldr_reloads_total", &m_reloads},
       {"eldr_reload_failures_total", &m_reload_failures},
@@ -228,10 +269,12 @@ std::string Metrics::render() const {
       {"eldr_refit_failures_total", &m_refit_failures},
   };
   const char* helps[] = {
-      "complete records for a request id the daemon does not hold.",
+      "complete records for a request id the daemon does not hold (unknown, or completed "
+      "already).",
       "Oldest request ids dropped from the bounded request map (their in-flight released).",
       "Request ids pushed again while in flight (routed anew, the old pick released).",
       "Load reports for a worker the router does not know.",
+      "Worker report values dropped: a step time without a batch size, or above 10 s.",
       "Workers taken out of routing because their reports stopped.",
       "Cluster table reloads that succeeded.",
       "Cluster table reloads that failed (the old table kept routing).",

@@ -18,6 +18,7 @@
 #include "eldr/router.hpp"
 #include "eldr/shm.hpp"
 #include "eldr/status.hpp"
+#include "eldr/step_model.hpp"
 
 namespace eldr::sidecar {
 
@@ -69,6 +70,16 @@ struct WorkerGauge {
   WorkerState state = WorkerState::active;
   bool healthy = true;
   int64_t inflight = 0;
+  double batch_experts = 0.0;  // eldr_cost: expected distinct experts of its batch
+};
+
+// The router's state, refreshed every maintenance tick.
+struct RouterGauge {
+  Policy policy = Policy::eldr_cost;
+  StepCost step_cost;              // the constants in force (configured or fitted)
+  uint64_t step_samples = 0;       // reports the online fit used
+  uint64_t untracked = 0;          // routes with no request record free
+  uint64_t completes_unknown = 0;  // the router's: complete_request of an id not in flight
 };
 
 class Metrics {
@@ -85,6 +96,8 @@ class Metrics {
   void count_request_evicted() noexcept { m_request_evicted.fetch_add(1, kRelaxed); }
   void count_rerouted() noexcept { m_rerouted.fetch_add(1, kRelaxed); }
   void count_report_unknown_worker() noexcept { m_report_unknown.fetch_add(1, kRelaxed); }
+  // A report value dropped: a step time without a batch size, or implausible.
+  void count_report_bad_value() noexcept { m_report_bad_value.fetch_add(1, kRelaxed); }
   void count_stale_transition() noexcept { m_stale_transitions.fetch_add(1, kRelaxed); }
   void count_reload(bool ok) noexcept {
     (ok ? m_reloads : m_reload_failures).fetch_add(1, kRelaxed);
@@ -95,6 +108,7 @@ class Metrics {
   // ---- maintenance tick ----
   void set_workers(std::vector<WorkerGauge> workers);
   void set_clients(std::vector<shm::ClientInfo> clients);
+  void set_router(const RouterGauge& router);
 
   // ---- readers ----
   std::string render() const;  // Prometheus text exposition format 0.0.4
@@ -102,6 +116,8 @@ class Metrics {
   uint64_t complete_unknown() const noexcept { return m_complete_unknown.load(kRelaxed); }
   uint64_t request_evicted() const noexcept { return m_request_evicted.load(kRelaxed); }
   uint64_t rerouted() const noexcept { return m_rerouted.load(kRelaxed); }
+  uint64_t report_bad_value() const noexcept { return m_report_bad_value.load(kRelaxed); }
+  uint64_t report_unknown_worker() const noexcept { return m_report_unknown.load(kRelaxed); }
   uint64_t latency_count() const noexcept { return m_latency.count(); }
   uint64_t decisions_evicted() const noexcept { return m_evicted_age.count(); }
 
@@ -113,11 +129,13 @@ class Metrics {
   NsHistogram m_latency{kLatencyBucketsNs};
   NsHistogram m_evicted_age{kEvictedAgeBucketsNs};
   std::atomic<uint64_t> m_complete_unknown{0}, m_request_evicted{0}, m_rerouted{0},
-      m_report_unknown{0}, m_stale_transitions{0}, m_reloads{0}, m_reload_failures{0}, m_refits{0},
-      m_refit_failures{0}, m_table_epoch{0};
+      m_report_unknown{0}, m_report_bad_value{0}, m_stale_transitions{0}, m_reloads{0},
+      m_reload_failures{0}, m_refits{0}, m_refit_failures{0}, m_table_epoch{0};
   mutable std::mutex m_tables;
   std::vector<WorkerGauge> m_workers;
   std::vector<shm::ClientInfo> m_clients;
+  RouterGauge m_router;
+  bool m_router_set = false;
 };
 
 // GET /metrics on 127.0.0.1:port in its own thread.

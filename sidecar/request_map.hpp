@@ -1,5 +1,6 @@
-// The daemon's request map: request id -> routed worker, for the requests in
-// flight, oldest first, bounded. A complete releases its request's worker; a
+// The daemon's request map: request id -> routed worker and the router's key
+// of the request (RouteHints::request_id), for the requests in flight, oldest
+// first, bounded. A complete releases its request's worker; a
 // full map evicts its oldest request. On the footprint path (one insert, one
 // or two lookups per footprint), so it never allocates once grown: entries
 // live in a pool (ids inline, at most shm::kMaxRequestId bytes) threaded on an
@@ -34,6 +35,12 @@ class RequestMap {
     m_index.assign(index_size_for(m_entries.capacity()), 0);
   }
 
+  // What the map holds about one request.
+  struct Held {
+    int32_t worker = -1;
+    uint64_t key = 0;  // the caller's (the service: its router request id)
+  };
+
   size_t size() const noexcept { return m_size; }
   uint32_t capacity() const noexcept { return m_capacity; }
   bool full() const noexcept { return m_size >= m_capacity; }
@@ -44,31 +51,38 @@ class RequestMap {
     return m_entries[slot_of(m_index[at])].worker;
   }
 
-  // Removes `id`; returns the worker it was routed to, if it was held.
-  std::optional<int32_t> erase(std::string_view id) noexcept {
+  // Removes `id`; returns what was held about it, if it was held.
+  std::optional<Held> take(std::string_view id) noexcept {
     const size_t at = locate(id, hash_of(id));
     if (at == kNotFound) return std::nullopt;
     const uint32_t slot = slot_of(m_index[at]);
     remove_from_index(at);
     return release(slot);
   }
+  // Removes `id`; returns the worker it was routed to, if it was held.
+  std::optional<int32_t> erase(std::string_view id) noexcept {
+    if (const std::optional<Held> held = take(id)) return held->worker;
+    return std::nullopt;
+  }
 
-  // Removes the oldest request; returns its worker. Requires size() > 0.
-  int32_t pop_oldest() noexcept {
+  // Removes the oldest request; returns what was held. Requires size() > 0.
+  Held take_oldest() noexcept {
     const uint32_t slot = m_oldest;
     const Entry& e = m_entries[slot];
     remove_from_index(locate(e.view(), hash_of(e.view())));
     return release(slot);
   }
+  int32_t pop_oldest() noexcept { return take_oldest().worker; }
 
   // Appends `id` as the newest request. Requires !full(), `id` not held and
   // 1 <= id.size() <= shm::kMaxRequestId (the transport validated it).
-  void push(std::string_view id, int32_t worker) {
+  void push(std::string_view id, int32_t worker, uint64_t key = 0) {
     const uint32_t slot = acquire();
     Entry& e = m_entries[slot];
     e.length = static_cast<uint8_t>(id.size());
     std::memcpy(e.id, id.data(), id.size());
     e.worker = worker;
+    e.key = key;
     e.newer = kNone;
     e.older = m_newest;
     if (m_newest != kNone) m_entries[m_newest].newer = slot;
@@ -88,6 +102,7 @@ class RequestMap {
     uint32_t older = kNone;  // oldest-first list; in the free list, `newer` links
     uint32_t newer = kNone;
     int32_t worker = -1;
+    uint64_t key = 0;
     uint8_t length = 0;
     char id[shm::kMaxRequestId];
     std::string_view view() const noexcept { return {id, length}; }
@@ -159,7 +174,7 @@ class RequestMap {
   }
 
   // Unlinks `slot` from the oldest-first list onto the free list.
-  int32_t release(uint32_t slot) noexcept {
+  Held release(uint32_t slot) noexcept {
     Entry& e = m_entries[slot];
     (e.older != kNone ? m_entries[e.older].newer : m_oldest) = e.newer;
     (e.newer != kNone ? m_entries[e.newer].older : m_newest) = e.older;
@@ -167,7 +182,7 @@ class RequestMap {
     e.older = kNone;
     m_free = slot;
     --m_size;
-    return e.worker;
+    return {e.worker, e.key};
   }
 
   uint32_t m_capacity;

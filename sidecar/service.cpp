@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 
 #include "log.hpp"
 
@@ -134,11 +135,22 @@ Status Service::sum_block_form(const shm::FootprintIn& f) {
 void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16_t> counts) {
   // A request id pushed again while in flight is a retry: release the first
   // pick so its in-flight count does not leak, then route anew.
-  if (const std::optional<int32_t> first = m_requests.erase(f.request_id)) {
-    (void)m_router->complete(*first);
+  if (const std::optional<RequestMap::Held> first = m_requests.take(f.request_id)) {
+    (void)release(*first);
     m_metrics.count_rerouted();
   }
-  auto decision = m_router->route(counts);
+  // Full: the oldest request was most likely lost by its engine. Release it
+  // before routing (a load report corrects the worker anyway) and count it,
+  // so the router's request records (as many as the map holds) never run out.
+  if (m_requests.full()) {
+    (void)release(m_requests.take_oldest());
+    m_metrics.count_request_evicted();
+  }
+  // The router's key for this request: a sequence number, unique among the
+  // requests in flight (it never wraps), kept in the map with the id.
+  RouteHints hints;
+  hints.request_id = m_next_key++;
+  auto decision = m_router->route(counts, hints);
   if (!decision) {
     const Errc code = decision.status().code();
     reject(f.request_id,
@@ -149,7 +161,7 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
            decision.status());
     return;
   }
-  remember_request(f.request_id, decision->worker_id);
+  m_requests.push(f.request_id, decision->worker_id, *hints.request_id);
   shm::DecisionIn out;
   out.status = static_cast<int32_t>(Errc::ok);
   out.worker = decision->worker_id;
@@ -180,39 +192,61 @@ void Service::reject(std::string_view request_id, Rejection why, const Status& s
   m_sink.publish(request_id, out);
 }
 
-void Service::remember_request(std::string_view request_id, int32_t worker) {
-  if (m_requests.full()) {
-    // Full: the oldest request was most likely lost by its engine. Release its
-    // in-flight count (a load report corrects the worker anyway) and count it.
-    (void)m_router->complete(m_requests.pop_oldest());
-    m_metrics.count_request_evicted();
-  }
-  m_requests.push(request_id, worker);
+Status Service::release(const RequestMap::Held& held) {
+  Status s = m_router->complete_request(held.key);
+  if (s || s.code() != Errc::not_found) return s;
+  // Not in the router's records: routed untracked (it had no record free).
+  // Take it off its worker's count as a complete without an id would.
+  return m_router->complete(held.worker);
 }
 
 // ---- completes, reports, control --------------------------------------------------
 
 void Service::on_complete(uint32_t /*client*/, std::string_view request_id) {
-  const std::optional<int32_t> worker = m_requests.erase(request_id);
-  if (!worker) {
+  const std::optional<RequestMap::Held> held = m_requests.take(request_id);
+  if (!held) {
+    // Unknown, or completed already: counted, nothing else changes.
     m_metrics.count_complete_unknown();
     ELDR_LOG(debug, "complete for unknown request '%.*s'", static_cast<int>(request_id.size()),
              request_id.data());
     return;
   }
-  // The router never goes below zero: a worker reset by a load report may
-  // already show fewer in flight; that complete is counted, not applied.
-  if (Status s = m_router->complete(*worker); !s) m_metrics.count_complete_unknown();
+  // Its footprint leaves its worker's batch and the worker's count goes down
+  // by one (never below zero: a worker reset by a load report may already
+  // show fewer in flight).
+  if (Status s = release(*held); !s) m_metrics.count_complete_unknown();
 }
 
-void Service::on_worker_report(uint32_t /*client*/, uint32_t worker_u, uint32_t running,
-                               float kv_usage) {
-  const auto worker = static_cast<int32_t>(worker_u);
-  if (worker < 0 || !m_router->set_load(worker, running)) {
-    m_metrics.count_report_unknown_worker();
+void Service::on_worker_report(uint32_t client, uint32_t worker, uint32_t running, float kv_usage) {
+  on_worker_report_ex(client, {worker, running, kv_usage, 0, 0.0f});
+}
+
+void Service::on_worker_report_ex(uint32_t /*client*/, const shm::WorkerReportRecord& r) {
+  const auto worker = static_cast<int32_t>(r.worker);
+  // batch_size and step_ms 0 = not reported. A step time needs its batch
+  // size, and more than 10 s is no decode step: such values are dropped
+  // (the rest of the report applies) and counted.
+  WorkerReport report;
+  if (r.batch_size != 0) report.batch = r.batch_size;
+  if (r.step_ms != 0.0f) {
+    if (!report.batch || !std::isfinite(r.step_ms) || r.step_ms < 0.0f || r.step_ms > kMaxStepMs)
+      m_metrics.count_report_bad_value();
+    else
+      report.step_ms = r.step_ms;
+  }
+  // The engine's batch size takes precedence over its running count.
+  Status s = worker < 0                 ? Status{Errc::not_found, "worker id out of range"}
+             : report.batch.has_value() ? m_router->report(worker, report)
+                                        : m_router->set_load(worker, r.running);
+  if (!s) {
+    if (s.code() == Errc::not_found) {
+      m_metrics.count_report_unknown_worker();
+      return;
+    }
+    m_metrics.count_report_bad_value();  // invalid_argument: nothing applied
     return;
   }
-  m_health.on_report(worker, running, kv_usage, m_clock());
+  m_health.on_report(worker, r.running, r.kv_usage, m_clock());
 }
 
 void Service::on_worker_control(uint32_t /*client*/, uint32_t worker_u, shm::WorkerOp op) {
@@ -251,14 +285,27 @@ std::vector<shm::Host::WorkerRow> Service::maintain() {
     row.healthy = healthy ? 1 : 0;
     row.inflight = static_cast<uint32_t>(std::max<int64_t>(w.inflight, 0));
     row.routed = w.routed;
+    row.batch_experts = static_cast<float>(w.batch_experts);
     if (health != nullptr) {
       row.running = health->running;
       row.kv_usage = health->kv_usage;
     }
     rows.push_back(row);
-    gauges.push_back({slot, w.id, w.state, healthy, w.inflight});
+    gauges.push_back({slot, w.id, w.state, healthy, w.inflight, w.batch_experts});
   }
   m_metrics.set_workers(std::move(gauges));
+  const RouterStats st = m_router->stats();
+  const StepCost cost = m_router->step_cost();
+  m_router_row = {static_cast<uint32_t>(m_router->options().policy),
+                  cost.t0_ms,
+                  cost.tseq_ms,
+                  cost.alpha_us,
+                  cost.max_batch,
+                  st.step_samples,
+                  m_metrics.complete_unknown(),
+                  st.untracked};
+  m_metrics.set_router(
+      {m_router->options().policy, cost, st.step_samples, st.untracked, st.completes_unknown});
   m_metrics.set_table_epoch(m_router->table_epoch());
   return rows;
 }

@@ -59,13 +59,20 @@ class Service final : public shm::RecordHandler {
   void on_complete(uint32_t client, std::string_view request_id) override;
   void on_worker_report(uint32_t client, uint32_t worker, uint32_t running,
                         float kv_usage) override;
+  // With batch_size / step_ms (schema 2): the router's report().
+  void on_worker_report_ex(uint32_t client, const shm::WorkerReportRecord& report) override;
   void on_worker_control(uint32_t client, uint32_t worker, shm::WorkerOp op) override;
   void on_rejected(uint32_t client, shm::RejectReason reason, std::string_view request_id,
                    const Status& why) override;
 
   // Consumer thread, every ~100 ms: expires workers whose reports stopped and
-  // refreshes the worker gauges. Returns the rows for shm::Host::publish_workers.
+  // refreshes the worker and router gauges. Returns the rows for
+  // shm::Host::publish_workers; router_row() the router's state with them.
   std::vector<shm::Host::WorkerRow> maintain();
+  const shm::Host::RouterRow& router_row() const noexcept { return m_router_row; }
+
+  // A reported step time above this is no decode step (the step fit's bound).
+  static constexpr float kMaxStepMs = 10000.0f;
 
   // Any thread: load + validate a table file and swap it in (same geometry);
   // routing continues on the old table until the new one is complete.
@@ -87,7 +94,8 @@ class Service final : public shm::RecordHandler {
   void route_and_publish(const shm::FootprintIn& footprint, std::span<const int16_t> counts);
   void reject(std::string_view request_id, Rejection why, const Status& status);
   Status sum_block_form(const shm::FootprintIn& footprint);
-  void remember_request(std::string_view request_id, int32_t worker);
+  // A held request leaves the router (complete by its key).
+  Status release(const RequestMap::Held& held);
   const ClusterTable& table() const { return *m_table_cache; }
 
   ServiceOptions m_options;
@@ -99,7 +107,9 @@ class Service final : public shm::RecordHandler {
   std::optional<SignatureCache> m_signatures;         // when the table knows top-k
   std::vector<int16_t> m_scratch;                     // block-form sum
 
-  RequestMap m_requests;  // request id -> worker, oldest first, bounded
+  RequestMap m_requests;    // request id -> worker and router key, oldest first, bounded
+  uint64_t m_next_key = 1;  // the router's request ids (RouteHints::request_id)
+  shm::Host::RouterRow m_router_row;
 
   WorkerHealth m_health;                 // uses *m_router: declared after it
   std::unique_ptr<OnlineRefit> m_refit;  // when refit.enabled

@@ -16,6 +16,55 @@ TEST(daemon_config, the_shipped_eldrd_toml_parses_and_validates) {
   EXPECT_TRUE(sut.validate().is_ok()) << sut.validate().to_string();
   EXPECT_FALSE(sut.refit.enabled);
   EXPECT_EQ(sut.mode, 0660u);
+  // The shipped file spells out the defaults.
+  const DaemonConfig defaults;
+  EXPECT_EQ(sut.policy, Policy::eldr_cost);
+  EXPECT_EQ(sut.policy, defaults.policy);
+  EXPECT_FALSE(sut.router_step.step_cost.has_value());
+  EXPECT_TRUE(sut.router_step.fit_step_cost);
+  EXPECT_EQ(sut.router().policy, Policy::eldr_cost);
+  EXPECT_EQ(sut.router().max_inflight, sut.request_map_capacity);
+}
+
+TEST(daemon_config, the_router_table_sets_the_step_constants_all_or_none) {
+  DaemonConfig sut;
+  Status s = parse_config_toml(R"(
+policy = "eldr_cost"
+[router]
+t0_ms = 2.5
+tseq_ms = 0.05
+alpha_us = 2
+max_batch = 48
+fit_step_cost = false
+)",
+                               sut);
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  ASSERT_TRUE(sut.validate().is_ok());
+  ASSERT_TRUE(sut.router_step.step_cost.has_value());
+  EXPECT_EQ(*sut.router().step_cost, (StepCost{2.5, 0.05, 2.0, 48}));
+  EXPECT_FALSE(sut.router().fit_step_cost);
+  // The older policies stay selectable.
+  for (const char* name : {"eldr", "eldr_guard", "round_robin", "random", "jsq", "p2c"}) {
+    DaemonConfig c;
+    ASSERT_TRUE(parse_config_toml(std::string("policy = \"") + name + "\"", c).is_ok()) << name;
+    EXPECT_STREQ(policy_name(c.policy), name);
+  }
+  const std::pair<const char*, const char*> bad[] = {
+      {"[router]\nt0_ms = 3.0", "missing router.tseq_ms, router.alpha_us, router.max_batch"},
+      {"[router]\nt0_ms = 3\ntseq_ms = 0.03\nalpha_us = 1.78", "missing router.max_batch"},
+      {"[router]\nt0_ms = -1", "router.t0_ms"},
+      {"[router]\nalpha_us = \"fast\"", "router.alpha_us"},
+      {"[router]\nt0_ms = inf", "router.t0_ms"},
+      {"[router]\nmax_batch = 0", "router.max_batch"},
+      {"[router]\nt0 = 3", "router.t0"},
+      {"router = 1", "router"},
+  };
+  for (const auto& [text, key] : bad) {
+    DaemonConfig c;
+    s = parse_config_toml(text, c);
+    EXPECT_EQ(s.code(), Errc::invalid_argument) << text;
+    EXPECT_NE(s.message().find(key), std::string::npos) << text << " -> " << s.message();
+  }
 }
 
 TEST(daemon_config, every_key_is_read) {

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string_view>
 #include <thread>
@@ -175,8 +176,13 @@ class EldrdTest : public ::testing::Test {
   void SetUp() override {
     instance = "e2e-" + std::to_string(getpid()) + "-" + std::to_string(++g_instance_counter);
     ASSERT_TRUE(save_table(axis_table(), table_path).is_ok());
-    std::ofstream(config_path) << "max_clients = 4\nring_bytes = 65536\ndecision_slots = 1024\n"
-                                  "log_level = \"info\"\n";
+    // The daemon's mechanics are checked with the locality band (eldr), whose
+    // picks follow the footprint alone; the tests of the default policy
+    // (eldr_cost) write a config without this line (default_config()).
+    std::ofstream(config_path) << default_config() << "policy = \"eldr\"\n";
+  }
+  static std::string default_config() {
+    return "max_clients = 4\nring_bytes = 65536\ndecision_slots = 1024\nlog_level = \"info\"\n";
   }
   void TearDown() override {
     if (daemon > 0) {
@@ -273,6 +279,188 @@ TEST_F(EldrdTest, routes_pushed_footprints_and_status_shows_the_live_state) {
   const std::string text = run_cli({"status", "--instance", instance}, &rc);
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("daemon pid " + std::to_string(daemon)), std::string::npos) << text;
+}
+
+// The default policy is eldr_cost, end to end: the decisions say so, and so
+// do the status (with the step constants in force) and the metrics.
+TEST_F(EldrdTest, routes_with_eldr_cost_by_default_and_status_shows_the_router) {
+  std::ofstream(config_path) << default_config();
+  const std::string port = free_loopback_port();
+  start_daemon({"--metrics-port", port});
+  auto client = open_client();
+  ASSERT_TRUE(client);
+  for (int i = 0; i < 8; ++i) {
+    auto d = route(*client, "cost-" + std::to_string(i), i % 4);
+    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+    EXPECT_EQ(d->status, 0);
+    EXPECT_EQ(d->policy, 7u) << "ELDR_POLICY_ELDR_COST";
+  }
+  auto s = shm::read_snapshot(instance);
+  ASSERT_TRUE(eventually([&] {
+    s = shm::read_snapshot(instance);
+    if (!s || !s->router) return false;
+    uint64_t routed = 0;
+    for (const auto& w : s->workers) routed += w.routed;
+    return routed == 8;
+  }));
+  EXPECT_EQ(s->format_minor, 1u);
+  EXPECT_EQ(s->router->policy, 7u);
+  // The axis table's 2x4 geometry has no preset: StepCost's defaults.
+  EXPECT_EQ(s->router->t0_ms, 3.0);
+  EXPECT_EQ(s->router->tseq_ms, 0.03);
+  EXPECT_EQ(s->router->alpha_us, 1.78);
+  EXPECT_EQ(s->router->max_batch, 64u);
+  double experts = 0.0;
+  for (const auto& w : s->workers) experts += w.batch_experts;
+  EXPECT_GT(experts, 0.0) << "8 requests in flight fill the batch footprints";
+
+  std::string body;
+  ASSERT_TRUE(eventually([&] {
+    body = http_get(port, "/metrics");
+    return body.find("eldr_router_policy{policy=\"eldr_cost\"} 1") != std::string::npos;
+  })) << body;
+  for (const char* family :
+       {"eldr_step_cost{constant=\"t0_ms\"} 3", "eldr_step_cost{constant=\"max_batch\"} 64",
+        "eldr_step_samples_total 0", "eldr_router_untracked_total 0",
+        "eldr_worker_batch_experts{worker=\"100\"}", "eldr_report_bad_value_total 0"})
+    EXPECT_NE(body.find(family), std::string::npos) << family;
+
+  if (!have_cli()) return;
+  nlohmann::json status;
+  int rc = 0;
+  const std::string out = run_cli({"status", "--instance", instance, "--json"}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  status = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(status.is_discarded()) << out;
+  EXPECT_EQ(status["format"], "1.1");
+  EXPECT_EQ(status["router"]["policy"], "eldr_cost") << status.dump();
+  EXPECT_EQ(status["router"]["step_cost"]["t0_ms"], 3.0);
+  EXPECT_EQ(status["router"]["step_cost"]["max_batch"], 64);
+  EXPECT_EQ(status["router"]["step_samples"], 0);
+  EXPECT_EQ(status["router"]["completes_unknown"], 0);
+  EXPECT_EQ(status["router"]["untracked"], 0);
+  ASSERT_EQ(status["workers"].size(), 4u);
+  EXPECT_TRUE(status["workers"][0].contains("batch_experts"));
+  const std::string text = run_cli({"status", "--instance", instance}, &rc);
+  EXPECT_NE(text.find("router: policy eldr_cost"), std::string::npos) << text;
+}
+
+// [router] step constants reach the router; engine reports with a batch
+// size and a step time feed its fit (status: step_samples) and set the
+// worker's in-flight count; a step time without a batch size is counted.
+TEST_F(EldrdTest, step_reports_reach_the_router_and_configured_constants_apply) {
+  std::ofstream(config_path) << default_config()
+                             << "[router]\nt0_ms = 2.5\ntseq_ms = 0.05\nalpha_us = 2.0\n"
+                                "max_batch = 32\n";
+  const std::string port = free_loopback_port();
+  start_daemon({"--metrics-port", port});
+  auto client = open_client();
+  ASSERT_TRUE(client);
+  std::optional<shm::Host::RouterRow> router;
+  ASSERT_TRUE(eventually([&] {
+    auto s = shm::read_snapshot(instance);
+    if (s && s->router) router = s->router;
+    return router.has_value();
+  }));
+  EXPECT_EQ(router->t0_ms, 2.5);
+  EXPECT_EQ(router->tseq_ms, 0.05);
+  EXPECT_EQ(router->alpha_us, 2.0);
+  EXPECT_EQ(router->max_batch, 32u);
+  ASSERT_TRUE(route(*client, "warm", 1).is_ok());  // a batch footprint on worker 101
+  constexpr int kReports = 40;
+  for (int i = 0; i < kReports; ++i)
+    ASSERT_TRUE(
+        client->push_worker_report(shm::WorkerReportRecord{101, 1, 0.5f, 6, 3.0f + 0.01f * i}));
+  // A step time without its batch size: the rest applies, the value is counted.
+  ASSERT_TRUE(client->push_worker_report(shm::WorkerReportRecord{102, 2, 0.5f, 0, 5.0f}));
+  shm::SegmentSnapshot snap;
+  ASSERT_TRUE(eventually([&] {
+    auto s = shm::read_snapshot(instance);
+    if (!s || !s->router) return false;
+    snap = *s;
+    return s->router->step_samples == kReports;
+  })) << (snap.router ? snap.router->step_samples : 0);
+  EXPECT_EQ(snap.router->max_batch, 32u);
+  for (const auto& w : snap.workers) {
+    if (w.worker == 101) {
+      EXPECT_EQ(w.inflight, 6u) << "batch_size replaces the in-flight count";
+    } else if (w.worker == 102) {
+      EXPECT_EQ(w.inflight, 2u) << "without batch_size: running";
+    }
+  }
+  std::string body;
+  ASSERT_TRUE(eventually([&] {
+    body = http_get(port, "/metrics");
+    return body.find("eldr_step_samples_total " + std::to_string(kReports)) != std::string::npos;
+  })) << body;
+  EXPECT_NE(body.find("eldr_report_bad_value_total 1"), std::string::npos) << body;
+  EXPECT_NE(body.find("eldr_step_cost{constant=\"max_batch\"} 32"), std::string::npos) << body;
+  if (!have_cli()) return;
+  int rc = 0;
+  const std::string out = run_cli({"status", "--instance", instance, "--json"}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const auto status = nlohmann::json::parse(out, nullptr, false);
+  EXPECT_EQ(status["router"]["step_samples"], kReports) << out;
+}
+
+// Completes go to the router by the daemon's request key: the footprint
+// leaves the worker's batch; an unknown id and a second complete of the same
+// id are counted and change nothing else.
+TEST_F(EldrdTest, completes_by_request_id_and_counts_unknown_and_double_completions) {
+  std::ofstream(config_path) << default_config();
+  const std::string port = free_loopback_port();
+  start_daemon({"--metrics-port", port});
+  auto client = open_client();
+  ASSERT_TRUE(client);
+  std::vector<int32_t> picked;
+  for (int i = 0; i < 4; ++i) {
+    auto d = route(*client, "done-" + std::to_string(i), i);
+    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+    picked.push_back(d->worker);
+  }
+  const auto snapshot_when = [&](auto pred) {
+    shm::SegmentSnapshot snap;
+    EXPECT_TRUE(eventually([&] {
+      auto s = shm::read_snapshot(instance);
+      if (!s || !s->router) return false;
+      snap = *s;
+      return pred(snap);
+    }));
+    return snap;
+  };
+  const auto inflight_total = [](const shm::SegmentSnapshot& s) {
+    uint64_t n = 0;
+    for (const auto& w : s.workers) n += w.inflight;
+    return n;
+  };
+  const auto experts_of = [](const shm::SegmentSnapshot& s, int32_t worker) {
+    for (const auto& w : s.workers)
+      if (w.worker == worker) return static_cast<double>(w.batch_experts);
+    return -1.0;
+  };
+  auto before = snapshot_when([&](const auto& s) { return inflight_total(s) == 4; });
+  const double experts_before = experts_of(before, picked[0]);
+  EXPECT_GT(experts_before, 0.0);
+
+  ASSERT_TRUE(client->push_complete("done-0"));
+  ASSERT_TRUE(client->push_complete("done-0"));      // again: counted, nothing else
+  ASSERT_TRUE(client->push_complete("never-sent"));  // unknown: counted
+  auto after = snapshot_when(
+      [&](const auto& s) { return inflight_total(s) == 3 && s.router->completes_unknown == 2; });
+  EXPECT_EQ(inflight_total(after), 3u);
+  EXPECT_LT(experts_of(after, picked[0]), experts_before) << "done-0 left its worker's batch";
+  EXPECT_EQ(after.router->untracked, 0u);
+  // The other three stay in flight and complete normally.
+  for (int i = 1; i < 4; ++i) ASSERT_TRUE(client->push_complete("done-" + std::to_string(i)));
+  auto drained = snapshot_when([&](const auto& s) { return inflight_total(s) == 0; });
+  EXPECT_EQ(drained.router->completes_unknown, 2u);
+  for (const auto& w : drained.workers) EXPECT_EQ(w.batch_experts, 0.0f) << w.worker;
+  std::string body;
+  ASSERT_TRUE(eventually([&] {
+    body = http_get(port, "/metrics");
+    return body.find("eldr_complete_unknown_total 2") != std::string::npos;
+  })) << body;
+  EXPECT_NE(body.find("eldr_router_completes_unknown_total 0"), std::string::npos) << body;
 }
 
 TEST_F(EldrdTest, sigterm_stops_gracefully_and_removes_the_segment) {

@@ -15,7 +15,8 @@ class RefitTest : public ::testing::Test {
  protected:
   RefitTest() {
     RouterOptions o;
-    o.tau = 0.0f;  // band of one: the top worker, deterministic
+    o.policy = Policy::eldr;  // locality: the picks show the alignment
+    o.tau = 0.0f;             // band of one: the top worker, deterministic
     auto r = Router::create(std::make_shared<const ClusterTable>(axis_table()), o);
     EXPECT_TRUE(r.is_ok()) << r.status().to_string();
     router = std::move(*r);

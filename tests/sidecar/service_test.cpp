@@ -43,7 +43,15 @@ struct RecordingSink final : DecisionSink {
 class ServiceTest : public ::testing::Test {
  protected:
   ServiceTest() { set_log_level(LogLevel::error); }
-  void make(ServiceOptions o = {}, ClusterTable table = axis_table()) {
+  // The service's mechanics are checked with the locality band (eldr): its
+  // picks follow the footprint alone. eldr_cost, the daemon's default, has
+  // tests of its own here and end to end.
+  static ServiceOptions locality() {
+    ServiceOptions o;
+    o.router.policy = Policy::eldr;
+    return o;
+  }
+  void make(ServiceOptions o = locality(), ClusterTable table = axis_table()) {
     if (o.router.tau < 0) o.router.tau = 0.0f;  // band of one: the top worker, deterministic
     auto s = Service::create(std::make_shared<const ClusterTable>(std::move(table)), o, sink,
                              metrics, [this] { return now; });
@@ -179,16 +187,84 @@ TEST_F(ServiceTest, complete_releases_in_flight_and_never_goes_negative) {
   sut->on_complete(1, "never-routed");
   EXPECT_EQ(inflight(101), 1);
   EXPECT_EQ(metrics.complete_unknown(), 2u);
-  // A load report lowered the count below what the map holds: the complete is counted, not applied.
+  // A load report lowered the count below what the map holds: the count
+  // stays at zero, and the request (known by its id) still leaves the
+  // router's records.
   sut->on_worker_report(1, 101, 0, 0.5f);
   sut->on_complete(1, "b");
   EXPECT_EQ(inflight(101), 0);
-  EXPECT_EQ(metrics.complete_unknown(), 3u);
+  EXPECT_EQ(metrics.complete_unknown(), 2u);
   EXPECT_EQ(sut->requests_in_flight(), 0u);
+  for (const auto& w : sut->router().workers()) EXPECT_EQ(w.tracked, 0u) << w.id;
+  EXPECT_EQ(sut->router().stats().completes_unknown, 0u);
+}
+
+TEST_F(ServiceTest, completes_take_the_request_by_its_id_out_of_its_workers_batch) {
+  ServiceOptions o = locality();
+  o.router.policy = Policy::eldr_cost;
+  make(o);
+  push("a", layer0({5, 0, 0, 0}));
+  const int32_t worker = sink.last("a").worker;
+  EXPECT_EQ(sink.last("a").policy, static_cast<uint32_t>(Policy::eldr_cost));
+  const auto experts = [&](int32_t id) {
+    for (const auto& w : sut->router().workers())
+      if (w.id == id) return w.batch_experts;
+    return -1.0;
+  };
+  const double one = experts(worker);
+  EXPECT_GT(one, 0.0);
+  // A retry of "a" releases its first pick by id: nothing leaks.
+  push("a", layer0({5, 0, 0, 0}));
+  EXPECT_EQ(sut->requests_in_flight(), 1u);
+  EXPECT_EQ(metrics.rerouted(), 1u);
+  const int32_t again = sink.last("a").worker;
+  EXPECT_DOUBLE_EQ(experts(again), one);
+  sut->on_complete(1, "a");
+  EXPECT_EQ(experts(again), 0.0);
+  EXPECT_EQ(inflight(again), 0);
+  sut->on_complete(1, "a");
+  EXPECT_EQ(metrics.complete_unknown(), 1u);
+  const auto st = sut->router().stats();
+  EXPECT_EQ(st.untracked, 0u);
+  EXPECT_EQ(st.completes_unknown, 0u);  // the map caught the repeat
+  sut->maintain();
+  EXPECT_EQ(sut->router_row().policy, static_cast<uint32_t>(Policy::eldr_cost));
+  EXPECT_EQ(sut->router_row().completes_unknown, 1u);
+}
+
+TEST_F(ServiceTest, step_reports_set_the_batch_and_feed_the_fit_and_bad_values_are_counted) {
+  ServiceOptions o = locality();
+  o.router.policy = Policy::eldr_cost;
+  make(o);
+  push_top("a", 1);
+  const int32_t worker = sink.last("a").worker;
+  for (int i = 0; i < 5; ++i)
+    sut->on_worker_report_ex(1, {static_cast<uint32_t>(worker), 1, 0.5f, 7, 4.0f});
+  EXPECT_EQ(inflight(worker), 7);
+  EXPECT_EQ(sut->router().stats().step_samples, 5u);
+  // batch_size 0: running sets the load, as a plain report does.
+  sut->on_worker_report_ex(1, {static_cast<uint32_t>(worker), 2, 0.5f, 0, 0.0f});
+  EXPECT_EQ(inflight(worker), 2);
+  // A step time without its batch size, or beyond any decode step: dropped, counted.
+  sut->on_worker_report_ex(1, {static_cast<uint32_t>(worker), 3, 0.5f, 0, 5.0f});
+  EXPECT_EQ(inflight(worker), 3);
+  sut->on_worker_report_ex(1, {static_cast<uint32_t>(worker), 3, 0.5f, 4, 20000.0f});
+  EXPECT_EQ(inflight(worker), 4);
+  EXPECT_EQ(metrics.report_bad_value(), 2u);
+  EXPECT_EQ(sut->router().stats().step_samples, 5u);
+  sut->on_worker_report_ex(1, {999, 1, 0.5f, 4, 3.0f});
+  EXPECT_EQ(metrics.report_unknown_worker(), 1u);
+  sut->maintain();
+  EXPECT_EQ(sut->router_row().step_samples, 5u);
+  const std::string text = metrics.render();
+  for (const char* family :
+       {"eldr_router_policy{policy=\"eldr_cost\"} 1", "eldr_step_samples_total 5",
+        "eldr_report_bad_value_total 2", "eldr_step_cost{constant=\"t0_ms\"}"})
+    EXPECT_NE(text.find(family), std::string::npos) << family << "\n" << text;
 }
 
 TEST_F(ServiceTest, a_worker_whose_reports_stop_leaves_routing_and_returns_when_they_resume) {
-  ServiceOptions o;
+  ServiceOptions o = locality();
   o.worker_report_timeout_ms = 100;
   make(o);
   sut->on_worker_report(1, 102, 3, 0.25f);
@@ -218,7 +294,7 @@ TEST_F(ServiceTest, a_worker_whose_reports_stop_leaves_routing_and_returns_when_
 }
 
 TEST_F(ServiceTest, an_admin_drain_is_not_undone_by_a_load_report) {
-  ServiceOptions o;
+  ServiceOptions o = locality();
   o.worker_report_timeout_ms = 100;
   make(o);
   sut->on_worker_control(1, 102, shm::WorkerOp::drain);
@@ -275,7 +351,7 @@ TEST_F(ServiceTest, reload_swaps_the_table_and_a_bad_file_keeps_the_old_one_rout
 }
 
 TEST_F(ServiceTest, the_request_map_is_bounded_and_an_evicted_request_releases_its_worker) {
-  ServiceOptions o;
+  ServiceOptions o = locality();
   o.request_map_capacity = 2;
   make(o);
   push_top("r1", 0);
@@ -292,7 +368,7 @@ TEST_F(ServiceTest, the_request_map_is_bounded_and_an_evicted_request_releases_i
 }
 
 TEST_F(ServiceTest, completes_out_of_order_leave_room_and_the_oldest_held_request_is_evicted) {
-  ServiceOptions o;
+  ServiceOptions o = locality();
   o.request_map_capacity = 3;
   make(o);
   push_top("r1", 0);
@@ -310,7 +386,7 @@ TEST_F(ServiceTest, completes_out_of_order_leave_room_and_the_oldest_held_reques
 }
 
 TEST_F(ServiceTest, a_request_pushed_again_becomes_the_newest_in_a_full_map) {
-  ServiceOptions o;
+  ServiceOptions o = locality();
   o.request_map_capacity = 2;
   make(o);
   push_top("a", 0);
@@ -418,7 +494,7 @@ TEST_F(ServiceTest, a_transport_rejection_publishes_an_error_when_the_id_is_read
 }
 
 TEST_F(ServiceTest, refit_fits_the_recent_footprints_and_keeps_worker_locality) {
-  ServiceOptions o;
+  ServiceOptions o = locality();
   o.refit.enabled = true;
   o.refit.window = 64;
   o.refit.min_samples = 32;
