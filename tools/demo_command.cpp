@@ -153,7 +153,7 @@ int run_demo(const DemoArgs& a) {
   std::printf(
       "Reproduce with the CLI:\n  eldr fit --prefill %sprefill.npy --decode %sdecode.npy "
       "--labels %slabels.txt --workers %u --model %s --out %stable.eldr\n"
-      "  eldr route --table %stable.eldr --footprints %sworkload.npy --policy eldr\n",
+      "  eldr route --table %stable.eldr --footprints %sworkload.npy --policy eldr_cost\n",
       dir.c_str(), dir.c_str(), dir.c_str(), a.workers, a.model.c_str(), dir.c_str(), dir.c_str(),
       dir.c_str());
   return 0;

@@ -13,7 +13,7 @@ namespace eldr::cli {
 namespace {
 
 struct RouteArgs {
-  std::string table, footprints, labels, policy = "eldr";
+  std::string table, footprints, labels, policy = "eldr_cost";
   float tau = -1.0f;
   bool min2 = false, json = false;
   uint64_t seed = 0;
@@ -50,13 +50,16 @@ int run_route(const RouteArgs& a) {
   Router& r = **router;
 
   // Requests finish in arrival order once `window` are in flight, a stand-in
-  // for decode completions so that load-aware policies see a live load.
-  std::deque<int32_t> inflight;
+  // for decode completions so that load-aware policies (and eldr_cost's batch
+  // footprints) see a live load. Each request is routed and completed by its
+  // index.
+  std::deque<uint64_t> inflight;
   std::map<int32_t, uint64_t> per_worker;
   if (!a.json) std::printf("request,worker,similarity,band_size\n");
   for (uint64_t i = 0; i < fp->n; ++i) {
     RouteHints hints;
     if (!labels.empty()) hints.label = labels[i];
+    hints.request_id = i;
     auto d = r.route(fp->row(i), hints);
     if (!d) {
       std::fprintf(stderr, "eldr: request %llu: %s\n", static_cast<unsigned long long>(i),
@@ -73,9 +76,9 @@ int run_route(const RouteArgs& a) {
     else
       std::printf("%llu,%d,%.6f,%u\n", static_cast<unsigned long long>(i), d->worker_id,
                   d->similarity, d->band_size);
-    inflight.push_back(d->worker_id);
+    inflight.push_back(i);
     if (a.window && inflight.size() > a.window) {
-      (void)r.complete(inflight.front());
+      (void)r.complete_request(inflight.front());
       inflight.pop_front();
     }
   }
@@ -98,7 +101,9 @@ void register_route_command(CLI::App& app) {
   cmd->add_option("--footprints,-f", a->footprints, "footprints [N,L,E] .npy")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--policy", a->policy, "eldr | round_robin | random | jsq | p2c | domain");
+  cmd->add_option(
+      "--policy", a->policy,
+      "eldr_cost (default) | eldr | eldr_guard | round_robin | random | jsq | p2c | domain");
   cmd->add_option("--tau", a->tau, "band width (default: the table's)");
   cmd->add_flag("--min2", a->min2, "widen a one-member band to the top two");
   cmd->add_option("--seed", a->seed);

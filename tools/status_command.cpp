@@ -31,6 +31,12 @@ const char* state_name(uint8_t state) {
              : "?";
 }
 
+const char* policy_of(uint32_t policy) {
+  for (Policy p : kAllPolicies)
+    if (static_cast<uint32_t>(p) == policy) return policy_name(p);
+  return "?";
+}
+
 nlohmann::json to_json(const std::string& instance, const shm::SegmentSnapshot& s) {
   nlohmann::json j;
   j["instance"] = instance;
@@ -42,6 +48,21 @@ nlohmann::json to_json(const std::string& instance, const shm::SegmentSnapshot& 
   j["heartbeat_age_ms"] = s.heartbeat_age_ms;
   j["table_epoch"] = s.table_epoch;
   j["decisions_published"] = s.decisions_published;
+  // Format 1.1 daemons publish their router's state; null before.
+  if (s.router) {
+    const shm::Host::RouterRow& r = *s.router;
+    j["router"] = {{"policy", policy_of(r.policy)},
+                   {"step_cost",
+                    {{"t0_ms", r.t0_ms},
+                     {"tseq_ms", r.tseq_ms},
+                     {"alpha_us", r.alpha_us},
+                     {"max_batch", r.max_batch}}},
+                   {"step_samples", r.step_samples},
+                   {"completes_unknown", r.completes_unknown},
+                   {"untracked", r.untracked}};
+  } else {
+    j["router"] = nullptr;
+  }
   j["clients"] = nlohmann::json::array();
   for (const auto& c : s.clients)
     j["clients"].push_back({{"slot", c.slot},
@@ -60,7 +81,8 @@ nlohmann::json to_json(const std::string& instance, const shm::SegmentSnapshot& 
                             {"inflight", w.inflight},
                             {"running", w.running},
                             {"kv_usage", w.kv_usage},
-                            {"routed", w.routed}});
+                            {"routed", w.routed},
+                            {"batch_experts", w.batch_experts}});
   return j;
 }
 
@@ -74,6 +96,16 @@ void print_text(const std::string& instance, const shm::SegmentSnapshot& s) {
       static_cast<unsigned long long>(s.heartbeat_age_ms),
       static_cast<unsigned long long>(s.table_epoch),
       static_cast<unsigned long long>(s.decisions_published));
+  if (s.router) {
+    const shm::Host::RouterRow& r = *s.router;
+    std::printf(
+        "router: policy %s, step t0 %.4g ms + tseq %.4g ms/request + alpha %.4g us/expert "
+        "(max batch %u), %llu step samples, %llu unknown completes, %llu untracked\n",
+        policy_of(r.policy), r.t0_ms, r.tseq_ms, r.alpha_us, r.max_batch,
+        static_cast<unsigned long long>(r.step_samples),
+        static_cast<unsigned long long>(r.completes_unknown),
+        static_cast<unsigned long long>(r.untracked));
+  }
   std::printf("clients: %zu\n", s.clients.size());
   if (!s.clients.empty()) {
     std::printf("  %4s %8s %6s %12s %8s %10s %9s\n", "slot", "pid", "epoch", "ring used", "ring %",
@@ -90,12 +122,12 @@ void print_text(const std::string& instance, const shm::SegmentSnapshot& s) {
   }
   std::printf("workers: %zu\n", s.workers.size());
   if (!s.workers.empty()) {
-    std::printf("  %6s %-9s %-8s %8s %8s %6s %10s\n", "worker", "state", "health", "inflight",
-                "running", "kv", "routed");
+    std::printf("  %6s %-9s %-8s %8s %8s %6s %10s %14s\n", "worker", "state", "health", "inflight",
+                "running", "kv", "routed", "batch experts");
     for (const auto& w : s.workers)
-      std::printf("  %6d %-9s %-8s %8u %8u %5.0f%% %10llu\n", w.worker, state_name(w.state),
+      std::printf("  %6d %-9s %-8s %8u %8u %5.0f%% %10llu %14.1f\n", w.worker, state_name(w.state),
                   w.healthy ? "ok" : "stale", w.inflight, w.running, 100.0 * w.kv_usage,
-                  static_cast<unsigned long long>(w.routed));
+                  static_cast<unsigned long long>(w.routed), w.batch_experts);
   }
 }
 
