@@ -63,6 +63,17 @@ static eldrgo_err eldrgo_report(eldr_client_t* c, uint32_t worker, uint32_t runn
   return eldrgo_check(eldr_worker_report(c, worker, running, kv));
 }
 
+static eldrgo_err eldrgo_report_ex(eldr_client_t* c, uint32_t worker, uint32_t running, float kv,
+                                    uint32_t batch_size, float step_ms) {
+  eldr_worker_report_t r = ELDR_WORKER_REPORT_INIT;
+  r.worker = worker;
+  r.running = running;
+  r.kv_usage = kv;
+  r.batch_size = batch_size;
+  r.step_ms = step_ms;
+  return eldrgo_check(eldr_worker_report_ex(c, &r));
+}
+
 static eldrgo_err eldrgo_worker_control(eldr_client_t* c, uint32_t worker, uint32_t op) {
   return eldrgo_check(eldr_worker_control(c, worker, op));
 }
@@ -215,6 +226,28 @@ func (c *Client) Report(worker uint32, running uint32, kvUsage float32) error {
 	}
 	return toError(C.eldrgo_report(c.ptr, C.uint32_t(worker), C.uint32_t(running),
 		C.float(kvUsage)))
+}
+
+// WorkerReport is a decode engine's report about one worker, for ReportEx.
+// BatchSize and StepMs 0 = not reported.
+type WorkerReport struct {
+	Worker    uint32
+	Running   uint32  // requests running (liveness, as Report)
+	KVUsage   float32 // KV-cache usage in [0, 1]
+	BatchSize uint32  // requests in its last decode step: replaces the in-flight count
+	StepMs    float32 // that step's duration in ms (finite, >= 0): a step-fit sample
+}
+
+// ReportEx is Report with the engine's last decode step (eldr_worker_report_ex).
+// Without BatchSize and StepMs it sends the plain report, which every eldrd reads.
+func (c *Client) ReportEx(r WorkerReport) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ptr == nil {
+		return closedError("client")
+	}
+	return toError(C.eldrgo_report_ex(c.ptr, C.uint32_t(r.Worker), C.uint32_t(r.Running),
+		C.float(r.KVUsage), C.uint32_t(r.BatchSize), C.float(r.StepMs)))
 }
 
 // WorkerControl adds, drains or removes a worker of the daemon.

@@ -3,6 +3,7 @@ package eldr
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -105,6 +106,19 @@ func TestClientRejectsBadArguments(t *testing.T) {
 	}
 	if err := sut.Report(0, 1, 0.25); err != nil {
 		t.Fatal(err)
+	}
+	if err := sut.ReportEx(WorkerReport{Worker: 0, Running: 2, KVUsage: 0.5, BatchSize: 3,
+		StepMs: 4.5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sut.ReportEx(WorkerReport{Worker: 0, Running: 1, KVUsage: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []WorkerReport{{StepMs: -1}, {StepMs: float32(math.NaN())},
+		{StepMs: float32(math.Inf(1))}, {KVUsage: 1.5}, {Worker: 1 << 31}} {
+		if err := sut.ReportEx(bad); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("report %+v: %v", bad, err)
+		}
 	}
 	if err := sut.WorkerControl(1, WorkerDrain); err != nil {
 		t.Fatal(err)

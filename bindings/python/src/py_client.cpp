@@ -64,10 +64,17 @@ class Client {
     call([&](eldr_client_t* client) { return eldr_request_complete(client, id.c_str()); });
   }
 
-  void report(uint32_t worker, uint32_t running, float kv_usage) {
-    call([&](eldr_client_t* client) {
-      return eldr_worker_report(client, worker, running, kv_usage);
-    });
+  // eldr_worker_report_ex: without batch_size and step_ms it sends the plain
+  // report (which every eldrd reads).
+  void report(uint32_t worker, uint32_t running, float kv_usage, uint32_t batch_size,
+              float step_ms) {
+    eldr_worker_report_t r = ELDR_WORKER_REPORT_INIT;
+    r.worker = worker;
+    r.running = running;
+    r.kv_usage = kv_usage;
+    r.batch_size = batch_size;
+    r.step_ms = step_ms;
+    call([&](eldr_client_t* client) { return eldr_worker_report_ex(client, &r); });
   }
 
   void control(uint32_t worker, uint32_t op) {
@@ -147,7 +154,10 @@ void bind_client(py::module_& m) {
       .def("complete", &Client::complete, py::arg("request_id"),
            "The request's decode finished: its worker's in-flight count drops by one.")
       .def("report", &Client::report, py::arg("worker"), py::arg("running"), py::arg("kv_usage"),
-           "Load report from a decode worker (kv_usage in [0, 1]).")
+           py::kw_only(), py::arg("batch_size") = 0, py::arg("step_ms") = 0.0f,
+           "Load report from a decode worker (kv_usage in [0, 1]). batch_size: requests in its "
+           "last decode step, which replaces the daemon's in-flight count; step_ms: that step's "
+           "duration, a sample for the online fit of the step constants (0 = not reported).")
       .def(
           "add_worker", [](Client& c, uint32_t w) { c.control(w, ELDR_WORKER_ADD); },
           py::arg("worker"))

@@ -79,6 +79,18 @@ def test_reports_and_worker_control(daemon: str, workload: Workload) -> None:
         sut.complete(rid("unknown"))  # counted by the daemon, not an error here
 
 
+def test_step_reports_are_sent_and_bad_values_refused(daemon: str, workload: Workload) -> None:
+    with eldr.Client(daemon) as sut:
+        sut.report(0, 2, 0.5, batch_size=3, step_ms=4.5)  # eldr_worker_report_ex
+        sut.report(1, 1, 0.25, batch_size=0, step_ms=0.0)  # nothing of _ex: the plain report
+        for bad in ({"step_ms": -1.0}, {"step_ms": float("nan")}, {"step_ms": float("inf")}):
+            with pytest.raises(eldr.InvalidArgument, match="step_ms"):
+                sut.report(0, 1, 0.5, batch_size=2, **bad)
+        with pytest.raises(eldr.InvalidArgument):
+            sut.report(0, 1, 1.5, batch_size=2, step_ms=1.0)
+        assert sut.route(rid("after-step-report"), workload.prefill[2], 5000).ok
+
+
 def test_bad_arguments_raise_before_anything_is_sent(daemon: str) -> None:
     with eldr.Client(daemon) as sut:
         with pytest.raises(eldr.InvalidArgument, match="NUL"):

@@ -68,6 +68,23 @@ pub struct Client {
 unsafe impl Send for Client {}
 unsafe impl Sync for Client {}
 
+/// A decode engine's report about one worker, for [`Client::report_ex`].
+/// `batch_size` and `step_ms` 0 = not reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WorkerReport {
+    /// Worker id.
+    pub worker: u32,
+    /// Requests running (liveness, as [`Client::report`]).
+    pub running: u32,
+    /// KV-cache usage in [0, 1].
+    pub kv_usage: f32,
+    /// Requests in its last decode step: replaces the daemon's in-flight count.
+    pub batch_size: u32,
+    /// That step's duration in ms (finite, >= 0): a sample for the online
+    /// fit of the step constants.
+    pub step_ms: f32,
+}
+
 impl Client {
     /// Opens and registers with the daemon of `instance`.
     pub fn open(instance: &str, options: &ClientOptions) -> Result<Client> {
@@ -223,6 +240,23 @@ impl Client {
     pub fn report(&self, worker: u32, running: u32, kv_usage: f32) -> Result<()> {
         // SAFETY: valid handle.
         check(unsafe { sys::eldr_worker_report(self.raw.as_ptr(), worker, running, kv_usage) })
+    }
+
+    /// [`Client::report`] with the engine's last decode step
+    /// (`eldr_worker_report_ex`). Without `batch_size` and `step_ms` it sends
+    /// the plain report, which every eldrd reads.
+    pub fn report_ex(&self, report: &WorkerReport) -> Result<()> {
+        let raw = sys::eldr_worker_report_t {
+            version: sys::ELDR_WORKER_REPORT_VERSION as u32,
+            worker: report.worker,
+            running: report.running,
+            kv_usage: report.kv_usage,
+            batch_size: report.batch_size,
+            step_ms: report.step_ms,
+            reserved: [0; 4],
+        };
+        // SAFETY: valid handle; `raw` outlives the call.
+        check(unsafe { sys::eldr_worker_report_ex(self.raw.as_ptr(), &raw) })
     }
 
     /// Admin: add, drain or remove a worker of the daemon.

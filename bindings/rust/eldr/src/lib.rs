@@ -30,7 +30,7 @@ mod routed_experts;
 mod router;
 mod table;
 
-pub use client::{Client, ClientOptions, WorkerOp, MAX_REQUEST_ID_BYTES};
+pub use client::{Client, ClientOptions, WorkerOp, WorkerReport, MAX_REQUEST_ID_BYTES};
 pub use decision::Decision;
 pub use error::{status, status_name, status_string, Error, Result};
 pub use footprint::Footprint;

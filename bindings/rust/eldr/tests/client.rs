@@ -124,6 +124,52 @@ fn reports_and_worker_control_are_accepted() {
 }
 
 #[test]
+fn step_reports_are_accepted_and_bad_values_refused() {
+    let daemon = daemon_or_skip!("report_ex");
+    let sut = daemon.client();
+    let report = eldr::WorkerReport {
+        worker: 0,
+        running: 2,
+        kv_usage: 0.5,
+        batch_size: 3,
+        step_ms: 4.5,
+    };
+    sut.report_ex(&report).unwrap();
+    // Without a step: the plain report.
+    sut.report_ex(&eldr::WorkerReport {
+        worker: 1,
+        running: 1,
+        ..Default::default()
+    })
+    .unwrap();
+    for bad in [
+        eldr::WorkerReport {
+            step_ms: -1.0,
+            ..report
+        },
+        eldr::WorkerReport {
+            step_ms: f32::NAN,
+            ..report
+        },
+        eldr::WorkerReport {
+            step_ms: f32::INFINITY,
+            ..report
+        },
+        eldr::WorkerReport {
+            kv_usage: 1.5,
+            ..report
+        },
+        eldr::WorkerReport {
+            worker: 1 << 31,
+            ..report
+        },
+    ] {
+        let err = sut.report_ex(&bad).unwrap_err();
+        assert_eq!(err.status(), status::INVALID_ARGUMENT, "{:?}: {}", bad, err);
+    }
+}
+
+#[test]
 fn a_client_is_shared_by_threads() {
     let daemon = daemon_or_skip!("threads");
     let sut = std::sync::Arc::new(daemon.client());
