@@ -24,7 +24,7 @@ def test_route_gets_a_decision_from_the_daemon(daemon: str, table: eldr.ClusterT
     with eldr.Client(daemon) as sut:
         decision = sut.route(rid("route"), fp, timeout_ms=5000)
     assert decision.ok and decision.worker in table.worker_ids
-    assert decision.band_size >= 1 and decision.policy == "eldr"
+    assert decision.band_size >= 1 and decision.policy == "eldr_cost"  # the daemon's default
     # The daemon scored with the table we fitted and saved.
     slot = list(table.worker_ids).index(decision.worker)
     assert decision.similarity == pytest.approx(float(table.scores(fp)[slot]), abs=1e-4)
