@@ -402,6 +402,13 @@ Status Router::swap_table(std::shared_ptr<const ClusterTable> table) {
     m_slot_count.store(++n, std::memory_order_release);
   }
   m_scoring.store(std::move(scoring), std::memory_order_release);
+  // A table that carries measured step constants replaces them, unless the
+  // caller fixed its own (the fit starts again from the new ones).
+  if (!m_options.step_cost && table->step_cost) {
+    std::lock_guard live(m_live_mutex);
+    if (m_fit->prior() != *table->step_cost)
+      m_fit = std::make_unique<detail::StepFit>(*table->step_cost);
+  }
   return Status::ok();
 }
 

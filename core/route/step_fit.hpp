@@ -21,6 +21,7 @@ class StepFit {
   // samples (not finite, negative, above 10 s) are ignored: returns false.
   bool add(uint32_t batch, double distinct, double step_ms) noexcept;
   const StepCost& current() const noexcept { return m_current; }
+  const StepCost& prior() const noexcept { return m_prior; }
   uint64_t samples() const noexcept { return m_samples; }
 
  private:

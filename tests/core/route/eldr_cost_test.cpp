@@ -241,6 +241,18 @@ TEST(step_constants, come_from_options_then_table_then_preset) {
                    .is_ok());
 }
 
+TEST(step_constants, a_swapped_table_brings_its_own_unless_the_caller_fixed_them) {
+  ClusterTable t = axis_table();
+  auto sut = make({}, t);
+  t.step_cost = StepCost{2.0, 0.04, 5.0, 32};
+  ASSERT_TRUE(sut->swap_table(std::make_shared<const ClusterTable>(t)).is_ok());
+  EXPECT_EQ(sut->step_cost(), *t.step_cost);
+  const StepCost mine{1.0, 0.01, 1.0, 8};
+  auto fixed = make({.step_cost = mine}, axis_table());
+  ASSERT_TRUE(fixed->swap_table(std::make_shared<const ClusterTable>(t)).is_ok());
+  EXPECT_EQ(fixed->step_cost(), mine);
+}
+
 // While any worker is idle and the step model is pure (TSEQ > 0), no request
 // joins a busy worker, whatever the batches hold.
 TEST(eldr_cost, property_no_request_joins_a_busy_worker_while_one_is_idle) {
