@@ -110,8 +110,10 @@ def main() -> None:
 
         running: List[Tuple[subprocess.Popen, str]] = []
         try:
+            # The paper's rule, so every decision can be checked against its band below
+            # (the daemon's default, eldr_cost, is covered by the sidecar's tests).
             daemon = subprocess.Popen([args.eldrd, "--instance", instance, "--table", table_path,
-                                       "--worker-report-timeout-ms", "5000",
+                                       "--policy", "eldr", "--worker-report-timeout-ms", "5000",
                                        "--log-level", "warn"], stdin=subprocess.DEVNULL)
             running.append((daemon, "eldrd"))
             with eldr.Client(instance, open_timeout_ms=10000):

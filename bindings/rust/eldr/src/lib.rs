@@ -40,8 +40,7 @@ pub use routed_experts::{
     RoutedExpertsInfo, RoutedExpertsOptions,
 };
 pub use router::{
-    Policy, Router, RouterOptions, RouterStats, StepCost, WorkerReport, WorkerScore, WorkerSlot,
-    WorkerState,
+    Policy, Router, RouterOptions, RouterStats, StepCost, WorkerScore, WorkerSlot, WorkerState,
 };
 pub use table::{Calibration, FitOptions, Table, TableInfo};
 

@@ -4,6 +4,7 @@ use std::ptr::NonNull;
 
 use eldr_sys as sys;
 
+use crate::client::WorkerReport;
 use crate::decision::{raw_decision, Decision};
 use crate::error::{check, status, Error, Result};
 use crate::footprint::Footprint;
@@ -124,16 +125,6 @@ impl Default for RouterOptions {
             max_inflight: raw.max_inflight,
         }
     }
-}
-
-/// A decode engine's report about one worker (see [`Router::report`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct WorkerReport {
-    /// Requests it runs or queues: replaces the router's in-flight count.
-    pub batch_size: Option<u32>,
-    /// Its last decode step, in ms, with `batch_size` requests: a sample for
-    /// the fit of the step constants (finite, > 0).
-    pub step_ms: Option<f32>,
 }
 
 /// A router's counters since creation and the step constants in force.
@@ -328,24 +319,22 @@ impl Router {
         check(unsafe { sys::eldr_router_complete_request(self.raw.as_ptr(), request_id) })
     }
 
-    /// A decode engine's report about `worker`. `Some(0)` is the C API's
-    /// "not reported", as `None`.
-    pub fn report(&self, worker: i32, report: &WorkerReport) -> Result<()> {
-        let worker = u32::try_from(worker).map_err(|_| {
-            Error::new(
-                status::INVALID_ARGUMENT,
-                format!("worker id {} is negative", worker),
-            )
-        })?;
+    /// A decode engine's report (the same [`WorkerReport`] as
+    /// [`Client::report_ex`](crate::Client::report_ex)): `batch_size` replaces
+    /// the worker's in-flight count, `step_ms` with it feeds the fit of the
+    /// step constants; 0 = not reported, `running` is not used here.
+    pub fn report(&self, report: &WorkerReport) -> Result<()> {
         let mut raw = std::mem::MaybeUninit::<sys::eldr_worker_report_t>::zeroed();
         // SAFETY: init writes the whole struct.
         let mut raw = unsafe {
             sys::eldr_worker_report_init(raw.as_mut_ptr());
             raw.assume_init()
         };
-        raw.worker = worker;
-        raw.batch_size = report.batch_size.unwrap_or(0);
-        raw.step_ms = report.step_ms.unwrap_or(0.0);
+        raw.worker = report.worker;
+        raw.running = report.running;
+        raw.kv_usage = report.kv_usage;
+        raw.batch_size = report.batch_size;
+        raw.step_ms = report.step_ms;
         // SAFETY: valid handle and report.
         check(unsafe { sys::eldr_router_report(self.raw.as_ptr(), &raw) })
     }

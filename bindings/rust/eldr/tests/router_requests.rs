@@ -168,23 +168,21 @@ fn a_report_sets_the_in_flight_count() {
     let fp = Footprint::new(&c, LAYERS, EXPERTS).unwrap();
     let w = sut.route_id(1, &fp).unwrap().worker;
     let batch = |n| WorkerReport {
-        batch_size: Some(n),
-        step_ms: None,
+        worker: w as u32,
+        batch_size: n,
+        ..WorkerReport::default()
     };
-    sut.report(w, &batch(6)).unwrap();
+    sut.report(&batch(6)).unwrap();
     assert_eq!(inflight(&sut, w), 6);
     sut.route_id(2, &fp).unwrap();
     assert_eq!(inflight(&sut, w), 7);
-    // Not reported: None and Some(0) alike.
-    sut.report(w, &WorkerReport::default()).unwrap();
-    sut.report(w, &batch(0)).unwrap();
-    sut.report(
-        w,
-        &WorkerReport {
-            batch_size: None,
-            step_ms: Some(3.0),
-        },
-    )
+    // Not reported: 0.
+    sut.report(&batch(0)).unwrap();
+    sut.report(&WorkerReport {
+        worker: w as u32,
+        step_ms: 3.0,
+        ..WorkerReport::default()
+    })
     .unwrap();
     assert_eq!(inflight(&sut, w), 7);
     sut.complete_request(2).unwrap();
@@ -211,10 +209,12 @@ fn step_reports_feed_the_fit_unless_it_is_off() {
             .unwrap();
         for i in 0..48u32 {
             let r = WorkerReport {
-                batch_size: Some(1 + i % 6),
-                step_ms: Some(30.0 + 4.0 * (i % 6) as f32),
+                worker: 0,
+                batch_size: 1 + i % 6,
+                step_ms: 30.0 + 4.0 * (i % 6) as f32,
+                ..WorkerReport::default()
             };
-            sut.report(0, &r).unwrap();
+            sut.report(&r).unwrap();
         }
         let st = sut.stats().unwrap();
         if fit {
@@ -232,22 +232,27 @@ fn bad_reports_are_refused() {
     let sut = Router::new(&fitted_table(4), &RouterOptions::default()).unwrap();
     for step in [-1.0f32, f32::NAN, f32::INFINITY] {
         let r = WorkerReport {
-            batch_size: Some(2),
-            step_ms: Some(step),
+            worker: 0,
+            batch_size: 2,
+            step_ms: step,
+            ..WorkerReport::default()
         };
-        let err = sut.report(0, &r).unwrap_err();
+        let err = sut.report(&r).unwrap_err();
         assert_eq!(err.status(), status::INVALID_ARGUMENT, "{}: {}", step, err);
     }
     let r = WorkerReport {
-        batch_size: Some(2),
-        step_ms: None,
+        worker: 4000,
+        batch_size: 2,
+        ..WorkerReport::default()
+    };
+    assert_eq!(sut.report(&r).unwrap_err().status(), status::NOT_FOUND);
+    let r = WorkerReport {
+        worker: u32::MAX,
+        batch_size: 2,
+        ..WorkerReport::default()
     };
     assert_eq!(
-        sut.report(4000, &r).unwrap_err().status(),
-        status::NOT_FOUND
-    );
-    assert_eq!(
-        sut.report(-1, &r).unwrap_err().status(),
+        sut.report(&r).unwrap_err().status(),
         status::INVALID_ARGUMENT
     );
     assert!(sut.workers().unwrap().iter().all(|s| s.inflight == 0));
