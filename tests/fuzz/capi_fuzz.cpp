@@ -121,7 +121,7 @@ T* maybe_null(Bytes& in, T* p) {
 void run(Bytes& in) {
   eldr_table_t* table = base_table();
   eldr_router_options_t options = ELDR_ROUTER_OPTIONS_INIT;
-  options.policy = in.u8() % 8;  // 7: unknown
+  options.policy = in.u8() % 9;  // 8: unknown
   if (options.policy == ELDR_POLICY_DOMAIN) options.policy = ELDR_POLICY_ELDR;
   options.tau = (in.u8() & 1) ? -1.0f : static_cast<float>(in.u8()) / 100.0f;
   options.min2_band = in.u8() & 1;
@@ -131,7 +131,7 @@ void run(Bytes& in) {
 
   for (int step = 0; step < 64 && !in.empty(); ++step) {
     const uint8_t op = in.u8();
-    switch (op % 16) {
+    switch (op % 20) {
       case 0: {  // route
         Footprint f = footprint(in);
         int32_t worker = -7;
@@ -207,8 +207,15 @@ void run(Bytes& in) {
       }
       case 10: {  // a fresh router with any options
         eldr_router_options_t o = ELDR_ROUTER_OPTIONS_INIT;
-        o.version = in.u8() % 3;
+        o.version = in.u8() % 4;
         o.policy = in.u8();
+        if (in.u8() & 1) {
+          o.t0_ms = in.f32();
+          o.tseq_ms = in.f32();
+          o.alpha_us = in.f32();
+          o.max_batch = in.u32() % 200;
+          o.max_inflight = in.u32() % 100000;
+        }
         o.tau = in.f32();
         o.max_workers = in.u32() % 5000;
         eldr_router_t* other = reinterpret_cast<eldr_router_t*>(uintptr_t{0x10});
@@ -275,6 +282,33 @@ void run(Bytes& in) {
         checked(eldr_worker_control(nullptr, in.u32(), in.u32()));
         break;
       }
+      case 16: {  // route with a request id (a small id space: repeats and collisions)
+        Footprint f = footprint(in);
+        eldr_decision_t d = ELDR_DECISION_INIT;
+        checked(eldr_router_route_id(maybe_null(in, router), in.u8() % 16, maybe_null(in, f.ptr()),
+                                     f.layers, f.experts, maybe_null(in, &d)));
+        break;
+      }
+      case 17:  // complete by id: unknown and repeated ids are refused, never harmful
+        checked(eldr_router_complete_request(maybe_null(in, router), in.u8() % 16));
+        break;
+      case 18: {  // an engine's report
+        eldr_worker_report_t r = ELDR_WORKER_REPORT_INIT;
+        r.version = in.u8() % 3;
+        r.worker = static_cast<int8_t>(in.u8());
+        r.running = in.u32();
+        r.kv_usage = in.f32();
+        r.batch_size = in.u32() % 300;
+        r.step_ms = in.f32();
+        checked(eldr_router_report(maybe_null(in, router), maybe_null(in, &r)));
+        break;
+      }
+      case 19: {  // stats
+        eldr_router_stats_t st = ELDR_ROUTER_STATS_INIT;
+        st.version = in.u8() % 3;
+        checked(eldr_router_stats(maybe_null(in, router), maybe_null(in, &st)));
+        break;
+      }
       case 15: {  // open an instance that has no daemon
         std::string name(in.u8() % 80, 'i');
         for (auto& ch : name) ch = static_cast<char>(1 + in.u8() % 255);
@@ -302,8 +336,19 @@ void run(Bytes& in) {
       if (inflight[i] == 0 && ids[i] >= 0) {
         bool newer_slot = false;  // complete takes the newest slot with the id
         for (uint32_t j = i + 1; j < slots; ++j) newer_slot |= ids[j] == ids[i];
-        if (!newer_slot)
-          check(eldr_router_complete(router, ids[i]) == ELDR_E_STATE, "complete below zero");
+        if (newer_slot) continue;
+        // A count of 0 may still hold requests the router tracks (a report or
+        // set_load lowered it): each complete takes one, the count stays at 0,
+        // and then complete refuses.
+        eldr_status_t s = ELDR_OK;
+        for (int n = 0; n < 10000 && s == ELDR_OK; ++n) s = eldr_router_complete(router, ids[i]);
+        check(s == ELDR_E_STATE, "complete never refused on an idle worker");
+        uint32_t now = 1;
+        std::vector<int32_t> all(slots);
+        std::vector<uint32_t> counts(slots);
+        if (eldr_router_workers(router, all.data(), nullptr, counts.data(), slots) == ELDR_OK)
+          now = counts[i];
+        check(now == 0, "complete below zero");
       }
     }
   }
