@@ -93,8 +93,17 @@ Result<SimWorkload> synthetic_sim_workload(const Geometry& g, const SyntheticSim
   }
 
   Rng rng(seed ^ 0x6a09e667f3bcc909ULL);
+  std::vector<double> weights = mix->domain_weights;
+  if (!o.only_domains.empty()) {
+    for (uint32_t d = 0; d < D; ++d)
+      if (std::find(o.only_domains.begin(), o.only_domains.end(), mix->domain_names[d]) ==
+          o.only_domains.end())
+        weights[d] = 0.0;
+    if (std::all_of(weights.begin(), weights.end(), [](double v) { return v <= 0.0; }))
+      return Status{Errc::invalid_argument, "only_domains names no domain of the workload"};
+  }
   std::vector<double> cum(D);
-  std::partial_sum(mix->domain_weights.begin(), mix->domain_weights.end(), cum.begin());
+  std::partial_sum(weights.begin(), weights.end(), cum.begin());
   w.requests.resize(n);
   w.prefill = {n, L, E, std::vector<int16_t>(n * cells)};
   if (decode) *decode = {n, L, E, std::vector<int16_t>(n * cells)};
@@ -210,6 +219,98 @@ Result<SimWorkload> load_trace_workload(const std::string& token_experts_npy,
   return w;
 }
 
+double random_batch_distinct(const SimWorkload& w, uint32_t batch, uint64_t seed, uint32_t trials) {
+  const size_t cells = w.geometry.cells();
+  if (w.requests.empty() || batch == 0 || trials == 0 || cells == 0) return 0.0;
+  Rng rng(seed ^ 0x510e527fade682d1ULL);
+  std::vector<double> keep(cells);
+  double total = 0.0;
+  for (uint32_t t = 0; t < trials; ++t) {
+    std::fill(keep.begin(), keep.end(), 1.0);
+    for (uint32_t b = 0; b < batch; ++b) {
+      const SimRequest& r = w.requests[rng.below(w.requests.size())];
+      const float* inc = &w.inclusion[size_t{r.profile} * cells];
+      for (size_t c = 0; c < cells; ++c) keep[c] *= 1.0 - inc[c];
+    }
+    for (double k : keep) total += 1.0 - k;
+  }
+  return total / trials;
+}
+
+double mean_output_tokens(const SimWorkload& w) {
+  if (w.requests.empty()) return 0.0;
+  double sum = 0.0;
+  for (const auto& r : w.requests) sum += r.output_tokens;
+  return sum / static_cast<double>(w.requests.size());
+}
+
+PoolCapacity pool_capacity(const StepCost& cost, uint32_t workers, double distinct_random,
+                           double mean_output) {
+  PoolCapacity c;
+  c.distinct_random = distinct_random;
+  c.full_step_ms = cost.step_ms(cost.max_batch, distinct_random);
+  c.mean_output_tokens = mean_output;
+  if (c.full_step_ms > 0.0 && mean_output > 0.0)
+    c.requests_per_s =
+        static_cast<double>(workers) * cost.max_batch / (mean_output * c.full_step_ms / 1000.0);
+  return c;
+}
+
+Result<double> alpha_for_expert_share(const StepCost& cost, double distinct, double share) {
+  if (!(share > 0.0 && share < 1.0))
+    return Status{Errc::invalid_argument, "the expert share must be in (0, 1)"};
+  if (!(distinct > 0.0)) return Status{Errc::invalid_argument, "no distinct experts to load"};
+  const double rest_ms = cost.t0_ms + cost.tseq_ms * cost.max_batch;
+  if (!(rest_ms > 0.0))
+    return Status{Errc::invalid_argument, "an expert share needs T0 + TSEQ * max_batch > 0"};
+  return 1000.0 * share * rest_ms / ((1.0 - share) * distinct);
+}
+
+SimWorkload select_requests(const SimWorkload& w, std::span<const uint64_t> rows) {
+  const size_t cells = w.geometry.cells();
+  SimWorkload s;
+  s.geometry = w.geometry;
+  s.domain_names = w.domain_names;
+  s.inclusion = w.inclusion;
+  s.requests.reserve(rows.size());
+  s.prefill = {rows.size(), w.geometry.layers, w.geometry.experts,
+               std::vector<int16_t>(rows.size() * cells)};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    s.requests.push_back(w.requests[rows[i]]);
+    std::copy_n(w.prefill.data.begin() + rows[i] * cells, cells,
+                s.prefill.data.begin() + i * cells);
+  }
+  return s;
+}
+
+SimWorkload resample_requests(const SimWorkload& w, uint64_t n, uint64_t seed) {
+  std::vector<uint64_t> rows(w.requests.empty() ? 0 : n);
+  Rng rng(seed ^ 0x9b05688c2b3e6c1fULL);
+  for (auto& r : rows) r = rng.below(w.requests.size());
+  return select_requests(w, rows);
+}
+
+std::string label_group(const std::string& label) { return label.substr(0, label.find('/')); }
+
+bool DriftGroups::calibrates(const std::string& label) const {
+  return std::binary_search(calibration.begin(), calibration.end(), label_group(label));
+}
+
+Result<DriftGroups> drift_groups(const std::vector<std::string>& labels) {
+  std::vector<std::string> groups;
+  for (const auto& l : labels) groups.push_back(label_group(l));
+  std::sort(groups.begin(), groups.end());
+  groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+  if (groups.size() < 2)
+    return Status{Errc::invalid_argument,
+                  "drift mode needs labels of at least two groups (label text before '/')"};
+  DriftGroups d;
+  const size_t half = groups.size() / 2;
+  d.calibration.assign(groups.begin(), groups.begin() + half);
+  d.evaluation.assign(groups.begin() + half, groups.end());
+  return d;
+}
+
 namespace {
 
 struct Worker {
@@ -303,6 +404,12 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
     }
     w.busy = true;
     const double step_ms = o.model.cost.step_ms(static_cast<uint32_t>(w.batch.size()), w.distinct);
+    if (o.report_steps) {
+      WorkerReport rep;
+      rep.batch = static_cast<uint32_t>(w.batch.size() + w.queue.size());
+      rep.step_ms = step_ms;
+      (void)router.report(table->worker_ids[wi], rep);
+    }
     res.experts_per_step_samples.push_back(static_cast<float>(w.distinct / g.layers));
     ++res.steps;
     events.push({now + step_ms / 1000.0, 1, wi});
@@ -316,6 +423,7 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
       RouteHints hints;
       if (wl.requests[r].domain < wl.domain_names.size())
         hints.label = wl.domain_names[wl.requests[r].domain];
+      hints.request_id = r;
       auto d = router.route(wl.prefill.row(r), hints);
       if (!d) return d.status();
       if (d->worker_index >= K)
@@ -335,7 +443,10 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
       }
       res.tpot_ms.push_back((ev.time - join_time[r]) * 1000.0 / wl.requests[r].output_tokens);
       update_union(w, &wl.inclusion[size_t{wl.requests[r].profile} * cells], cells, false);
-      (void)router.complete(table->worker_ids[ev.id]);
+      // By id, so eldr_cost's batch footprint loses this request's; a request
+      // routed with the router's record pool full was never tracked: count it
+      // off its worker.
+      if (!router.complete_request(r)) (void)router.complete(table->worker_ids[ev.id]);
       ++finished;
     }
     w.batch.resize(keep);
@@ -367,6 +478,8 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
   }
   res.worker_load_max_over_mean =
       sum_tokens ? static_cast<double>(max_tokens) * K / static_cast<double>(sum_tokens) : 0.0;
+  res.router_step_cost = router.step_cost();
+  res.router_step_samples = router.stats().step_samples;
   if (o.progress) o.progress(1.0);
   return res;
 }

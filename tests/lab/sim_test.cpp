@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "eldr/fit.hpp"
@@ -134,6 +135,145 @@ TEST(sim, rejects_bad_options) {
   other.geometry.layers = 4;
   EXPECT_EQ(simulate(other, s.table, options(Policy::eldr, 1.0)).status().code(),
             Errc::shape_mismatch);
+}
+
+// A workload of `profiles` hand-made profiles over kGeometry, one request each.
+SimWorkload flat_workload(const std::vector<float>& p_per_profile, uint32_t output_tokens = 10) {
+  SimWorkload w;
+  w.geometry = kGeometry;
+  w.domain_names = {"all"};
+  const size_t cells = kGeometry.cells(), n = p_per_profile.size();
+  w.prefill = {n, kGeometry.layers, kGeometry.experts, std::vector<int16_t>(n * cells)};
+  for (size_t i = 0; i < n; ++i) {
+    w.inclusion.insert(w.inclusion.end(), cells, p_per_profile[i]);
+    SimRequest r;
+    r.profile = static_cast<uint32_t>(i);
+    r.output_tokens = output_tokens;
+    w.requests.push_back(r);
+    for (size_t c = 0; c < cells; ++c) w.prefill.data[i * cells + c] = static_cast<int16_t>(i);
+  }
+  return w;
+}
+
+TEST(sim_regimes, random_batch_distinct_is_the_expected_union) {
+  // One profile, p everywhere: a batch of B has cells * (1 - (1 - p)^B) distinct experts.
+  const SimWorkload w = flat_workload({0.1f});
+  const double cells = static_cast<double>(kGeometry.cells());
+  EXPECT_NEAR(random_batch_distinct(w, 1, 1), cells * 0.1, 1e-3);
+  EXPECT_NEAR(random_batch_distinct(w, 8, 1), cells * (1.0 - std::pow(0.9, 8)), 1e-3);
+  EXPECT_EQ(random_batch_distinct(SimWorkload{}, 8, 1), 0.0);
+  // Two profiles drawn at random: the mean lies between the pure batches.
+  const SimWorkload two = flat_workload({0.0f, 0.5f});
+  const double d = random_batch_distinct(two, 4, 3, 64);
+  EXPECT_GT(d, 0.0);
+  EXPECT_LT(d, cells * (1.0 - std::pow(0.5, 4)));
+}
+
+TEST(sim_regimes, capacity_and_expert_share_by_hand) {
+  const StepCost cost{2.0, 0.05, 10.0, 20};  // t0, tseq, alpha us, max batch
+  // S_full = 2 + 0.05 * 20 + 10e-3 * 100 = 4 ms; a worker decodes 20 / 4 ms =
+  // 5000 tokens/s, 50 requests/s at 100 output tokens; 4 workers: 200.
+  const PoolCapacity c = pool_capacity(cost, 4, 100.0, 100.0);
+  EXPECT_DOUBLE_EQ(c.full_step_ms, 4.0);
+  EXPECT_NEAR(c.requests_per_s, 200.0, 1e-9);
+  EXPECT_EQ(pool_capacity(cost, 4, 100.0, 0.0).requests_per_s, 0.0);
+  // Share 0.5: alpha * D = T0 + TSEQ * B = 3 ms -> alpha = 30 us at D = 100.
+  auto alpha = alpha_for_expert_share(cost, 100.0, 0.5);
+  ASSERT_TRUE(alpha.is_ok());
+  EXPECT_NEAR(*alpha, 30.0, 1e-9);
+  for (double share : {0.2, 0.8}) {
+    StepCost c2 = cost;
+    c2.alpha_us = *alpha_for_expert_share(cost, 100.0, share);
+    EXPECT_NEAR(c2.alpha_us / 1000.0 * 100.0 / c2.step_ms(20, 100.0), share, 1e-12);
+  }
+  EXPECT_FALSE(alpha_for_expert_share(cost, 100.0, 1.0).is_ok());
+  EXPECT_FALSE(alpha_for_expert_share(cost, 100.0, 0.0).is_ok());
+  EXPECT_FALSE(alpha_for_expert_share(cost, 0.0, 0.5).is_ok());
+  EXPECT_FALSE(alpha_for_expert_share({0.0, 0.0, 1.0, 20}, 100.0, 0.5).is_ok());
+  EXPECT_NEAR(mean_output_tokens(flat_workload({0.1f, 0.2f}, 30)), 30.0, 1e-12);
+}
+
+TEST(sim_regimes, utilization_one_half_keeps_batches_below_full) {
+  // At half the capacity of random batches, round robin keeps up: every
+  // request finishes and the mean batch stays well below max_batch.
+  const SimSetup s = make_setup(600);
+  SimOptions o = options(Policy::round_robin, 1.0);
+  const double d = random_batch_distinct(s.evaluation, o.model.cost.max_batch, 1);
+  const PoolCapacity cap = pool_capacity(o.model.cost, 4, d, mean_output_tokens(s.evaluation));
+  ASSERT_GT(cap.requests_per_s, 0.0);
+  o.rate = 0.5 * cap.requests_per_s;
+  auto r = simulate(s.evaluation, s.table, o);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_EQ(r->tpot_ms.size(), 600u);
+  // Tokens served / steps = the mean batch.
+  double tokens = 0;
+  for (const auto& req : s.evaluation.requests) tokens += req.output_tokens;
+  EXPECT_LT(tokens / static_cast<double>(r->steps), 0.8 * o.model.cost.max_batch);
+}
+
+TEST(sim_requests, resampling_draws_source_requests_with_replacement) {
+  const SimWorkload w = flat_workload({0.1f, 0.2f, 0.3f});
+  const SimWorkload a = resample_requests(w, 50, 7), b = resample_requests(w, 50, 7);
+  const SimWorkload c = resample_requests(w, 50, 8);
+  ASSERT_EQ(a.requests.size(), 50u);
+  EXPECT_EQ(a.prefill.n, 50u);
+  EXPECT_EQ(a.inclusion, w.inclusion);
+  EXPECT_EQ(a.prefill.data, b.prefill.data);  // seeded
+  EXPECT_NE(a.prefill.data, c.prefill.data);
+  std::vector<int> seen(3, 0);
+  for (uint64_t i = 0; i < 50; ++i) {
+    const uint32_t p = a.requests[i].profile;
+    ASSERT_LT(p, 3u);
+    ++seen[p];
+    // The prefill row travels with its request (flat_workload: row i holds i).
+    EXPECT_EQ(a.prefill.row(i)[0], static_cast<int16_t>(p));
+  }
+  for (int k : seen) EXPECT_GT(k, 0);
+  const uint64_t rows[] = {2, 0};
+  const SimWorkload sel = select_requests(w, rows);
+  ASSERT_EQ(sel.requests.size(), 2u);
+  EXPECT_EQ(sel.requests[0].profile, 2u);
+  EXPECT_EQ(sel.prefill.row(1)[0], 0);
+}
+
+TEST(sim_requests, drift_groups_split_labels_by_group_name) {
+  auto d = drift_groups({"mmlu/bio", "gpqa/phys", "sorry/a", "mmlu/chem", "tulu"});
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->calibration, (std::vector<std::string>{"gpqa", "mmlu"}));
+  EXPECT_EQ(d->evaluation, (std::vector<std::string>{"sorry", "tulu"}));
+  EXPECT_TRUE(d->calibrates("mmlu/anything"));
+  EXPECT_FALSE(d->calibrates("sorry/a"));
+  EXPECT_FALSE(d->calibrates("tulu"));
+  EXPECT_EQ(label_group("a/b/c"), "a");
+  EXPECT_EQ(drift_groups({"x/1", "x/2"}).status().code(), Errc::invalid_argument);
+}
+
+TEST(sim_requests, synthetic_requests_only_from_the_named_domains) {
+  SyntheticSimOptions o;
+  auto all = synthetic_sim_workload(kGeometry, o, 200, 3);
+  ASSERT_TRUE(all.is_ok());
+  ASSERT_GE(all->domain_names.size(), 2u);
+  o.only_domains = {all->domain_names[1]};
+  auto some = synthetic_sim_workload(kGeometry, o, 200, 3);
+  ASSERT_TRUE(some.is_ok());
+  for (const auto& r : some->requests) EXPECT_EQ(r.domain, 1u);
+  EXPECT_EQ(some->inclusion, all->inclusion);  // the same model
+  o.only_domains = {"no such domain"};
+  EXPECT_EQ(synthetic_sim_workload(kGeometry, o, 10, 3).status().code(), Errc::invalid_argument);
+}
+
+TEST(sim, step_reports_feed_the_routers_online_fit_only_when_asked) {
+  const SimSetup s = make_setup(300);
+  SimOptions o = options(Policy::eldr_cost, 60.0);
+  o.router.step_cost = o.model.cost;
+  auto quiet = simulate(s.evaluation, s.table, o);
+  o.report_steps = true;
+  auto reported = simulate(s.evaluation, s.table, o);
+  ASSERT_TRUE(quiet.is_ok() && reported.is_ok());
+  EXPECT_EQ(quiet->router_step_samples, 0u);
+  EXPECT_GT(reported->router_step_samples, 0u);
+  EXPECT_LE(reported->router_step_samples, reported->steps);
+  EXPECT_EQ(reported->tpot_ms.size(), 300u);
 }
 
 TEST(step_models, presets_cover_the_papers_models) {

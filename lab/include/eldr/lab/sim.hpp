@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,9 @@ struct SyntheticSimOptions {
   double output_tokens_sigma = 0.6;
   uint32_t output_tokens_max = 512;  // paper: outputs capped at 512
   uint64_t model_seed = 1;           // the "model": expert preferences
+  // Draw requests only from these domains (weights renormalised over them);
+  // empty = every domain. Drift mode calibrates on some and routes others.
+  std::vector<std::string> only_domains;
 };
 // Generates `n` requests; calibration and evaluation sets come from the same
 // model_seed with different `seed`s. decode (optional) receives decode counts
@@ -73,12 +77,63 @@ Result<SimWorkload> load_trace_workload(const std::string& token_experts_npy,
                                         const std::string& index_npy, const std::string& labels,
                                         uint32_t prefill_proxy_tokens = 32);
 
+// --- Load and step regimes that compare across presets (eldr sim --utilization,
+// --expert-share).
+//
+// D_rand: the expected distinct (layer, expert) pairs of a batch of `batch`
+// requests drawn at random (with replacement) from the workload, i.e. the
+// mean over `trials` random batches of sum over cells of 1 - prod (1 - p),
+// p the requests' per-token inclusion profiles.
+double random_batch_distinct(const SimWorkload& workload, uint32_t batch, uint64_t seed,
+                             uint32_t trials = 8);
+double mean_output_tokens(const SimWorkload& workload);
+
+// The pool's capacity in requests per second:
+//   capacity = workers * max_batch / (mean output tokens * S_full),
+//   S_full = step_ms(max_batch, D_rand) (in seconds here),
+// what a pool of full random batches decodes. Utilization U means the Poisson
+// arrival rate U * capacity.
+struct PoolCapacity {
+  double distinct_random = 0;  // D_rand at max_batch
+  double full_step_ms = 0;     // S_full
+  double mean_output_tokens = 0;
+  double requests_per_s = 0;
+};
+PoolCapacity pool_capacity(const StepCost& cost, uint32_t workers, double distinct_random,
+                           double mean_output_tokens);
+
+// The alpha (us) that makes alpha * distinct the share `share` (0 < share < 1)
+// of the step step_ms(max_batch, distinct), T0 and TSEQ kept:
+//   alpha * D = share * (T0 + TSEQ * max_batch + alpha * D).
+Result<double> alpha_for_expert_share(const StepCost& cost, double distinct, double share);
+
+// --- Request sets.
+// The requests at `rows` (in that order), with their prefill rows; profiles
+// and domain names are kept whole.
+SimWorkload select_requests(const SimWorkload& workload, std::span<const uint64_t> rows);
+// `n` requests drawn with replacement (seeded) from the workload's requests.
+SimWorkload resample_requests(const SimWorkload& workload, uint64_t n, uint64_t seed);
+// Drift mode: a label's group is its text up to the first '/' (a trace's
+// benchmark; a synthetic domain is its own group). The groups sorted by name;
+// the first half (floor(G / 2), at least 1) calibrate, the rest are routed.
+// invalid_argument with fewer than two groups.
+struct DriftGroups {
+  std::vector<std::string> calibration, evaluation;
+  bool calibrates(const std::string& label) const;
+};
+std::string label_group(const std::string& label);
+Result<DriftGroups> drift_groups(const std::vector<std::string>& labels);
+
 struct SimOptions {
   StepModel model;
   uint32_t workers = 16;
-  double rate = 40.0;                    // Poisson arrivals per second
-  uint64_t seed = 1;                     // arrivals
-  RouterOptions router;                  // policy, tau, ...
+  double rate = 40.0;    // Poisson arrivals per second
+  uint64_t seed = 1;     // arrivals
+  RouterOptions router;  // policy, tau, ...
+  // After each step, report it to the router: Router::report(worker,
+  // {batch = running + queued requests, step_ms = the simulated step}), so
+  // eldr_cost's online fit of the step constants runs.
+  bool report_steps = false;
   std::function<void(double)> progress;  // fraction of requests finished
 };
 
@@ -90,7 +145,9 @@ struct SimResult {
   double worker_load_max_over_mean = 0;  // decode tokens served
   double makespan_s = 0;
   uint64_t steps = 0;
-  std::vector<double> tpot_ms;                  // per request
+  StepCost router_step_cost;         // the constants the router predicted with at the end
+  uint64_t router_step_samples = 0;  // step reports its online fit used
+  std::vector<double> tpot_ms;       // per request
   std::vector<float> experts_per_step_samples;  // per step (for plots)
 };
 
