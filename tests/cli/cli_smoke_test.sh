@@ -36,6 +36,23 @@ for key in round_robin random jsq p2c domain eldr eldr_guard p50_ms p99_ms exper
            p50_reduction_pct p99_reduction_pct; do
   grep -q "\"$key\"" "$WORK/sim.json" || fail "sim json lacks $key"
 done
+# Load as a share of capacity, a set expert share, seeds, drift, step reports.
+"$ELDR" sim --preset gpt-oss-20b --workload language --workers 4 --utilization 0.3,0.6 \
+  --expert-share 0.5 --seeds 2 --drift --report-steps --requests 200 --calibration 200 \
+  --policies jsq eldr_cost --json > "$WORK/sim_modes.json"
+/usr/bin/python3 - "$WORK/sim_modes.json" <<'PY' || fail "sim modes json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+runs = d["eldr_cost"]["by_rate"]
+assert [round(r["utilization"], 6) for r in runs] == [0.3, 0.6], runs
+assert abs(runs[0]["rate"] - 0.3 * runs[0]["capacity_rps"]) < 1e-6
+assert abs(runs[0]["expert_share"] - 0.5) < 1e-9 and runs[0]["drift"] and runs[0]["seeds"] == 2
+assert len(runs[0]["per_seed"]) == 2
+assert runs[0]["p50_reduction_pct_min"] <= runs[0]["p50_reduction_pct"] <= runs[0]["p50_reduction_pct_max"]
+PY
+if "$ELDR" sim --workload task --rate 10 --utilization 0.5 --requests 10 2> "$WORK/err.txt"; then
+  fail "--rate with --utilization accepted"
+fi
 "$ELDR" sim --preset gpt-oss-20b --workload language --workers 4 --rate 50 --requests 200 \
   --calibration 200 --ablation tau > "$WORK/ablation.txt"
 grep -q "eldr tau=0.3" "$WORK/ablation.txt" || fail "tau ablation"
