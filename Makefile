@@ -14,7 +14,7 @@ ELDR := $(BUILD)/tools/eldr
 PYTHON ?= /usr/bin/python3
 WHEEL_DIR ?= $(BUILD)/wheels
 
-.PHONY: all deps configure build wheel test test-full test-soak test-unit test-asan test-tsan test-fuzz lint demo bench sim-table clean
+.PHONY: all deps configure build wheel test test-full test-soak test-unit test-asan test-tsan test-fuzz lint demo bench sim-table sim-matrix clean
 
 all: build
 
@@ -110,6 +110,15 @@ bench: build
 # The README's paper-shaped table (simulated; about two minutes here).
 sim-table: build
 	/usr/bin/python3 tools/sim_paper_table.py $(ELDR) 200 20000
+
+# The simulator matrix (issue 16): every policy x presets/workloads/the dev
+# trace x utilization x expert share, pools, model error, drift; 3 seeds,
+# 2 processes. Writes docs/sim_matrix.md, docs/sim_matrix.json and
+# docs/sim_matrix_{p50,p99}.png (under 20 minutes on 2 cores). Without
+# ../shared/data the trace rows are skipped.
+sim-matrix: configure
+	cmake --build $(BUILD) -j $(JOBS) --target eldr_cli
+	$(PYTHON) tools/sim_matrix.py $(ELDR) --out-dir docs --jobs 2
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
