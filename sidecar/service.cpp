@@ -193,11 +193,11 @@ void Service::reject(std::string_view request_id, Rejection why, const Status& s
 }
 
 Status Service::release(const RequestMap::Held& held) {
-  Status s = m_router->complete_request(held.key);
-  if (s || s.code() != Errc::not_found) return s;
-  // Not in the router's records: routed untracked (it had no record free).
-  // Take it off its worker's count as a complete without an id would.
-  return m_router->complete(held.worker);
+  // The router holds a record for every request in the map (its record pool
+  // is the map's capacity, and a full map evicts before routing), so
+  // not_found cannot come from a request routed untracked. Never fall back
+  // to complete(worker): that would take another request's footprint out.
+  return m_router->complete_request(held.key);
 }
 
 // ---- completes, reports, control --------------------------------------------------
