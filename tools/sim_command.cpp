@@ -47,7 +47,9 @@ struct SimArgs {
   float tau = 0.1f;
   double t0_ms = -1, tseq_ms = -1, alpha_us = -1;
   double expert_share = -1;  // alpha set so that alpha * D_rand is this share of S_full
-  double model_error = 1.0;  // the router's alpha = this * the simulator's
+  double model_error = 1.0;
+  uint32_t cost_cells = 0;  // eldr_cost: cells it reads (0 = the router's default)  // the router's
+                            // alpha = this * the simulator's
   SyntheticSimOptions synth;
   bool json = false, plain_kmeans = false, resample = true, drift = false, report_steps = false;
   bool preset_given = false, rate_given = false;
@@ -307,6 +309,7 @@ int run_sim(const SimArgs& a) {
         so.router.guard_ratio = a.guard_ratio;
         so.router.step_cost = model->cost;
         so.router.step_cost->alpha_us *= a.model_error;
+        if (a.cost_cells) so.router.cost_cells = a.cost_cells;
         const std::string stage =
             "sim " + run.name + (a.seeds > 1 ? " seed " + std::to_string(seed) : "");
         so.progress = [&](double f) { bar.update(stage, f); };
@@ -506,6 +509,9 @@ void register_sim_command(CLI::App& app) {
   sim->add_option("--tseq-ms", a->tseq_ms);
   sim->add_option("--alpha-us", a->alpha_us);
   sim->add_option("--max-batch", a->max_batch);
+  sim->add_option("--cost-cells", a->cost_cells,
+                  "eldr_cost reads every s-th layer, at most about this many cells (ablation)")
+      ->check(CLI::Range(1u, 65536u));
   sim->add_option("--model-error", a->model_error,
                   "the router's alpha (expert load time) is this many times the simulator's")
       ->check(CLI::Range(1e-3, 1e3));
