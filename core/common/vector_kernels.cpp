@@ -207,7 +207,10 @@ ELDR_INLINE v8f keep_q12(v8i s) noexcept {
   e = 1.0f - u * e;
   v8i bits;
   __builtin_memcpy(&bits, &e, sizeof(bits));
-  const v8i shifted = whole < 125 ? bits - (whole << 23) : v8i{};
+  // Clamped before the shift, so no lane overflows (both sides of the
+  // select are computed); past 2^-124 the lane is 0.
+  const v8i capped = whole < 125 ? whole : v8i{} + 125;
+  const v8i shifted = whole < 125 ? bits - (capped << 23) : v8i{};
   v8f out;
   __builtin_memcpy(&out, &shifted, sizeof(out));
   const v8f one = v8f{} + 1.0f;
