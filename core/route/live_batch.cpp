@@ -87,7 +87,12 @@ LiveBatches::Join LiveBatches::join(uint32_t slot, std::optional<uint64_t> id, c
   if (s.head == kNoRecord) s.head = r;
   ++s.count;
   if (id) insert_id(*id, r);
-  if (m_cells && p) {
+  // A slot's int32 q12 sums stay below 2^31 while at most kMaxFootprints
+  // requests add theirs (each adds <= 40,822 per cell); requests beyond that
+  // are recorded without a footprint.
+  rec.footprint = m_cells && p && s.footprints < kMaxFootprints;
+  if (rec.footprint) {
+    ++s.footprints;
     uint16_t* q = &m_q[size_t{r} * m_cells];
     kernels::log_keep_q12(p, m_cells, q);
     kernels::add_q12(&m_sum[size_t{slot} * m_cells], q, m_cells, false);
@@ -96,8 +101,6 @@ LiveBatches::Join LiveBatches::join(uint32_t slot, std::optional<uint64_t> id, c
     s.distinct =
         std::max(0.0, static_cast<double>(m_cells) -
                           kernels::scale_keep(&m_keep[size_t{slot} * m_cells], p, m_cells));
-  } else if (m_cells) {
-    std::fill_n(&m_q[size_t{r} * m_cells], m_cells, uint16_t{0});
   }
   return Join::joined;
 }
@@ -109,11 +112,13 @@ void LiveBatches::unlink(uint32_t r) {
   (rec.next != kNoRecord ? m_records[rec.next].prev : s.tail) = rec.prev;
   --s.count;
   if (rec.has_id) erase_id(rec.id);
-  if (m_cells) {
+  if (rec.footprint) {
+    --s.footprints;
     kernels::add_q12(&m_sum[size_t{rec.slot} * m_cells], &m_q[size_t{r} * m_cells], m_cells, true);
     refresh(rec.slot);
   }
   rec.has_id = false;
+  rec.footprint = false;
   rec.prev = kNoRecord;
   rec.next = m_free;
   m_free = r;
@@ -138,7 +143,7 @@ Status LiveBatches::leave_oldest(uint32_t slot) {
 void LiveBatches::refresh(uint32_t slot) {
   SlotState& s = m_slots[slot];
   const size_t at = size_t{slot} * m_cells;
-  if (s.count == 0) {  // an empty batch is exactly empty
+  if (s.footprints == 0) {  // an empty batch is exactly empty
     std::fill_n(&m_keep[at], m_cells, 1.0f);
     s.distinct = 0.0;
     return;

@@ -34,6 +34,8 @@
 namespace eldr::detail {
 
 inline constexpr uint32_t kNoRecord = 0xffffffffu;
+// Footprints one slot's batch sums hold at most (2^31 / 40,822 per cell).
+inline constexpr uint32_t kMaxFootprints = 32768;
 
 class LiveBatches {
  public:
@@ -81,12 +83,14 @@ class LiveBatches {
   struct Record {
     uint64_t id = 0;
     bool has_id = false;
+    bool footprint = false;  // its q12 logs are in its slot's sums
     uint32_t slot = 0;
     uint32_t prev = kNoRecord, next = kNoRecord;  // the slot's FIFO; next = free list
   };
   struct SlotState {
     uint32_t head = kNoRecord, tail = kNoRecord;  // oldest, newest
     uint32_t count = 0;
+    uint32_t footprints = 0;  // records whose footprint is in the sums
     double distinct = 0.0;
   };
   LiveBatches() = default;

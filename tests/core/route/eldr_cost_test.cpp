@@ -131,6 +131,20 @@ TEST(eldr_cost, leaving_restores_the_batch_exactly) {
   EXPECT_EQ(sut->workers()[0].inflight, 0);
 }
 
+TEST(eldr_cost, a_huge_batch_keeps_its_sums_in_range_and_empties_exactly) {
+  // Past 32,768 footprints on one worker the requests are still recorded
+  // (ids, counts) but add no footprint: the int32 q12 sums never overflow.
+  auto sut = make({.policy = Policy::eldr_cost, .max_inflight = 40000}, axis_table(1));
+  const auto heavy = layer0({1, 0, 0, 0});  // p = 0.999 on one cell: the largest q
+  for (uint64_t id = 0; id < 40000; ++id) ASSERT_TRUE(sut->route(heavy, {.request_id = id}));
+  EXPECT_EQ(sut->stats().untracked, 0u);
+  EXPECT_EQ(sut->workers()[0].tracked, 40000u);
+  EXPECT_NEAR(sut->workers()[0].batch_experts, 1.0, 1e-3);
+  for (uint64_t id = 0; id < 40000; ++id) ASSERT_TRUE(sut->complete_request(id).is_ok());
+  EXPECT_EQ(sut->workers()[0].batch_experts, 0.0);
+  EXPECT_EQ(sut->workers()[0].inflight, 0);
+}
+
 TEST(complete_by_id, unknown_and_repeated_ids_are_counted_and_change_nothing) {
   for (Policy p : {Policy::eldr_cost, Policy::jsq, Policy::eldr}) {
     auto sut = make({.policy = p});
