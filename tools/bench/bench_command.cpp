@@ -56,9 +56,9 @@ int run_bench_route(const BenchArgs& a) {
   // evict the other's data from the caches). Every worker holds a live batch
   // of live_batch requests, routed with ids; each timed decision routes one
   // more and then completes the oldest, so the batches stay that size.
-  auto time_policy = [&](Policy policy, std::vector<uint64_t>& ns) -> Status {
+  auto time_policy = [&](Policy timed, std::vector<uint64_t>& ns) -> Status {
     RouterOptions ro;
-    ro.policy = policy;
+    ro.policy = timed;
     ro.max_workers = std::max<uint32_t>(256, a.workers);
     ro.max_inflight = std::max<uint32_t>(8192, a.live_batch * a.workers + 1);
     auto router = Router::create(shared, ro);
