@@ -159,15 +159,19 @@ int64_t sum16(const int16_t* values, size_t n) noexcept {
 }
 
 ELDR_MULTIVERSION
-void scaled_counts(const int16_t* counts, size_t n, float scale, float* p) noexcept {
+float scaled_counts(const int16_t* counts, size_t n, float scale, float* p) noexcept {
   const v8f cap = v8f{} + kMaxDemand;
+  v8f acc = {};
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const v8f v = load_counts8(counts + i) * scale;
     const v8f r = v < cap ? v : cap;
     __builtin_memcpy(p + i, &r, sizeof(r));
+    acc += r;
   }
-  for (; i < n; ++i) p[i] = std::min(static_cast<float>(counts[i]) * scale, kMaxDemand);
+  float sum = sum8(acc);
+  for (; i < n; ++i) sum += p[i] = std::min(static_cast<float>(counts[i]) * scale, kMaxDemand);
+  return sum;
 }
 
 namespace {

@@ -16,7 +16,6 @@ Result<std::unique_ptr<LiveBatches>> LiveBatches::create(const Geometry& g, uint
   if (cost_cells == 0) return Status{Errc::invalid_argument, "cost_cells must be >= 1"};
   std::unique_ptr<LiveBatches> b(new LiveBatches());
   b->m_track = track_footprints;
-  b->m_layers = g.layers;
   b->m_experts = g.experts;
   b->m_top_k = g.top_k;
   // Every s-th layer, at least one, at most about cost_cells cells.
@@ -60,8 +59,7 @@ float LiveBatches::demand(std::span<const int16_t> counts, float* p) const noexc
       std::fill_n(out, m_experts, 0.0f);
       continue;
     }
-    kernels::scaled_counts(row, m_experts, static_cast<float>(1.0 / tokens), out);
-    for (uint32_t e = 0; e < m_experts; ++e) total += out[e];
+    total += kernels::scaled_counts(row, m_experts, static_cast<float>(1.0 / tokens), out);
   }
   return total;
 }
@@ -75,7 +73,6 @@ LiveBatches::Join LiveBatches::join(uint32_t slot, std::optional<uint64_t> id, c
   const uint32_t r = m_free;
   Record& rec = m_records[r];
   m_free = rec.next;
-  ++m_used;
   rec.id = id.value_or(0);
   rec.has_id = id.has_value();
   rec.slot = slot;
@@ -122,7 +119,6 @@ void LiveBatches::unlink(uint32_t r) {
   rec.prev = kNoRecord;
   rec.next = m_free;
   m_free = r;
-  --m_used;
 }
 
 Result<uint32_t> LiveBatches::leave_id(uint64_t id) {
@@ -134,10 +130,10 @@ Result<uint32_t> LiveBatches::leave_id(uint64_t id) {
   return slot;
 }
 
-Status LiveBatches::leave_oldest(uint32_t slot) {
-  if (m_slots[slot].head == kNoRecord) return {Errc::not_found, "no request on this worker"};
+bool LiveBatches::leave_oldest(uint32_t slot) noexcept {
+  if (m_slots[slot].head == kNoRecord) return false;
   unlink(m_slots[slot].head);
-  return Status::ok();
+  return true;
 }
 
 void LiveBatches::refresh(uint32_t slot) {

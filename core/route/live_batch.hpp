@@ -72,12 +72,11 @@ class LiveBatches {
   Join join(uint32_t slot, std::optional<uint64_t> id, const float* p);
   // The request with this id leaves; returns its slot. not_found if unknown.
   Result<uint32_t> leave_id(uint64_t id);
-  // The oldest request on `slot` leaves (its id, if any, is forgotten).
-  // not_found when the slot has none.
-  Status leave_oldest(uint32_t slot);
+  // The oldest request on `slot` leaves (its id, if any, is forgotten);
+  // false when the slot has none.
+  bool leave_oldest(uint32_t slot) noexcept;
 
   uint64_t untracked() const noexcept { return m_untracked; }
-  uint32_t in_flight() const noexcept { return m_used; }
 
  private:
   struct Record {
@@ -102,7 +101,7 @@ class LiveBatches {
   void erase_id(uint64_t id) noexcept;
 
   bool m_track = false;
-  uint32_t m_layers = 0, m_experts = 0, m_stride = 1, m_read_layers = 0, m_top_k = 0;
+  uint32_t m_experts = 0, m_stride = 1, m_read_layers = 0, m_top_k = 0;
   uint32_t m_cells = 0;
   double m_layer_scale = 1.0;
   std::vector<SlotState> m_slots;
@@ -111,7 +110,7 @@ class LiveBatches {
   std::vector<float> m_demand;  // [cells]
   std::vector<Record> m_records;
   std::unique_ptr<uint16_t[]> m_q;  // [max_inflight][cells], left untouched until used
-  uint32_t m_free = kNoRecord, m_used = 0;
+  uint32_t m_free = kNoRecord;
   struct IdEntry {
     uint64_t id;
     uint32_t record;  // kNoRecord = empty

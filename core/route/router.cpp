@@ -232,6 +232,18 @@ Result<uint32_t> Router::find_slot(int32_t worker_id) const {
   return Status{Errc::not_found, "no worker with id " + std::to_string(worker_id)};
 }
 
+namespace {
+
+// One request less in flight, never below zero; whether there was one.
+bool release_one(std::atomic<int64_t>& inflight) noexcept {
+  int64_t cur = inflight.load(std::memory_order_relaxed);
+  while (cur > 0 && !inflight.compare_exchange_weak(cur, cur - 1, std::memory_order_relaxed)) {
+  }
+  return cur > 0;
+}
+
+}  // namespace
+
 Status Router::complete_request(uint64_t request_id) {
   std::lock_guard lock(m_live_mutex);
   auto slot = m_live->leave_id(request_id);
@@ -240,10 +252,7 @@ Status Router::complete_request(uint64_t request_id) {
     m_completes_unknown.fetch_add(1, std::memory_order_relaxed);
     return slot.status();
   }
-  std::atomic<int64_t>& inflight = m_slots[*slot].inflight;
-  int64_t cur = inflight.load(std::memory_order_relaxed);
-  while (cur > 0 && !inflight.compare_exchange_weak(cur, cur - 1, std::memory_order_relaxed)) {
-  }
+  (void)release_one(m_slots[*slot].inflight);
   return Status::ok();
 }
 
@@ -255,11 +264,8 @@ Status Router::complete(int32_t worker_id) {
     Slot& s = m_slots[i];
     if (s.id.load(std::memory_order_relaxed) != worker_id) continue;
     std::lock_guard lock(m_live_mutex);
-    const bool had_record = m_live->leave_oldest(i).is_ok();
-    int64_t cur = s.inflight.load(std::memory_order_relaxed);
-    while (cur > 0 && !s.inflight.compare_exchange_weak(cur, cur - 1, std::memory_order_relaxed)) {
-    }
-    if (cur > 0 || had_record) return Status::ok();
+    const bool had_record = m_live->leave_oldest(i);
+    if (release_one(s.inflight) || had_record) return Status::ok();
     m_completes_rejected.fetch_add(1, std::memory_order_relaxed);
     return {Errc::state, "worker " + std::to_string(worker_id) + " has no request in flight"};
   }

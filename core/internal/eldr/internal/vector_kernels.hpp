@@ -77,8 +77,9 @@ void dot_q16_block(const int16_t* x, const int16_t* q, size_t chunks, int64_t* o
 inline constexpr int32_t kQ12One = 4096;
 inline constexpr float kMaxDemand = 0.999f;  // p is capped: 1 - p stays > 0
 
-// p[i] = min(counts[i] * scale, kMaxDemand): a footprint's per-token usage.
-void scaled_counts(const int16_t* counts, size_t n, float scale, float* p) noexcept;
+// p[i] = min(counts[i] * scale, kMaxDemand): a footprint's per-token usage;
+// returns the sum of p.
+float scaled_counts(const int16_t* counts, size_t n, float scale, float* p) noexcept;
 // q[i] = round(-log2(1 - p[i]) * 4096), p[i] in [0, kMaxDemand] (<= 40,822).
 void log_keep_q12(const float* p, size_t n, uint16_t* q) noexcept;
 // s[i] += q[i], or -= q[i] when `subtract`.
