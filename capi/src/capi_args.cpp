@@ -1,5 +1,7 @@
 #include "capi_args.hpp"
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -52,6 +54,31 @@ eldr_status_t check_shape(const char* fn, uint32_t layers, uint32_t experts) noe
   }
   if (experts == 0 || experts > kMaxExperts) {
     std::snprintf(msg, sizeof msg, "experts %u outside [1, %u]", experts, kMaxExperts);
+    return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+  }
+  return ELDR_OK;
+}
+
+eldr_status_t check_load(const char* fn, uint32_t worker, float kv_usage) noexcept {
+  if (worker > static_cast<uint32_t>(INT32_MAX)) {
+    char msg[64];
+    std::snprintf(msg, sizeof msg, "worker id %u is above INT32_MAX", worker);
+    return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+  }
+  if (!(kv_usage >= 0.0f && kv_usage <= 1.0f))
+    return fail(ELDR_E_INVALID_ARGUMENT, fn, "kv_usage must be in [0, 1]");
+  return ELDR_OK;
+}
+
+eldr_status_t check_worker_report(const char* fn, const eldr_worker_report_t* report) noexcept {
+  if (eldr_status_t s = require(fn, report, "report")) return s;
+  if (eldr_status_t s = check_version(fn, "report", report->version, ELDR_WORKER_REPORT_VERSION))
+    return s;
+  if (eldr_status_t s = check_load(fn, report->worker, report->kv_usage)) return s;
+  if (!(std::isfinite(report->step_ms) && report->step_ms >= 0.0f)) {
+    char msg[96];
+    std::snprintf(msg, sizeof msg, "step_ms %g must be finite and >= 0 (0 = not reported)",
+                  static_cast<double>(report->step_ms));
     return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
   }
   return ELDR_OK;

@@ -28,4 +28,10 @@ eldr_status_t check_request_id(const char* fn, const char* request_id,
 // A footprint's shape by itself: 1..kMaxLayers layers, 1..kMaxExperts experts.
 eldr_status_t check_shape(const char* fn, uint32_t layers, uint32_t experts) noexcept;
 
+// A load report's worker id (<= INT32_MAX) and KV-cache usage (in [0, 1]).
+eldr_status_t check_load(const char* fn, uint32_t worker, float kv_usage) noexcept;
+// An eldr_worker_report_t: not NULL, its version, check_load, and a finite
+// step_ms >= 0 (0 = not reported).
+eldr_status_t check_worker_report(const char* fn, const eldr_worker_report_t* report) noexcept;
+
 }  // namespace eldr::capi

@@ -227,9 +227,7 @@ eldr_status_t eldr_worker_report(eldr_client_t* client, uint32_t worker, uint32_
   static constexpr const char* fn = "eldr_worker_report";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require_client(fn, client)) return s;
-    if (worker > INT32_MAX) return fail(ELDR_E_INVALID_ARGUMENT, fn, "worker id above INT32_MAX");
-    if (!(kv_usage >= 0.0f && kv_usage <= 1.0f))
-      return fail(ELDR_E_INVALID_ARGUMENT, fn, "kv_usage must be in [0, 1]");
+    if (eldr_status_t s = eldr::capi::check_load(fn, worker, kv_usage)) return s;
     if (eldr::Status s = client->client->push_worker_report(worker, running, kv_usage); !s)
       return fail(fn, s);
     return ELDR_OK;
@@ -240,16 +238,7 @@ eldr_status_t eldr_worker_report_ex(eldr_client_t* client, const eldr_worker_rep
   static constexpr const char* fn = "eldr_worker_report_ex";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require_client(fn, client)) return s;
-    if (eldr_status_t s = eldr::capi::require(fn, report, "report")) return s;
-    if (eldr_status_t s = check_version(fn, "report", report->version, ELDR_WORKER_REPORT_VERSION))
-      return s;
-    if (report->worker > INT32_MAX)
-      return fail(ELDR_E_INVALID_ARGUMENT, fn, "worker id above INT32_MAX");
-    if (!(report->kv_usage >= 0.0f && report->kv_usage <= 1.0f))
-      return fail(ELDR_E_INVALID_ARGUMENT, fn, "kv_usage must be in [0, 1]");
-    if (!(std::isfinite(report->step_ms) && report->step_ms >= 0.0f))
-      return fail(ELDR_E_INVALID_ARGUMENT, fn,
-                  "step_ms must be finite and >= 0 (0 = not reported)");
+    if (eldr_status_t s = eldr::capi::check_worker_report(fn, report)) return s;
     // batch_size and step_ms 0: the plain report, which every eldrd reads.
     const eldr::shm::WorkerReportRecord record{report->worker, report->running, report->kv_usage,
                                                report->batch_size, report->step_ms};

@@ -61,6 +61,25 @@ void fill_decision(const Decision& d, eldr_decision_t* out) noexcept {
   *out = decision;
 }
 
+// The arguments of the calls that fill a whole decision (route_ex, route_id).
+eldr_status_t check_decision_call(const char* fn, const eldr_router_t* router,
+                                  const int16_t* counts, uint32_t layers, uint32_t experts,
+                                  const eldr_decision_t* out) noexcept {
+  if (eldr_status_t s = require(fn, router, "router")) return s;
+  if (eldr_status_t s = require(fn, out, "out")) return s;
+  if (eldr_status_t s = check_version(fn, "out", out->version, ELDR_DECISION_VERSION)) return s;
+  return check_counts(fn, *router, counts, layers, experts);
+}
+
+// One decision with `hints`, into *out.
+eldr_status_t decide(const char* fn, eldr_router_t& router, const int16_t* counts,
+                     const RouteHints& hints, eldr_decision_t* out) {
+  auto d = router.router->route({counts, router.geometry.cells()}, hints);
+  if (!d) return fail(fn, d.status());
+  fill_decision(*d, out);
+  return ELDR_OK;
+}
+
 // A version-1 eldr_router_options_t ends where version 2's step constants begin.
 constexpr size_t kRouterOptionsV1Size = offsetof(eldr_router_options_t, t0_ms);
 static_assert(kRouterOptionsV1Size == 64, "the version-1 layout of eldr_router_options_t moved");
@@ -215,10 +234,8 @@ eldr_status_t eldr_router_route_ex(eldr_router_t* router, const int16_t* counts,
                                    eldr_decision_t* out) {
   static constexpr const char* fn = "eldr_router_route_ex";
   return guarded(fn, [&]() -> eldr_status_t {
-    if (eldr_status_t s = require(fn, router, "router")) return s;
-    if (eldr_status_t s = require(fn, out, "out")) return s;
-    if (eldr_status_t s = check_version(fn, "out", out->version, ELDR_DECISION_VERSION)) return s;
-    if (eldr_status_t s = eldr::capi::check_counts(fn, *router, counts, layers, experts)) return s;
+    if (eldr_status_t s = eldr::capi::check_decision_call(fn, router, counts, layers, experts, out))
+      return s;
     if (loads == nullptr && n_loads != 0)
       return fail(ELDR_E_INVALID_ARGUMENT, fn, "loads is NULL but n_loads is not 0");
     eldr::RouteHints hints;
@@ -232,10 +249,7 @@ eldr_status_t eldr_router_route_ex(eldr_router_t* router, const int16_t* counts,
       }
       hints.loads = {loads, n_loads};
     }
-    auto d = router->router->route({counts, router->geometry.cells()}, hints);
-    if (!d) return fail(fn, d.status());
-    eldr::capi::fill_decision(*d, out);
-    return ELDR_OK;
+    return eldr::capi::decide(fn, *router, counts, hints, out);
   });
 }
 
@@ -244,16 +258,11 @@ eldr_status_t eldr_router_route_id(eldr_router_t* router, uint64_t request_id,
                                    eldr_decision_t* out) {
   static constexpr const char* fn = "eldr_router_route_id";
   return guarded(fn, [&]() -> eldr_status_t {
-    if (eldr_status_t s = require(fn, router, "router")) return s;
-    if (eldr_status_t s = require(fn, out, "out")) return s;
-    if (eldr_status_t s = check_version(fn, "out", out->version, ELDR_DECISION_VERSION)) return s;
-    if (eldr_status_t s = eldr::capi::check_counts(fn, *router, counts, layers, experts)) return s;
+    if (eldr_status_t s = eldr::capi::check_decision_call(fn, router, counts, layers, experts, out))
+      return s;
     eldr::RouteHints hints;
     hints.request_id = request_id;
-    auto d = router->router->route({counts, router->geometry.cells()}, hints);
-    if (!d) return fail(fn, d.status());
-    eldr::capi::fill_decision(*d, out);
-    return ELDR_OK;
+    return eldr::capi::decide(fn, *router, counts, hints, out);
   });
 }
 
@@ -298,21 +307,7 @@ eldr_status_t eldr_router_report(eldr_router_t* router, const eldr_worker_report
   static constexpr const char* fn = "eldr_router_report";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require(fn, router, "router")) return s;
-    if (eldr_status_t s = require(fn, report, "report")) return s;
-    if (eldr_status_t s = check_version(fn, "report", report->version, ELDR_WORKER_REPORT_VERSION))
-      return s;
-    char msg[96];
-    if (report->worker > static_cast<uint32_t>(INT32_MAX)) {
-      std::snprintf(msg, sizeof msg, "worker id %u is past INT32_MAX", report->worker);
-      return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
-    }
-    if (!(report->kv_usage >= 0.0f && report->kv_usage <= 1.0f))
-      return fail(ELDR_E_INVALID_ARGUMENT, fn, "kv_usage must be in [0, 1]");
-    if (!(std::isfinite(report->step_ms) && report->step_ms >= 0.0f)) {
-      std::snprintf(msg, sizeof msg, "step_ms %g must be finite and >= 0 (0 = not reported)",
-                    static_cast<double>(report->step_ms));
-      return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
-    }
+    if (eldr_status_t s = eldr::capi::check_worker_report(fn, report)) return s;
     // 0 = not reported, for both. `running` and kv_usage are the daemon's
     // liveness signals: the embedded router keeps no liveness.
     eldr::WorkerReport r;
