@@ -59,11 +59,6 @@ class RequestMap {
     remove_from_index(at);
     return release(slot);
   }
-  // Removes `id`; returns the worker it was routed to, if it was held.
-  std::optional<int32_t> erase(std::string_view id) noexcept {
-    if (const std::optional<Held> held = take(id)) return held->worker;
-    return std::nullopt;
-  }
 
   // Removes the oldest request; returns what was held. Requires size() > 0.
   Held take_oldest() noexcept {
@@ -72,7 +67,6 @@ class RequestMap {
     remove_from_index(locate(e.view(), hash_of(e.view())));
     return release(slot);
   }
-  int32_t pop_oldest() noexcept { return take_oldest().worker; }
 
   // Appends `id` as the newest request. Requires !full(), `id` not held and
   // 1 <= id.size() <= shm::kMaxRequestId (the transport validated it).

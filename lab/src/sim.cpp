@@ -363,13 +363,18 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
     return Status{Errc::invalid_argument, "rate must be > 0"};
   if (o.model.cost.max_batch == 0) return Status{Errc::invalid_argument, "max_batch must be >= 1"};
   const uint32_t K = table->num_clusters();
+  const size_t cells = g.cells();
+  const uint64_t n = wl.requests.size();
   RouterOptions ro = o.router;
   ro.max_workers = std::max(ro.max_workers, K);
+  // A record for every request in flight (up to 2^20 at once: 2 KiB of
+  // address space each, touched only while used), so each completes by its
+  // id and its own footprint leaves its worker's batch.
+  ro.max_inflight = std::max<uint32_t>(
+      ro.max_inflight, static_cast<uint32_t>(std::min<uint64_t>(n, uint64_t{1} << 20)));
   auto router_r = Router::create(table, ro);
   if (!router_r) return router_r.status();
   Router& router = **router_r;
-  const size_t cells = g.cells();
-  const uint64_t n = wl.requests.size();
 
   std::vector<Worker> workers(K);
   for (auto& w : workers) w.keep_product.assign(cells, 1.0f);
@@ -443,10 +448,8 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
       }
       res.tpot_ms.push_back((ev.time - join_time[r]) * 1000.0 / wl.requests[r].output_tokens);
       update_union(w, &wl.inclusion[size_t{wl.requests[r].profile} * cells], cells, false);
-      // By id, so eldr_cost's batch footprint loses this request's; a request
-      // routed with the router's record pool full was never tracked: count it
-      // off its worker.
-      if (!router.complete_request(r)) (void)router.complete(table->worker_ids[ev.id]);
+      // By id, so eldr_cost's batch footprint loses this request's.
+      (void)router.complete_request(r);
       ++finished;
     }
     w.batch.resize(keep);

@@ -433,13 +433,15 @@ TEST(request_map, matches_an_oldest_first_list_model) {
       const uint32_t op = rng() % 8;
       if (op < 5) {  // a footprint: a held id is removed first (a retry), a full map evicts
         if (auto it = model.find(id); it != model.end()) {
-          ASSERT_EQ(sut.erase(id), it->second->second);
+          const std::optional<RequestMap::Held> held = sut.take(id);
+          ASSERT_TRUE(held.has_value());
+          ASSERT_EQ(held->worker, it->second->second);
           order.erase(it->second);
           model.erase(it);
         }
         if (sut.full()) {
           ASSERT_EQ(order.size(), capacity);
-          ASSERT_EQ(sut.pop_oldest(), order.front().second);
+          ASSERT_EQ(sut.take_oldest().worker, order.front().second);
           model.erase(order.front().first);
           order.pop_front();
         }
@@ -449,11 +451,12 @@ TEST(request_map, matches_an_oldest_first_list_model) {
         model.emplace(id, std::prev(order.end()));
       } else if (op < 7) {  // a complete
         auto it = model.find(id);
-        const std::optional<int32_t> got = sut.erase(id);
+        const std::optional<RequestMap::Held> got = sut.take(id);
         if (it == model.end()) {
           ASSERT_FALSE(got.has_value());
         } else {
-          ASSERT_EQ(got, it->second->second);
+          ASSERT_TRUE(got.has_value());
+          ASSERT_EQ(got->worker, it->second->second);
           order.erase(it->second);
           model.erase(it);
         }
