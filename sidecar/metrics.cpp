@@ -258,6 +258,7 @@ std::string Metrics::render() const {
 
   const std::pair<const char*, const std::atomic<uint64_t>*> counters[] = {
       {"eldr_complete_unknown_total", &m_complete_unknown},
+      {"eldr_complete_refused_total", &m_complete_refused},
       {"eldr_request_map_evicted_total", &m_request_evicted},
       {"eldr_rerouted_total", &m_rerouted},
       {"eldr_report_unknown_worker_total", &m_report_unknown},
@@ -271,6 +272,8 @@ std::string Metrics::render() const {
   const char* helps[] = {
       "complete records for a request id the daemon does not hold (unknown, or completed "
       "already).",
+      "complete records refused: no completion token (or a wrong one) and not from the "
+      "process that pushed the request's footprint. Nothing changed.",
       "Oldest request ids dropped from the bounded request map (their in-flight released).",
       "Request ids pushed again while in flight (routed anew, the old pick released).",
       "Load reports for a worker the router does not know.",

@@ -93,6 +93,8 @@ class Metrics {
   // A decision overwritten `age_ns` after it was published, to make room.
   void observe_decision_evicted(uint64_t age_ns) noexcept { m_evicted_age.observe(age_ns); }
   void count_complete_unknown() noexcept { m_complete_unknown.fetch_add(1, kRelaxed); }
+  // A complete without the request's token, from another process than its pusher.
+  void count_complete_refused() noexcept { m_complete_refused.fetch_add(1, kRelaxed); }
   void count_request_evicted() noexcept { m_request_evicted.fetch_add(1, kRelaxed); }
   void count_rerouted() noexcept { m_rerouted.fetch_add(1, kRelaxed); }
   void count_report_unknown_worker() noexcept { m_report_unknown.fetch_add(1, kRelaxed); }
@@ -114,6 +116,7 @@ class Metrics {
   std::string render() const;  // Prometheus text exposition format 0.0.4
   uint64_t rejected(Rejection r) const noexcept;
   uint64_t complete_unknown() const noexcept { return m_complete_unknown.load(kRelaxed); }
+  uint64_t complete_refused() const noexcept { return m_complete_refused.load(kRelaxed); }
   uint64_t request_evicted() const noexcept { return m_request_evicted.load(kRelaxed); }
   uint64_t rerouted() const noexcept { return m_rerouted.load(kRelaxed); }
   uint64_t report_bad_value() const noexcept { return m_report_bad_value.load(kRelaxed); }
@@ -128,9 +131,9 @@ class Metrics {
   std::array<std::atomic<uint64_t>, static_cast<size_t>(Rejection::count_)> m_rejected{};
   NsHistogram m_latency{kLatencyBucketsNs};
   NsHistogram m_evicted_age{kEvictedAgeBucketsNs};
-  std::atomic<uint64_t> m_complete_unknown{0}, m_request_evicted{0}, m_rerouted{0},
-      m_report_unknown{0}, m_report_bad_value{0}, m_stale_transitions{0}, m_reloads{0},
-      m_reload_failures{0}, m_refits{0}, m_refit_failures{0}, m_table_epoch{0};
+  std::atomic<uint64_t> m_complete_unknown{0}, m_complete_refused{0}, m_request_evicted{0},
+      m_rerouted{0}, m_report_unknown{0}, m_report_bad_value{0}, m_stale_transitions{0},
+      m_reloads{0}, m_reload_failures{0}, m_refits{0}, m_refit_failures{0}, m_table_epoch{0};
   mutable std::mutex m_tables;
   std::vector<WorkerGauge> m_workers;
   std::vector<shm::ClientInfo> m_clients;

@@ -38,7 +38,9 @@ class RequestMap {
   // What the map holds about one request.
   struct Held {
     int32_t worker = -1;
-    uint64_t key = 0;  // the caller's (the service: its router request id)
+    uint64_t key = 0;        // the caller's (the service: its router request id)
+    uint64_t token = 0;      // what a complete must present (the service's completion token)
+    uint32_t owner_pid = 0;  // the process that pushed it: may complete it without the token
   };
 
   size_t size() const noexcept { return m_size; }
@@ -49,6 +51,13 @@ class RequestMap {
     const size_t at = locate(id, hash_of(id));
     if (at == kNotFound) return std::nullopt;
     return m_entries[slot_of(m_index[at])].worker;
+  }
+
+  // What is held about `id`, without removing it.
+  std::optional<Held> peek(std::string_view id) const noexcept {
+    const size_t at = locate(id, hash_of(id));
+    if (at == kNotFound) return std::nullopt;
+    return held_of(m_entries[slot_of(m_index[at])]);
   }
 
   // Removes `id`; returns what was held about it, if it was held.
@@ -71,12 +80,17 @@ class RequestMap {
   // Appends `id` as the newest request. Requires !full(), `id` not held and
   // 1 <= id.size() <= shm::kMaxRequestId (the transport validated it).
   void push(std::string_view id, int32_t worker, uint64_t key = 0) {
+    push(id, Held{worker, key, 0, 0});
+  }
+  void push(std::string_view id, const Held& held) {
     const uint32_t slot = acquire();
     Entry& e = m_entries[slot];
     e.length = static_cast<uint8_t>(id.size());
     std::memcpy(e.id, id.data(), id.size());
-    e.worker = worker;
-    e.key = key;
+    e.worker = held.worker;
+    e.key = held.key;
+    e.token = held.token;
+    e.owner_pid = held.owner_pid;
     e.newer = kNone;
     e.older = m_newest;
     if (m_newest != kNone) m_entries[m_newest].newer = slot;
@@ -96,7 +110,9 @@ class RequestMap {
     uint32_t older = kNone;  // oldest-first list; in the free list, `newer` links
     uint32_t newer = kNone;
     int32_t worker = -1;
+    uint32_t owner_pid = 0;
     uint64_t key = 0;
+    uint64_t token = 0;
     uint8_t length = 0;
     char id[shm::kMaxRequestId];
     std::string_view view() const noexcept { return {id, length}; }
@@ -176,8 +192,9 @@ class RequestMap {
     e.older = kNone;
     m_free = slot;
     --m_size;
-    return {e.worker, e.key};
+    return held_of(e);
   }
+  static Held held_of(const Entry& e) noexcept { return {e.worker, e.key, e.token, e.owner_pid}; }
 
   uint32_t m_capacity;
   size_t m_size = 0;

@@ -1,10 +1,12 @@
 #include "service.hpp"
 
 #include <time.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <random>
 
 #include "log.hpp"
 
@@ -66,7 +68,8 @@ Service::Service(std::unique_ptr<Router> router, const ServiceOptions& options, 
       m_metrics(metrics),
       m_clock(std::move(clock)),
       m_requests(options.request_map_capacity),
-      m_health(*m_router, metrics, options.worker_report_timeout_ms) {}
+      m_health(*m_router, metrics, options.worker_report_timeout_ms),
+      m_token_secret((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()) {}
 
 Service::~Service() = default;
 
@@ -161,8 +164,11 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
            decision.status());
     return;
   }
-  m_requests.push(f.request_id, decision->worker_id, *hints.request_id);
+  const uint64_t key = *hints.request_id;
+  const uint64_t token = completion_token(key);
+  m_requests.push(f.request_id, {decision->worker_id, key, token, f.client_pid});
   shm::DecisionIn out;
+  out.completion_token = token;
   out.status = static_cast<int32_t>(Errc::ok);
   out.worker = decision->worker_id;
   out.similarity = decision->similarity;
@@ -202,7 +208,34 @@ Status Service::release(const RequestMap::Held& held) {
 
 // ---- completes, reports, control --------------------------------------------------
 
-void Service::on_complete(uint32_t /*client*/, std::string_view request_id) {
+uint64_t Service::completion_token(uint64_t key) const noexcept {
+  // Keyed by a secret drawn at start: a client cannot derive one request's
+  // token from another's, and a key reused after a restart gets another token.
+  const uint64_t t = XXH3_64bits_withSeed(&key, sizeof(key), m_token_secret);
+  return t != 0 ? t : 1;  // 0 means "no token"
+}
+
+void Service::on_complete(uint32_t client, std::string_view request_id) {
+  on_complete_ex({client, 0, request_id, 0});
+}
+
+void Service::on_complete_ex(const shm::CompleteIn& c) {
+  const std::string_view request_id = c.request_id;
+  const std::optional<RequestMap::Held> known = m_requests.peek(request_id);
+  // Who may complete: whoever presents the request's token (it came with the
+  // decision), or, with no token, the process that pushed the footprint. A
+  // client completing ids it was never given changes nothing.
+  if (known && (c.completion_token != 0 ? c.completion_token != known->token
+                                        : c.client_pid != known->owner_pid)) {
+    m_metrics.count_complete_refused();
+    if (std::has_single_bit(++m_refusals_logged))
+      ELDR_LOG(warn, "refused complete of request '%.*s' from client %u (pid %u): %s [%llu so far]",
+               static_cast<int>(request_id.size()), request_id.data(), c.client, c.client_pid,
+               c.completion_token != 0 ? "wrong completion token"
+                                       : "no token, and not the process that pushed it",
+               static_cast<unsigned long long>(m_refusals_logged));
+    return;
+  }
   const std::optional<RequestMap::Held> held = m_requests.take(request_id);
   if (!held) {
     // Unknown, or completed already: counted, nothing else changes.
@@ -303,7 +336,8 @@ std::vector<shm::Host::WorkerRow> Service::maintain() {
                   cost.max_batch,
                   st.step_samples,
                   m_metrics.complete_unknown(),
-                  st.untracked};
+                  st.untracked,
+                  m_metrics.complete_refused()};
   m_metrics.set_router(
       {m_router->options().policy, cost, st.step_samples, st.untracked, st.completes_unknown});
   m_metrics.set_table_epoch(m_router->table_epoch());

@@ -57,6 +57,7 @@ class Service final : public shm::RecordHandler {
   // ---- shm::RecordHandler (consumer thread) ----
   void on_footprint(const shm::FootprintIn& footprint) override;
   void on_complete(uint32_t client, std::string_view request_id) override;
+  void on_complete_ex(const shm::CompleteIn& complete) override;
   void on_worker_report(uint32_t client, uint32_t worker, uint32_t running,
                         float kv_usage) override;
   // With batch_size / step_ms (schema 2): the router's report().
@@ -109,6 +110,9 @@ class Service final : public shm::RecordHandler {
 
   RequestMap m_requests;    // request id -> worker and router key, oldest first, bounded
   uint64_t m_next_key = 1;  // the router's request ids (RouteHints::request_id)
+  uint64_t m_token_secret;  // keys the completion tokens (random per start)
+  uint64_t m_refusals_logged = 0;
+  uint64_t completion_token(uint64_t key) const noexcept;
   shm::Host::RouterRow m_router_row;
 
   WorkerHealth m_health;                 // uses *m_router: declared after it

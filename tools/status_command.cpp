@@ -59,6 +59,7 @@ nlohmann::json to_json(const std::string& instance, const shm::SegmentSnapshot& 
                      {"max_batch", r.max_batch}}},
                    {"step_samples", r.step_samples},
                    {"completes_unknown", r.completes_unknown},
+                   {"completes_refused", r.completes_refused},
                    {"untracked", r.untracked}};
   } else {
     j["router"] = nullptr;
@@ -100,10 +101,12 @@ void print_text(const std::string& instance, const shm::SegmentSnapshot& s) {
     const shm::Host::RouterRow& r = *s.router;
     std::printf(
         "router: policy %s, step t0 %.4g ms + tseq %.4g ms/request + alpha %.4g us/expert "
-        "(max batch %u), %llu step samples, %llu unknown completes, %llu untracked\n",
+        "(max batch %u), %llu step samples, %llu unknown completes, %llu refused completes, "
+        "%llu untracked\n",
         policy_of(r.policy), r.t0_ms, r.tseq_ms, r.alpha_us, r.max_batch,
         static_cast<unsigned long long>(r.step_samples),
         static_cast<unsigned long long>(r.completes_unknown),
+        static_cast<unsigned long long>(r.completes_refused),
         static_cast<unsigned long long>(r.untracked));
   }
   std::printf("clients: %zu\n", s.clients.size());

@@ -53,10 +53,10 @@ static eldrgo_wait_result eldrgo_route(eldr_client_t* c, _GoString_ id, const in
   return r;
 }
 
-static eldrgo_err eldrgo_complete(eldr_client_t* c, _GoString_ id) {
+static eldrgo_err eldrgo_complete(eldr_client_t* c, _GoString_ id, uint64_t token) {
   char buf[ELDRGO_MAX_REQUEST_ID + 1];
   if (!eldrgo_request_id(id, buf)) return eldrgo_fail(ELDR_E_INVALID_ARGUMENT, "bad request id");
-  return eldrgo_check(eldr_request_complete(c, buf));
+  return eldrgo_check(eldr_request_complete_token(c, buf, token));
 }
 
 static eldrgo_err eldrgo_report(eldr_client_t* c, uint32_t worker, uint32_t running, float kv) {
@@ -203,8 +203,16 @@ func (c *Client) Route(requestID string, fp Footprint, timeout time.Duration) (D
 }
 
 // Complete reports that requestID's decode finished: its worker's in-flight
-// count drops by one.
+// count drops by one. Without a token the daemon accepts it only from the
+// process that pushed the request's footprint: other processes (a gateway,
+// a decode engine) use CompleteWithToken.
 func (c *Client) Complete(requestID string) error {
+	return c.CompleteWithToken(requestID, 0)
+}
+
+// CompleteWithToken completes requestID presenting the CompletionToken of
+// its Decision; the daemon refuses (and counts) a wrong one.
+func (c *Client) CompleteWithToken(requestID string, token uint64) error {
 	if err := validateRequestID(requestID); err != nil {
 		return err
 	}
@@ -213,7 +221,7 @@ func (c *Client) Complete(requestID string) error {
 	if c.ptr == nil {
 		return closedError("client")
 	}
-	return toError(C.eldrgo_complete(c.ptr, requestID))
+	return toError(C.eldrgo_complete(c.ptr, requestID, C.uint64_t(token)))
 }
 
 // Report is a decode engine's load report: running requests and KV-cache

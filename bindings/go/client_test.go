@@ -25,7 +25,10 @@ func TestClientRouteGetsADecision(t *testing.T) {
 	if d.Worker < 0 || d.Worker > 3 || d.BandSize < 1 || d.Similarity <= 0 {
 		t.Fatalf("decision %+v", d)
 	}
-	if err := sut.Complete("go-route-1"); err != nil {
+	if d.CompletionToken == 0 {
+		t.Fatalf("decision without a completion token: %+v", d)
+	}
+	if err := sut.CompleteWithToken("go-route-1", d.CompletionToken); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -176,13 +176,16 @@ type Decision struct {
 	TableEpoch uint64  // cluster table generation used
 	Policy     Policy
 	Latency    time.Duration // sidecar: push to publish, measured by the daemon
+	// sidecar: what CompleteWithToken presents for this request, from a
+	// process other than the one that pushed its footprint.
+	CompletionToken uint64
 }
 
 func decisionFromC(d *C.eldr_decision_t) Decision {
 	return Decision{
 		Worker: int32(d.worker), Similarity: float32(d.similarity), BandSize: uint32(d.band_size),
 		TableEpoch: uint64(d.table_epoch), Policy: Policy(d.policy),
-		Latency: time.Duration(d.latency_ns),
+		Latency: time.Duration(d.latency_ns), CompletionToken: uint64(d.completion_token),
 	}
 }
 

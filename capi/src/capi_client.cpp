@@ -64,6 +64,7 @@ eldr_status_t wait_decision(const char* fn, eldr_client_t* client, std::string_v
   decision.policy = d->policy;
   decision.status = d->status;
   decision.latency_ns = d->latency_ns;
+  decision.completion_token = d->completion_token;
   *out = decision;
   return ELDR_OK;
 }
@@ -212,12 +213,18 @@ eldr_status_t eldr_route(eldr_client_t* client, const char* request_id, const in
 }
 
 eldr_status_t eldr_request_complete(eldr_client_t* client, const char* request_id) {
-  static constexpr const char* fn = "eldr_request_complete";
+  return eldr_request_complete_token(client, request_id, 0);
+}
+
+eldr_status_t eldr_request_complete_token(eldr_client_t* client, const char* request_id,
+                                          uint64_t completion_token) {
+  static constexpr const char* fn = "eldr_request_complete_token";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require_client(fn, client)) return s;
     std::string_view id;
     if (eldr_status_t s = check_request_id(fn, request_id, &id)) return s;
-    if (eldr::Status s = client->client->push_complete(id); !s) return fail(fn, s);
+    if (eldr::Status s = client->client->push_complete(id, completion_token); !s)
+      return fail(fn, s);
     return ELDR_OK;
   });
 }

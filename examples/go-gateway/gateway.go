@@ -24,7 +24,9 @@ import (
 type Decisions interface {
 	Wait(requestID string, timeout time.Duration) (eldr.Decision, error)
 	Route(requestID string, fp eldr.Footprint, timeout time.Duration) (eldr.Decision, error)
-	Complete(requestID string) error
+	// The gateway did not push the footprint (the engine did): it presents
+	// the decision's completion token, or the daemon refuses the complete.
+	CompleteWithToken(requestID string, token uint64) error
 }
 
 // Gateway takes /v1/completions, has the prefill engine run the prompt, asks
@@ -87,6 +89,10 @@ type decodeRequest struct {
 	RequestID string `json:"request_id"`
 	Worker    int32  `json:"worker"`
 	MaxTokens int    `json:"max_tokens"`
+	// The decision's token: the decode engine completes the request with it
+	// (eldr refuses completes from a process that neither pushed the
+	// footprint nor holds the token).
+	CompletionToken uint64 `json:"completion_token,omitempty"`
 }
 
 type decodeResponse struct {
@@ -208,10 +214,10 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 	// 3. Decode on the chosen worker.
 	url := strings.ReplaceAll(g.DecodeURL, "{worker}", strconv.Itoa(int(resp.Worker)))
 	var out decodeResponse
-	err = g.post(ctx, url, decodeRequest{req.RequestID, resp.Worker, req.MaxTokens}, &out)
+	err = g.post(ctx, url, decodeRequest{req.RequestID, resp.Worker, req.MaxTokens, d.CompletionToken}, &out)
 	if g.ReportCompletion && resp.RoutedBy == "eldr" {
 		// Finished or failed, the request no longer runs on the worker.
-		if cerr := g.Eldr.Complete(req.RequestID); cerr != nil {
+		if cerr := g.Eldr.CompleteWithToken(req.RequestID, d.CompletionToken); cerr != nil {
 			g.logf("request %s: eldr complete: %v", req.RequestID, cerr)
 		}
 	}

@@ -266,7 +266,10 @@ func (r refuse) Route(id string, _ eldr.Footprint, _ time.Duration) (eldr.Decisi
 	r.t.Errorf("eldr asked to route %q", id)
 	return eldr.Decision{}, eldr.ErrInternal
 }
-func (r refuse) Complete(id string) error { r.t.Errorf("eldr completion for %q", id); return nil }
+func (r refuse) CompleteWithToken(id string, _ uint64) error {
+	r.t.Errorf("eldr completion for %q", id)
+	return nil
+}
 
 func TestBadRequestsAndUpstreamFailures(t *testing.T) {
 	engines := newFakeEngines(t, nil)

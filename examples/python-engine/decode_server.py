@@ -42,13 +42,16 @@ class DecodeWorkers:
         request_id = require_str(body, "request_id", 128)
         worker = require_int(body, "worker", 0, len(self.running) - 1)
         max_tokens = require_int(body, "max_tokens", 1, MAX_DECODE_TOKENS)
+        # The decision's completion token, forwarded by the gateway: this
+        # process did not push the footprint, so eldr wants it to complete.
+        token = require_int(body, "completion_token", 0, 2**64 - 1) if "completion_token" in body else 0
         self._admit(worker, max_tokens, +1)
         try:
             time.sleep(max_tokens * self.us_per_token / 1e6)  # the decode steps
             text = " ".join(WORDS[(worker + i) % len(WORDS)] for i in range(min(max_tokens, 32)))
         finally:
             self._admit(worker, max_tokens, -1)
-        self._complete(request_id)
+        self._complete(request_id, token)
         with self.lock:
             self.served[worker] += 1
         return 200, {"request_id": request_id, "worker": worker, "text": text}
@@ -71,11 +74,11 @@ class DecodeWorkers:
                 self.report_failures += 1
             print(f"decode: load report for worker {worker} failed: {err}", file=sys.stderr)
 
-    def _complete(self, request_id: str) -> None:
+    def _complete(self, request_id: str, token: int) -> None:
         deadline = time.monotonic() + COMPLETE_RETRY_S
         while True:
             try:
-                self.client.complete(request_id)
+                self.client.complete(request_id, token)
                 return
             except eldr.RingFull as err:
                 if time.monotonic() < deadline:

@@ -320,13 +320,20 @@ Status Client::push_footprint(const FootprintOut& footprint) {
                        [&](uint8_t* to) { m.encoder.write_to(to); });
 }
 
-Status Client::push_complete(std::string_view request_id) {
+Status Client::push_complete(std::string_view request_id, uint64_t completion_token) {
   ELDR_TRY(validate_request_id(request_id));
   Impl& m = *m_impl;
   std::lock_guard lock(m.mutex);
   ELDR_TRY(m.ensure_attached());
-  return m.push_bytes(RecordType::complete,
-                      {reinterpret_cast<const uint8_t*>(request_id.data()), request_id.size()});
+  const std::span<const uint8_t> id(reinterpret_cast<const uint8_t*>(request_id.data()),
+                                    request_id.size());
+  if (completion_token == 0) return m.push_bytes(RecordType::complete, kCompleteSchemaV1, id);
+  const CompleteMsgHead head{completion_token};
+  return m.push_record(RecordType::complete, kCompleteSchema, sizeof(head) + id.size(),
+                       [&](uint8_t* to) {
+                         std::memcpy(to, &head, sizeof(head));
+                         kernels::copy_bytes(to + sizeof(head), id.data(), id.size());
+                       });
 }
 
 Status Client::push_worker_report(uint32_t worker, uint32_t running, float kv_usage) {
@@ -418,7 +425,9 @@ Result<Client::Claim> Client::claim(RecordType type, size_t payload_bytes) {
     return Status{Errc::invalid_argument, "cannot claim a record of that type"};
   ELDR_TRY(m.ensure_attached());
   m.settle_claims();
-  auto r = m.att->writer.reserve(type, current_schema(type), payload_bytes);
+  // A claimed complete is the id alone (schema 1): a claim carries no token.
+  const uint16_t schema = type == RecordType::complete ? kCompleteSchemaV1 : current_schema(type);
+  auto r = m.att->writer.reserve(type, schema, payload_bytes);
   if (!r) return r.status();
   m.claims.push_back(*r);
   m.touch();

@@ -118,16 +118,17 @@ std::optional<uint64_t> publish_decision(DecisionCell* cells, uint32_t slots,
     }
   }
   DecisionPayload p{};
-  p.id_length = static_cast<uint32_t>(std::min(request_id.size(), kMaxRequestId));
+  p.id_length = static_cast<uint16_t>(std::min(request_id.size(), kMaxRequestId));
   std::memcpy(p.id, request_id.data(), p.id_length);
   p.status = decision.status;
   p.worker = decision.worker;
   p.similarity = decision.similarity;
   p.band_size = decision.band_size;
-  p.policy = decision.policy;
+  p.policy = static_cast<uint16_t>(std::min<uint32_t>(decision.policy, UINT16_MAX));
   p.table_epoch = decision.table_epoch;
-  p.latency_ns = decision.latency_ns;
+  p.latency_ns = static_cast<uint32_t>(std::min<uint64_t>(decision.latency_ns, UINT32_MAX));
   p.publish_ns = publish_ns;
+  p.completion_token = decision.completion_token;
   p.id_hash = hash;
   seqlock_write(cells[target].seq, cells[target].words, p);
   if (own || have_empty) return std::nullopt;
@@ -148,6 +149,7 @@ std::optional<DecisionIn> lookup_decision(const DecisionCell* cells, uint32_t sl
     d.policy = p.policy;
     d.table_epoch = p.table_epoch;
     d.latency_ns = p.latency_ns;
+    d.completion_token = p.completion_token;
     return d;
   }
   return std::nullopt;
@@ -183,6 +185,7 @@ void write_workers(SegmentHeader& header, WorkerCell* cells, uint32_t capacity,
     header.step_alpha_us.store(std::bit_cast<uint64_t>(router->alpha_us), r);
     header.step_samples.store(router->step_samples, r);
     header.completes_unknown.store(router->completes_unknown, r);
+    header.completes_refused.store(router->completes_refused, r);
     header.untracked.store(router->untracked, r);
   }
   header.workers_seq.store(s + 2, std::memory_order_release);
@@ -218,6 +221,7 @@ bool read_workers(const SegmentHeader& header, const WorkerCell* cells, uint32_t
         row.alpha_us = std::bit_cast<double>(header.step_alpha_us.load(r));
         row.step_samples = header.step_samples.load(r);
         row.completes_unknown = header.completes_unknown.load(r);
+        row.completes_refused = header.completes_refused.load(r);
         row.untracked = header.untracked.load(r);
         *router = row;
       }

@@ -263,10 +263,12 @@ size_t Host::poll(RecordHandler& handler, size_t max_records) {
             case RecordType::footprint:
               d.footprint.client = slot;
               d.footprint.seen_ns = seen;
+              d.footprint.client_pid = row->pid.load(std::memory_order_relaxed);
               handler.on_footprint(d.footprint);
               break;
             case RecordType::complete:
-              handler.on_complete(slot, d.request_id);
+              handler.on_complete_ex({slot, row->pid.load(std::memory_order_relaxed), d.request_id,
+                                      d.completion_token});
               break;
             case RecordType::worker_report:
               handler.on_worker_report_ex(

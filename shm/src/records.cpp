@@ -43,6 +43,7 @@ std::span<const T> as_span(const flatbuffers::Vector<T>* v) {
 Status check_schema(RecordType type, uint16_t schema) {
   if (schema == current_schema(type)) return Status::ok();
   if (type == RecordType::worker_report && schema == kWorkerReportSchemaV1) return Status::ok();
+  if (type == RecordType::complete && schema == kCompleteSchemaV1) return Status::ok();
   return {Errc::unsupported, "record schema " + std::to_string(schema) +
                                  " (this build reads schema " +
                                  std::to_string(current_schema(type)) + ")"};
@@ -132,7 +133,16 @@ Status decode_record(RecordType type, uint16_t schema, std::span<const uint8_t> 
                                     f.block_rows);
     }
     case RecordType::complete: {
-      const std::string_view id(reinterpret_cast<const char*>(payload.data()), payload.size());
+      size_t head = 0;
+      if (schema == kCompleteSchema) {
+        CompleteMsgHead h;
+        if (payload.size() < sizeof(h)) return bad_size("complete", payload.size(), sizeof(h) + 1);
+        std::memcpy(&h, payload.data(), sizeof(h));
+        out.completion_token = h.completion_token;
+        head = sizeof(h);
+      }
+      const std::string_view id(reinterpret_cast<const char*>(payload.data()) + head,
+                                payload.size() - head);
       ELDR_TRY(validate_request_id(id));
       out.request_id = id;
       return Status::ok();

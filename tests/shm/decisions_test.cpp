@@ -32,6 +32,7 @@ DecisionIn decision(int32_t worker, float similarity = 0.5f) {
   d.policy = 1;
   d.table_epoch = 9;
   d.latency_ns = 1234;
+  d.completion_token = 0x8000000000000001ull + uint64_t(worker);
   return d;
 }
 
@@ -47,7 +48,13 @@ TEST(shm_decisions, a_published_decision_is_found_with_all_its_fields) {
   EXPECT_EQ(sut->policy, 1u);
   EXPECT_EQ(sut->table_epoch, 9u);
   EXPECT_EQ(sut->latency_ns, 1234u);
+  EXPECT_EQ(sut->completion_token, 0x8000000000000005ull);
   EXPECT_EQ(sut->status, 0);
+  // The latency word saturates (4.3 s) rather than wrapping.
+  DecisionIn slow = decision(2);
+  slow.latency_ns = 10'000'000'000ull;
+  p.host->publish("req-slow", slow);
+  EXPECT_EQ(p.client->wait_decision("req-slow", 0)->latency_ns, UINT32_MAX);
   EXPECT_EQ(p.client->wait_decision("req-b", 0).status().code(), Errc::timeout);
   EXPECT_EQ(p.client->wait_decision("", 0).status().code(), Errc::invalid_argument);
 }
@@ -174,7 +181,7 @@ TEST(shm_decisions, a_hash_collision_is_told_apart_by_the_id) {
   int forged = 0;
   for (auto& cell : cells) {
     const uint64_t length_word = cell.words[0].load();
-    if (static_cast<uint32_t>(length_word) != 8) continue;  // the only 8-byte id
+    if (static_cast<uint16_t>(length_word) != 8) continue;  // the only 8-byte id
     cell.words[kHashWord].store(mine);
     ++forged;
   }
@@ -182,7 +189,7 @@ TEST(shm_decisions, a_hash_collision_is_told_apart_by_the_id) {
   EXPECT_FALSE(detail::lookup_decision(cells.data(), kSlots, "mine").has_value());
   detail::publish_decision(cells.data(), kSlots, "mine", decision(2), 2000);  // evicts old-1
   const auto still_forged = std::count_if(cells.begin(), cells.end(), [&](const auto& cell) {
-    return cell.words[kHashWord].load() == mine && static_cast<uint32_t>(cell.words[0].load()) == 8;
+    return cell.words[kHashWord].load() == mine && static_cast<uint16_t>(cell.words[0].load()) == 8;
   });
   EXPECT_EQ(still_forged, 1);  // "other-id" kept its cell
   const auto sut = detail::lookup_decision(cells.data(), kSlots, "mine");

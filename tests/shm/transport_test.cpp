@@ -83,14 +83,19 @@ TEST(shm_transport, a_client_registers_and_its_records_reach_the_handler) {
   ASSERT_TRUE((*sut)->push_complete("r1").is_ok());
   ASSERT_TRUE((*sut)->push_worker_report(3, 7, 0.25f).is_ok());
   ASSERT_TRUE((*sut)->push_worker_control(3, WorkerOp::drain).is_ok());
+  ASSERT_TRUE((*sut)->push_complete("r2", 0xfeedface12345678ull).is_ok());
   RecordingHandler handler;
-  EXPECT_EQ((*host)->poll(handler), 4u);
+  EXPECT_EQ((*host)->poll(handler), 5u);
+  // A complete carries its token (0: none, a schema-1 record) and the sender's pid.
+  ASSERT_EQ(handler.complete_tokens, (std::vector<uint64_t>{0, 0xfeedface12345678ull}));
+  EXPECT_EQ(handler.complete_pids, (std::vector<uint32_t>(2, static_cast<uint32_t>(::getpid()))));
+  EXPECT_EQ(handler.footprints.at(0).client_pid, static_cast<uint32_t>(::getpid()));
   ASSERT_EQ(handler.footprints.size(), 1u);
   EXPECT_EQ(handler.footprints[0].request_id, "r1");
   EXPECT_EQ(handler.footprints[0].counts, counts);
   EXPECT_EQ(handler.footprints[0].client, (*sut)->slot());
   EXPECT_EQ(handler.footprints[0].prefill_end_ns, 42u);
-  ASSERT_EQ(handler.completes.size(), 1u);
+  ASSERT_EQ(handler.completes.size(), 2u);
   EXPECT_EQ(handler.completes[0].second, "r1");
   ASSERT_EQ(handler.reports.size(), 1u);
   EXPECT_EQ(handler.reports[0].running, 7u);
@@ -100,7 +105,7 @@ TEST(shm_transport, a_client_registers_and_its_records_reach_the_handler) {
   auto clients = (*host)->clients();
   ASSERT_EQ(clients.size(), 1u);
   EXPECT_EQ(clients[0].pid, static_cast<uint32_t>(::getpid()));
-  EXPECT_EQ(clients[0].records, 4u);
+  EXPECT_EQ(clients[0].records, 5u);
   EXPECT_EQ(clients[0].ring_used, 0u);
 }
 

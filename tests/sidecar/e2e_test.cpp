@@ -463,6 +463,70 @@ TEST_F(EldrdTest, completes_by_request_id_and_counts_unknown_and_double_completi
   EXPECT_NE(body.find("eldr_router_completes_unknown_total 0"), std::string::npos) << body;
 }
 
+// Who may complete: the process that pushed a request (no token needed), or
+// any process presenting the request's completion token from its decision.
+// Another process completing without the token, or with a wrong one, is
+// refused and counted, and every in-flight count stays exact.
+TEST_F(EldrdTest, only_the_pusher_or_a_holder_of_the_token_completes_a_request) {
+  std::ofstream(config_path) << default_config();
+  const std::string port = free_loopback_port();
+  start_daemon({"--metrics-port", port});
+  auto client = open_client();
+  ASSERT_TRUE(client);
+  std::vector<uint64_t> tokens;
+  for (int i = 0; i < 4; ++i) {
+    auto d = route(*client, "owned-" + std::to_string(i), i);
+    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+    EXPECT_NE(d->completion_token, 0u);
+    tokens.push_back(d->completion_token);
+  }
+  EXPECT_NE(tokens[0], tokens[1]);
+  const auto inflight_total = [&] {
+    auto s = shm::read_snapshot(instance);
+    uint64_t n = 0;
+    if (s)
+      for (const auto& w : s->workers) n += w.inflight;
+    return s && s->router
+               ? std::optional<std::pair<uint64_t, uint64_t>>{{n, s->router->completes_refused}}
+               : std::nullopt;
+  };
+  ASSERT_TRUE(
+      eventually([&] { return inflight_total() == std::make_pair(uint64_t{4}, uint64_t{0}); }));
+
+  // Another process (a gateway, a stray engine): no token, a wrong token, a
+  // token of another request are refused; the right token completes owned-2.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int rc = 10;
+    if (auto other = shm::Client::open(instance)) {
+      rc = (*other)->push_complete("owned-0") ? 0 : 1;
+      rc |= (*other)->push_complete("owned-1", tokens[1] ^ 1) ? 0 : 2;
+      rc |= (*other)->push_complete("owned-3", tokens[1]) ? 0 : 4;
+      rc |= (*other)->push_complete("owned-2", tokens[2]) ? 0 : 8;
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_TRUE(eventually([&] {
+    return inflight_total() == std::make_pair(uint64_t{3}, uint64_t{3});
+  })) << "three refused, owned-2 completed";
+  // The pusher itself needs no token; a token works from it too.
+  ASSERT_TRUE(client->push_complete("owned-0"));
+  ASSERT_TRUE(client->push_complete("owned-1", tokens[1]));
+  ASSERT_TRUE(client->push_complete("owned-3"));
+  ASSERT_TRUE(
+      eventually([&] { return inflight_total() == std::make_pair(uint64_t{0}, uint64_t{3}); }));
+  std::string body;
+  ASSERT_TRUE(eventually([&] {
+    body = http_get(port, "/metrics");
+    return body.find("eldr_complete_refused_total 3") != std::string::npos;
+  })) << body;
+  EXPECT_NE(body.find("eldr_complete_unknown_total 0"), std::string::npos) << body;
+}
+
 TEST_F(EldrdTest, sigterm_stops_gracefully_and_removes_the_segment) {
   start_daemon();
   ASSERT_TRUE(std::filesystem::exists("/dev/shm" + shm::segment_name(instance)));

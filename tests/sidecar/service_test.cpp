@@ -199,6 +199,37 @@ TEST_F(ServiceTest, complete_releases_in_flight_and_never_goes_negative) {
   EXPECT_EQ(sut->router().stats().completes_unknown, 0u);
 }
 
+// The completion token: in the decision, nonzero, distinct per request; a
+// complete presenting it is accepted from anyone, one without it only from
+// the pushing process; everything else is refused and changes nothing.
+TEST_F(ServiceTest, completes_need_the_token_unless_they_come_from_the_pusher) {
+  make();
+  push_top("a", 1);
+  push_top("b", 1);
+  push_top("c", 1);
+  const uint64_t ta = sink.last("a").completion_token, tb = sink.last("b").completion_token;
+  EXPECT_NE(ta, 0u);
+  EXPECT_NE(ta, tb);
+  EXPECT_EQ(inflight(101), 3);
+  sut->on_complete_ex({2, 4242, "a", 0});       // another process, no token
+  sut->on_complete_ex({2, 4242, "a", ta ^ 1});  // a wrong token
+  sut->on_complete_ex({2, 4242, "a", tb});      // another request's token
+  EXPECT_EQ(inflight(101), 3);
+  EXPECT_EQ(metrics.complete_refused(), 3u);
+  EXPECT_EQ(metrics.complete_unknown(), 0u);
+  EXPECT_EQ(sut->requests_in_flight(), 3u);
+  sut->on_complete_ex({2, 4242, "a", ta});  // the token: accepted from anyone
+  EXPECT_EQ(inflight(101), 2);
+  sut->on_complete_ex({1, 0, "b", 0});  // the pusher (pid 0 in these tests) needs none
+  EXPECT_EQ(inflight(101), 1);
+  sut->on_complete_ex({2, 4242, "a", ta});  // done already: unknown, not refused
+  EXPECT_EQ(metrics.complete_unknown(), 1u);
+  EXPECT_EQ(metrics.complete_refused(), 3u);
+  // A rejected request gets no token.
+  push("bad-shape", std::vector<int16_t>(3, 1));
+  EXPECT_EQ(sink.last("bad-shape").completion_token, 0u);
+}
+
 TEST_F(ServiceTest, completes_take_the_request_by_its_id_out_of_its_workers_batch) {
   ServiceOptions o = locality();
   o.router.policy = Policy::eldr_cost;

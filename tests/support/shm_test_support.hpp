@@ -60,6 +60,7 @@ struct RecordedFootprint {
   std::vector<uint64_t> block_hashes;
   std::vector<uint8_t> row_present, block_rows;
   uint64_t prefill_end_ns = 0;
+  uint32_t client_pid = 0;
 };
 
 struct Rejection {
@@ -80,10 +81,16 @@ class RecordingHandler : public shm::RecordHandler {
                           {f.block_hashes.begin(), f.block_hashes.end()},
                           {f.row_present.begin(), f.row_present.end()},
                           {f.block_rows.begin(), f.block_rows.end()},
-                          f.prefill_end_ns});
+                          f.prefill_end_ns,
+                          f.client_pid});
   }
   void on_complete(uint32_t client, std::string_view id) override {
     completes.emplace_back(client, std::string(id));
+  }
+  void on_complete_ex(const shm::CompleteIn& c) override {
+    on_complete(c.client, c.request_id);
+    complete_tokens.push_back(c.completion_token);
+    complete_pids.push_back(c.client_pid);
   }
   void on_worker_report(uint32_t client, uint32_t worker, uint32_t running,
                         float kv_usage) override {
@@ -112,6 +119,8 @@ class RecordingHandler : public shm::RecordHandler {
   };
   std::vector<RecordedFootprint> footprints;
   std::vector<std::pair<uint32_t, std::string>> completes;
+  std::vector<uint64_t> complete_tokens;
+  std::vector<uint32_t> complete_pids;
   std::vector<Report> reports;
   std::vector<Control> controls;
   std::vector<Rejection> rejections;

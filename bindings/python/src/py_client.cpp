@@ -59,9 +59,11 @@ class Client {
     return wait_for(request_id_arg(request_id_obj), timeout_ms);
   }
 
-  void complete(const py::handle& request_id_obj) {
+  void complete(const py::handle& request_id_obj, uint64_t token) {
     const std::string id = request_id_arg(request_id_obj);
-    call([&](eldr_client_t* client) { return eldr_request_complete(client, id.c_str()); });
+    call([&](eldr_client_t* client) {
+      return eldr_request_complete_token(client, id.c_str(), token);
+    });
   }
 
   // eldr_worker_report_ex: without batch_size and step_ms it sends the plain
@@ -151,8 +153,10 @@ void bind_client(py::module_& m) {
            py::arg("timeout_ms") = 1000,
            "push then wait. A footprint the daemon rejected raises its eldr.Error subclass "
            "(e.g. eldr.ShapeMismatch) with the decision attached as .decision.")
-      .def("complete", &Client::complete, py::arg("request_id"),
-           "The request's decode finished: its worker's in-flight count drops by one.")
+      .def("complete", &Client::complete, py::arg("request_id"), py::arg("token") = 0,
+           "The request's decode finished: its worker's in-flight count drops by one. token: "
+           "the decision's completion_token; without it (0) the daemon accepts the complete "
+           "only from the process that pushed the footprint.")
       .def("report", &Client::report, py::arg("worker"), py::arg("running"), py::arg("kv_usage"),
            py::kw_only(), py::arg("batch_size") = 0, py::arg("step_ms") = 0.0f,
            "Load report from a decode worker (kv_usage in [0, 1]). batch_size: requests in its "

@@ -136,6 +136,9 @@ void bind_decision(py::module_& m) {
           "status_name", [](const Decision& d) { return std::string(eldr_status_name(d.status)); })
       .def_readonly("latency_ns", &Decision::latency_ns,
                     "Sidecar: push to publish, measured by the daemon (0 when embedded).")
+      .def_readonly("completion_token", &Decision::completion_token,
+                    "Sidecar: what Client.complete(request_id, token) presents from a process "
+                    "other than the one that pushed the footprint (0 when embedded).")
       .def_property_readonly("ok", [](const Decision& d) { return d.status == ELDR_OK; })
       .def("to_dict",
            [](const Decision& d) {
@@ -147,6 +150,7 @@ void bind_decision(py::module_& m) {
              out["policy"] = policy_label(d.policy);
              out["status"] = d.status;
              out["latency_ns"] = d.latency_ns;
+             out["completion_token"] = d.completion_token;
              return out;
            })
       .def("__repr__", [](const Decision& d) {

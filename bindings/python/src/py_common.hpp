@@ -143,9 +143,11 @@ struct Decision {
   uint32_t policy = 0;
   int32_t status = ELDR_OK;
   uint64_t latency_ns = 0;
+  uint64_t completion_token = 0;
 
   static Decision from_c(const eldr_decision_t& d) {
-    return {d.worker, d.similarity, d.band_size, d.table_epoch, d.policy, d.status, d.latency_ns};
+    return {d.worker, d.similarity, d.band_size,  d.table_epoch,
+            d.policy, d.status,     d.latency_ns, d.completion_token};
   }
 };
 

@@ -36,8 +36,13 @@ def test_push_from_an_engine_wait_from_a_gateway(daemon: str, workload: Workload
         engine.push(request, workload.prefill[3])
         decision = gateway.wait(request, 5000)
         again = gateway.wait(request.encode(), 0)  # bytes ids; a published decision stays
-        gateway.complete(request)
+        # The gateway presents the decision's token (a gateway in another
+        # process needs it; the daemon refuses its complete without it).
+        gateway.complete(request, token=decision.completion_token)
     assert decision.ok and again.worker == decision.worker
+    assert decision.completion_token != 0
+    assert again.completion_token == decision.completion_token
+    assert decision.to_dict()["completion_token"] == decision.completion_token
 
 
 def test_wait_releases_the_gil_while_blocked(daemon: str, workload: Workload) -> None:

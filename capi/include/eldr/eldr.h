@@ -132,10 +132,13 @@ typedef struct eldr_decision {
   uint32_t policy;      /* ELDR_POLICY_* */
   int32_t status;       /* sidecar: ELDR_OK, or why the daemon rejected this request */
   uint64_t latency_ns;  /* sidecar: push to publish, measured by the daemon */
-  uint64_t reserved[4];
+  /* sidecar: what eldr_request_complete_token presents for this request (0 for
+   * a rejected one). In the space of reserved[0] of earlier headers. */
+  uint64_t completion_token;
+  uint64_t reserved[3];
 } eldr_decision_t;
 
-#define ELDR_DECISION_INIT {ELDR_DECISION_VERSION, -1, 0.0f, 0, 0, 0, 0, 0, {0, 0, 0, 0}}
+#define ELDR_DECISION_INIT {ELDR_DECISION_VERSION, -1, 0.0f, 0, 0, 0, 0, 0, 0, {0, 0, 0}}
 ELDR_API void eldr_decision_init(eldr_decision_t* decision);
 
 /* ---- sidecar client ----------------------------------------------------------
@@ -207,9 +210,17 @@ ELDR_API eldr_status_t eldr_route(eldr_client_t* client, const char* request_id,
                                   uint32_t timeout_ms, eldr_decision_t* out);
 
 /* The request's decode has finished: its worker's in-flight count drops by one.
+ * Who may complete a request: whoever presents its completion token (from its
+ * decision: a gateway or decode engine in another process), or, without a
+ * token, the process that pushed its footprint. The daemon refuses any other
+ * complete and counts it (eldr_complete_refused_total); nothing else changes,
+ * so a client cannot complete requests it was never given.
+ * eldr_request_complete = eldr_request_complete_token with token 0.
  * Errors: INVALID_ARGUMENT, RING_FULL, NO_DAEMON. (An unknown request id is
  * counted by the daemon in its metrics.) */
 ELDR_API eldr_status_t eldr_request_complete(eldr_client_t* client, const char* request_id);
+ELDR_API eldr_status_t eldr_request_complete_token(eldr_client_t* client, const char* request_id,
+                                                   uint64_t completion_token);
 
 /* Load report from a decode engine: running requests and KV-cache usage in
  * [0, 1]. A worker that stops reporting is taken out of routing after the

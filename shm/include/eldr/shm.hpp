@@ -80,6 +80,9 @@ struct DecisionIn {
   uint32_t policy = 0;
   uint64_t table_epoch = 0;
   uint64_t latency_ns = 0;  // record seen -> decision published
+  // What a complete of this request must carry unless it comes from the
+  // process that pushed the footprint (0: none issued, e.g. a rejection).
+  uint64_t completion_token = 0;
 };
 
 // ---- client side -----------------------------------------------------------
@@ -105,7 +108,10 @@ class Client {
 
   // ring_full: nothing was written. capacity: record larger than ring/8.
   Status push_footprint(const FootprintOut& footprint);
-  Status push_complete(std::string_view request_id);
+  // completion_token: the one in the request's decision (DecisionIn), which
+  // any client may present; 0 = none, accepted only from the process that
+  // pushed the request's footprint.
+  Status push_complete(std::string_view request_id, uint64_t completion_token = 0);
   Status push_worker_report(uint32_t worker, uint32_t running, float kv_usage);
   // Sends a schema-1 record when batch_size and step_ms are 0 (any daemon
   // reads it), else a schema-2 one (a daemon before it rejects the record).
@@ -199,7 +205,16 @@ struct FootprintIn {
   std::span<const uint8_t> row_present;
   std::span<const uint8_t> block_rows;
   uint64_t prefill_end_ns = 0;
-  uint64_t seen_ns = 0;  // CLOCK_MONOTONIC when the daemon read it
+  uint64_t seen_ns = 0;     // CLOCK_MONOTONIC when the daemon read it
+  uint32_t client_pid = 0;  // the pushing process, as the kernel names it (SO_PEERCRED)
+};
+
+// A complete record: who sent it and the token it carries (0 = none).
+struct CompleteIn {
+  uint32_t client = 0;
+  uint32_t client_pid = 0;  // SO_PEERCRED, as FootprintIn::client_pid
+  std::string_view request_id;
+  uint64_t completion_token = 0;
 };
 
 class RecordHandler {
@@ -207,6 +222,11 @@ class RecordHandler {
   virtual ~RecordHandler() = default;
   virtual void on_footprint(const FootprintIn& footprint) = 0;
   virtual void on_complete(uint32_t client, std::string_view request_id) = 0;
+  // Every complete, with its sender and token. The default forwards to
+  // on_complete (for handlers that do not check ownership).
+  virtual void on_complete_ex(const CompleteIn& complete) {
+    on_complete(complete.client, complete.request_id);
+  }
   virtual void on_worker_report(uint32_t client, uint32_t worker, uint32_t running,
                                 float kv_usage) = 0;
   // Every worker report, with the schema-2 fields (0 in a schema-1 record).
@@ -285,6 +305,7 @@ class Host {
     uint64_t step_samples = 0;
     uint64_t completes_unknown = 0;
     uint64_t untracked = 0;
+    uint64_t completes_refused = 0;  // without the request's token, not from its pusher
   };
   void publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch);
   void publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch,

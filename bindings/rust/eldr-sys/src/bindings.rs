@@ -99,7 +99,8 @@ pub struct eldr_decision {
     pub policy: u32,
     pub status: i32,
     pub latency_ns: u64,
-    pub reserved: [u64; 4usize],
+    pub completion_token: u64,
+    pub reserved: [u64; 3usize],
 }
 #[test]
 fn bindgen_test_layout_eldr_decision() {
@@ -249,6 +250,23 @@ fn bindgen_test_layout_eldr_decision() {
         );
     }
     test_field_latency_ns();
+    fn test_field_completion_token() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<eldr_decision>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).completion_token) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(eldr_decision),
+                "::",
+                stringify!(completion_token)
+            )
+        );
+    }
+    test_field_completion_token();
     fn test_field_reserved() {
         assert_eq!(
             unsafe {
@@ -256,7 +274,7 @@ fn bindgen_test_layout_eldr_decision() {
                 let ptr = uninit.as_ptr();
                 ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize
             },
-            40usize,
+            48usize,
             concat!(
                 "Offset of field: ",
                 stringify!(eldr_decision),
@@ -442,6 +460,13 @@ extern "C" {
     pub fn eldr_request_complete(
         client: *mut eldr_client_t,
         request_id: *const ::std::os::raw::c_char,
+    ) -> eldr_status_t;
+}
+extern "C" {
+    pub fn eldr_request_complete_token(
+        client: *mut eldr_client_t,
+        request_id: *const ::std::os::raw::c_char,
+        completion_token: u64,
     ) -> eldr_status_t;
 }
 extern "C" {

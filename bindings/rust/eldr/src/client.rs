@@ -229,11 +229,18 @@ impl Client {
         accepted(request_id, &out)
     }
 
-    /// The request's decode has finished: its worker's in-flight count drops by one.
+    /// The request's decode has finished: its worker's in-flight count drops
+    /// by one. Without a token the daemon accepts it only from the process
+    /// that pushed the footprint; others use [`Client::complete_with_token`].
     pub fn complete(&self, request_id: &str) -> Result<()> {
+        self.complete_with_token(request_id, 0)
+    }
+
+    /// [`Client::complete`] presenting the decision's `completion_token`.
+    pub fn complete_with_token(&self, request_id: &str, token: u64) -> Result<()> {
         let id = RequestId::new(request_id)?;
         // SAFETY: NUL-terminated id.
-        check(unsafe { sys::eldr_request_complete(self.raw.as_ptr(), id.as_ptr()) })
+        check(unsafe { sys::eldr_request_complete_token(self.raw.as_ptr(), id.as_ptr(), token) })
     }
 
     /// Load report from a decode engine: running requests and KV usage in [0, 1].

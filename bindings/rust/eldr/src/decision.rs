@@ -21,6 +21,9 @@ pub struct Decision {
     pub policy_code: u32,
     /// Sidecar: push to publish, measured by the daemon (zero when embedded).
     pub latency: Duration,
+    /// Sidecar: what [`crate::Client::complete_with_token`] presents for this
+    /// request from a process other than the one that pushed its footprint.
+    pub completion_token: u64,
 }
 
 impl Decision {
@@ -37,6 +40,7 @@ impl Decision {
             table_epoch: raw.table_epoch,
             policy_code: raw.policy,
             latency: Duration::from_nanos(raw.latency_ns),
+            completion_token: raw.completion_token,
         }
     }
 }

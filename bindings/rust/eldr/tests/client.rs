@@ -71,7 +71,13 @@ fn a_second_client_waits_for_the_decision_of_a_pushed_footprint() {
         .wait("req-wait-1", Duration::from_millis(0))
         .unwrap();
     assert_eq!(again.worker, d.worker);
-    gateway.complete("req-wait-1").unwrap();
+    // The gateway presents the decision's token (from another process the
+    // daemon refuses a complete without it).
+    assert_ne!(d.completion_token, 0);
+    assert_eq!(again.completion_token, d.completion_token);
+    gateway
+        .complete_with_token("req-wait-1", d.completion_token)
+        .unwrap();
 }
 
 #[test]

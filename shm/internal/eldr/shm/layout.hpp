@@ -88,6 +88,7 @@ struct SegmentHeader {
   std::atomic<uint64_t> step_samples;       // reports the online fit used
   std::atomic<uint64_t> completes_unknown;  // completes of a request not in flight
   std::atomic<uint64_t> untracked;          // routes the router kept no record of
+  std::atomic<uint64_t> completes_refused;  // completes without the token, not from the pusher
 
   // ---- doorbell: producers wake a sleeping daemon
   alignas(kBlock) std::atomic<uint32_t> doorbell;  // futex word
@@ -146,16 +147,17 @@ struct alignas(kCacheLine) DecisionCell {
 };
 // What the words hold (packed/unpacked with memcpy).
 struct DecisionPayload {
-  uint32_t id_length;
+  uint16_t id_length;
+  uint16_t policy;
   int32_t status;
   int32_t worker;
   float similarity;
   uint32_t band_size;
-  uint32_t policy;
+  uint32_t latency_ns;  // saturates at ~4.3 s
   uint64_t table_epoch;
-  uint64_t latency_ns;
   uint64_t publish_ns;  // CLOCK_MONOTONIC; the oldest of a probe run is evicted
   uint64_t id_hash;     // XXH3_64bits(id): a probe dismisses other ids on the first cache line
+  uint64_t completion_token;  // what a complete of this request presents
   char id[kMaxRequestId];
 };
 // The words before the id: all a probe reads of a cell that holds another id.
@@ -193,7 +195,7 @@ static_assert(offsetof(SegmentHeader, state) == 512 &&
 static_assert(offsetof(SegmentHeader, router_policy) == 672 &&
               offsetof(SegmentHeader, step_t0_ms) == 680 &&
               offsetof(SegmentHeader, untracked) == 720 &&
-              offsetof(SegmentHeader, untracked) + 8 <= offsetof(SegmentHeader, doorbell));
+              offsetof(SegmentHeader, completes_refused) + 8 <= offsetof(SegmentHeader, doorbell));
 static_assert(sizeof(SegmentHeader) == 1024 && alignof(SegmentHeader) == kBlock);
 static_assert(sizeof(ClientRow) == 128 && offsetof(ClientRow, epoch) == 16 &&
               offsetof(ClientRow, ring_offset) == 32 && offsetof(ClientRow, quarantined) == 56);
@@ -251,6 +253,7 @@ inline constexpr uint64_t kLayoutHash = fnv1a({
     offsetof(SegmentHeader, decisions_published),
     offsetof(SegmentHeader, workers_seq),
     offsetof(SegmentHeader, worker_count),
+    offsetof(SegmentHeader, completes_refused),
     offsetof(SegmentHeader, doorbell),
     offsetof(SegmentHeader, daemon_sleeping),
     offsetof(SegmentHeader, decision_seq),
@@ -288,6 +291,7 @@ inline constexpr uint64_t kLayoutHash = fnv1a({
     offsetof(DecisionPayload, latency_ns),
     offsetof(DecisionPayload, publish_ns),
     offsetof(DecisionPayload, id_hash),
+    offsetof(DecisionPayload, completion_token),
     offsetof(DecisionPayload, id),
     kMaxRequestId,
     sizeof(WorkerCell),

@@ -21,7 +21,10 @@
 namespace eldr::shm::detail {
 
 inline constexpr uint16_t kFootprintSchema = 1;
-inline constexpr uint16_t kCompleteSchema = 1;
+// Completes: schema 2 = CompleteMsgHead (the completion token), then the id;
+// schema 1 = the id alone (no token), still read.
+inline constexpr uint16_t kCompleteSchema = 2;
+inline constexpr uint16_t kCompleteSchemaV1 = 1;
 // Worker reports: schema 1 = WorkerReportMsg; schema 2 appends
 // WorkerReportMsg2's fields. The daemon reads both; a producer sends 1 when
 // it has nothing of 2 to say, so older daemons keep reading it.
@@ -44,6 +47,9 @@ struct WorkerReportMsg2 {
   float step_ms;        // that step's duration; 0 = not reported
   uint64_t reserved;    // 0
 };
+struct CompleteMsgHead {
+  uint64_t completion_token;  // 0 = none
+};
 struct WorkerControlMsg {
   uint32_t worker;
   uint32_t op;  // WorkerOp
@@ -54,9 +60,10 @@ static_assert(sizeof(WorkerReportMsg) == 16 && sizeof(WorkerReportMsg2) == 32 &&
 // A validated payload. Spans point into the payload buffer it was decoded from.
 struct DecodedRecord {
   RecordType type = RecordType::padding;
-  FootprintIn footprint;        // type footprint
-  std::string_view request_id;  // footprint and complete
-  uint32_t worker = 0;          // worker_report / worker_control
+  FootprintIn footprint;          // type footprint
+  std::string_view request_id;    // footprint and complete
+  uint64_t completion_token = 0;  // complete schema 2
+  uint32_t worker = 0;            // worker_report / worker_control
   uint32_t running = 0;
   float kv_usage = 0.0f;
   uint32_t batch_size = 0;  // worker_report schema 2
