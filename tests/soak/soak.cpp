@@ -200,7 +200,8 @@ int run_gateway(const std::map<std::string, std::string>& a) {
     }
     ++ok;
     for (;;) {  // the decode finished: give the worker its slot back
-      Status s = client->push_complete(id);
+      // The gateway did not push the footprint: it presents the decision's token.
+      Status s = client->push_complete(id, d->completion_token);
       if (s.code() == Errc::ring_full) {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
         continue;
@@ -422,6 +423,7 @@ int run_conductor(const std::map<std::string, std::string>& a) {
   if (!snap) die("snapshot: " + snap.status().to_string());
   uint32_t max_inflight = 0;
   for (const auto& w : snap->workers) max_inflight = std::max(max_inflight, w.inflight);
+  const uint64_t refused = snap->router ? snap->router->completes_refused : 0;
   admin.reset();
   ::kill(daemon, SIGTERM);
   const int daemon_rc = wait_exit(daemon);
@@ -432,12 +434,13 @@ int run_conductor(const std::map<std::string, std::string>& a) {
       "{\"seconds\": %.0f, \"footprints\": %llu, \"decisions_ok\": %llu, \"decision_errors\": "
       "%llu, \"timeouts\": %llu, \"published\": %llu, \"completes\": %llu, \"kills\": %llu, "
       "\"reloads\": %llu, \"worker_changes\": %llu, \"rss_warm_kib\": %llu, \"rss_end_kib\": "
-      "%llu, \"rss_peak_kib\": %llu, \"max_inflight\": %u, \"daemon_exit\": %d}\n",
+      "%llu, \"rss_peak_kib\": %llu, \"max_inflight\": %u, \"completes_refused\": %llu, "
+      "\"daemon_exit\": %d}\n",
       duration, (unsigned long long)logged, (unsigned long long)ok, (unsigned long long)errors,
       (unsigned long long)timeouts, (unsigned long long)published, (unsigned long long)completes,
       (unsigned long long)kills, (unsigned long long)reloads, (unsigned long long)worker_changes,
       (unsigned long long)rss_warm, (unsigned long long)rss_end, (unsigned long long)rss_peak,
-      max_inflight, daemon_rc);
+      max_inflight, (unsigned long long)refused, daemon_rc);
 
   int failures = 0;
   auto check = [&](bool cond, const char* what) {
@@ -451,6 +454,7 @@ int run_conductor(const std::map<std::string, std::string>& a) {
   check(published >= logged, "the daemon published fewer decisions than footprints logged");
   check(published <= logged + kills, "the daemon published more decisions than were pushed");
   check(completes == ok, "a completion was not delivered");
+  check(refused == 0, "the daemon refused a gateway's complete (completion token)");
   check(kills > 0 || duration < kill_every, "no producer was killed");
   // In-flight counts are unsigned: a count that went below zero shows up huge.
   check(max_inflight < 1000000, "a worker's in-flight count wrapped below zero");

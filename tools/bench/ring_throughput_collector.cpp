@@ -25,10 +25,11 @@ Result<shm::DecisionIn> fetch_decision(shm::Client& c, const std::string& id,
 }
 
 // A full ring is retried (the daemon drains it) for up to timeout_ms.
-Status push_complete(shm::Client& c, const std::string& id, uint32_t timeout_ms) {
+// The producer pushed the footprint, so the collector presents its token.
+Status push_complete(shm::Client& c, const std::string& id, uint64_t token, uint32_t timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
-    Status s = c.push_complete(id);
+    Status s = c.push_complete(id, token);
     if (s || s.code() != Errc::ring_full || Clock::now() >= deadline) return s;
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
@@ -58,7 +59,7 @@ void collect(Producer& p, uint32_t index, const ThroughputArgs& a) {
     } else {
       ++p.ok;
       if (a.complete) {
-        if (Status s = push_complete(*p.collector, id, a.timeout_ms); !s) {
+        if (Status s = push_complete(*p.collector, id, d->completion_token, a.timeout_ms); !s) {
           if (p.completes_failed++ == 0) p.complete_failure = id + ": " + s.to_string();
         }
       }
