@@ -53,11 +53,21 @@ class RequestMap {
     return m_entries[slot_of(m_index[at])].worker;
   }
 
-  // What is held about `id`, without removing it.
-  std::optional<Held> peek(std::string_view id) const noexcept {
+  // What is held about `id` and whether allow(held) let it be removed;
+  // nullopt when `id` is not held. One lookup for the check and the removal.
+  struct Checked {
+    Held held;
+    bool taken = false;
+  };
+  template <class Allow>
+  std::optional<Checked> take_if(std::string_view id, Allow&& allow) noexcept {
     const size_t at = locate(id, hash_of(id));
     if (at == kNotFound) return std::nullopt;
-    return held_of(m_entries[slot_of(m_index[at])]);
+    const uint32_t slot = slot_of(m_index[at]);
+    const Held held = held_of(m_entries[slot]);
+    if (!allow(held)) return Checked{held, false};
+    remove_from_index(at);
+    return Checked{release(slot), true};
   }
 
   // Removes `id`; returns what was held about it, if it was held.

@@ -168,7 +168,6 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
   const uint64_t token = completion_token(key);
   m_requests.push(f.request_id, {decision->worker_id, key, token, f.client_pid});
   shm::DecisionIn out;
-  out.completion_token = token;
   out.status = static_cast<int32_t>(Errc::ok);
   out.worker = decision->worker_id;
   out.similarity = decision->similarity;
@@ -177,6 +176,7 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
   out.table_epoch = decision->table_epoch;
   const uint64_t now = m_clock();
   out.latency_ns = now > f.seen_ns && f.seen_ns != 0 ? now - f.seen_ns : 0;
+  out.completion_token = token;
   m_sink.publish(f.request_id, out);
   m_metrics.count_routed(decision->worker_index, decision->policy);
   m_metrics.observe_latency(out.latency_ns);
@@ -221,12 +221,21 @@ void Service::on_complete(uint32_t client, std::string_view request_id) {
 
 void Service::on_complete_ex(const shm::CompleteIn& c) {
   const std::string_view request_id = c.request_id;
-  const std::optional<RequestMap::Held> known = m_requests.peek(request_id);
   // Who may complete: whoever presents the request's token (it came with the
   // decision), or, with no token, the process that pushed the footprint. A
   // client completing ids it was never given changes nothing.
-  if (known && (c.completion_token != 0 ? c.completion_token != known->token
-                                        : c.client_pid != known->owner_pid)) {
+  const auto checked = m_requests.take_if(request_id, [&](const RequestMap::Held& held) {
+    return c.completion_token != 0 ? c.completion_token == held.token
+                                   : c.client_pid == held.owner_pid;
+  });
+  if (!checked) {
+    // Unknown, or completed already: counted, nothing else changes.
+    m_metrics.count_complete_unknown();
+    ELDR_LOG(debug, "complete for unknown request '%.*s'", static_cast<int>(request_id.size()),
+             request_id.data());
+    return;
+  }
+  if (!checked->taken) {
     m_metrics.count_complete_refused();
     if (std::has_single_bit(++m_refusals_logged))
       ELDR_LOG(warn, "refused complete of request '%.*s' from client %u (pid %u): %s [%llu so far]",
@@ -236,18 +245,10 @@ void Service::on_complete_ex(const shm::CompleteIn& c) {
                static_cast<unsigned long long>(m_refusals_logged));
     return;
   }
-  const std::optional<RequestMap::Held> held = m_requests.take(request_id);
-  if (!held) {
-    // Unknown, or completed already: counted, nothing else changes.
-    m_metrics.count_complete_unknown();
-    ELDR_LOG(debug, "complete for unknown request '%.*s'", static_cast<int>(request_id.size()),
-             request_id.data());
-    return;
-  }
   // Its footprint leaves its worker's batch and the worker's count goes down
   // by one (never below zero: a worker reset by a load report may already
   // show fewer in flight).
-  if (Status s = release(*held); !s) m_metrics.count_complete_unknown();
+  if (Status s = release(checked->held); !s) m_metrics.count_complete_unknown();
 }
 
 void Service::on_worker_report(uint32_t client, uint32_t worker, uint32_t running, float kv_usage) {
