@@ -79,6 +79,13 @@ bool eventually(Pred pred, std::chrono::milliseconds budget = 10s) {
   return pred();
 }
 
+// Requests in flight over every worker of a snapshot.
+uint64_t inflight_total(const shm::SegmentSnapshot& s) {
+  uint64_t n = 0;
+  for (const auto& w : s.workers) n += w.inflight;
+  return n;
+}
+
 pid_t spawn(const std::vector<std::string>& args, const std::string& log_path,
             const std::vector<std::string>& extra_env = {}) {
   posix_spawn_file_actions_t actions;
@@ -428,11 +435,6 @@ TEST_F(EldrdTest, completes_by_request_id_and_counts_unknown_and_double_completi
     }));
     return snap;
   };
-  const auto inflight_total = [](const shm::SegmentSnapshot& s) {
-    uint64_t n = 0;
-    for (const auto& w : s.workers) n += w.inflight;
-    return n;
-  };
   const auto experts_of = [](const shm::SegmentSnapshot& s, int32_t worker) {
     for (const auto& w : s.workers)
       if (w.worker == worker) return static_cast<double>(w.batch_experts);
@@ -481,17 +483,13 @@ TEST_F(EldrdTest, only_the_pusher_or_a_holder_of_the_token_completes_a_request) 
     tokens.push_back(d->completion_token);
   }
   EXPECT_NE(tokens[0], tokens[1]);
-  const auto inflight_total = [&] {
+  // (in flight, refused completes), once the daemon published its router row.
+  const auto counts = [&]() -> std::optional<std::pair<uint64_t, uint64_t>> {
     auto s = shm::read_snapshot(instance);
-    uint64_t n = 0;
-    if (s)
-      for (const auto& w : s->workers) n += w.inflight;
-    return s && s->router
-               ? std::optional<std::pair<uint64_t, uint64_t>>{{n, s->router->completes_refused}}
-               : std::nullopt;
+    if (!s || !s->router) return std::nullopt;
+    return std::make_pair(inflight_total(*s), s->router->completes_refused);
   };
-  ASSERT_TRUE(
-      eventually([&] { return inflight_total() == std::make_pair(uint64_t{4}, uint64_t{0}); }));
+  ASSERT_TRUE(eventually([&] { return counts() == std::make_pair(uint64_t{4}, uint64_t{0}); }));
 
   // Another process (a gateway, a stray engine): no token, a wrong token, a
   // token of another request are refused; the right token completes owned-2.
@@ -510,15 +508,13 @@ TEST_F(EldrdTest, only_the_pusher_or_a_holder_of_the_token_completes_a_request) 
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  ASSERT_TRUE(eventually([&] {
-    return inflight_total() == std::make_pair(uint64_t{3}, uint64_t{3});
-  })) << "three refused, owned-2 completed";
+  ASSERT_TRUE(eventually([&] { return counts() == std::make_pair(uint64_t{3}, uint64_t{3}); }))
+      << "three refused, owned-2 completed";
   // The pusher itself needs no token; a token works from it too.
   ASSERT_TRUE(client->push_complete("owned-0"));
   ASSERT_TRUE(client->push_complete("owned-1", tokens[1]));
   ASSERT_TRUE(client->push_complete("owned-3"));
-  ASSERT_TRUE(
-      eventually([&] { return inflight_total() == std::make_pair(uint64_t{0}, uint64_t{3}); }));
+  ASSERT_TRUE(eventually([&] { return counts() == std::make_pair(uint64_t{0}, uint64_t{3}); }));
   std::string body;
   ASSERT_TRUE(eventually([&] {
     body = http_get(port, "/metrics");
