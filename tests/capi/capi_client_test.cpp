@@ -223,6 +223,8 @@ TEST(capi_client, every_call_rejects_a_null_client) {
   EXPECT_EQ(eldr_route(nullptr, "r", counts.data(), kLayers, kExperts, 0, &d),
             ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(eldr_request_complete(nullptr, "r"), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_request_complete_token(nullptr, "r", 7), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_names("eldr_request_complete_token"));
   EXPECT_EQ(eldr_worker_report(nullptr, 0, 0, 0.0f), ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(eldr_worker_control(nullptr, 0, ELDR_WORKER_ADD), ELDR_E_INVALID_ARGUMENT);
   EXPECT_TRUE(message_names("eldr_worker_control"));
@@ -439,6 +441,9 @@ TEST_F(capi_client_live, bad_values_are_rejected_before_the_ring) {
       << eldr_last_error_message();
   EXPECT_EQ(eldr_request_complete(sut.get(), ""), ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(eldr_request_complete(sut.get(), nullptr), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_request_complete_token(sut.get(), "", 7), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_request_complete_token(sut.get(), (longest + "x").c_str(), 7),
+            ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(eldr_worker_report(sut.get(), 0, 1, 1.5f), ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(eldr_worker_report(sut.get(), 0, 1, -0.1f), ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(eldr_worker_report(sut.get(), 0, 1, NAN), ELDR_E_INVALID_ARGUMENT);

@@ -278,6 +278,10 @@ void run(Bytes& in) {
         check(checked(eldr_decision_wait(nullptr, id.c_str(), 0, &d)) == ELDR_E_INVALID_ARGUMENT,
               "wait without a client");
         checked(eldr_request_complete(nullptr, id.c_str()));
+        check(checked(eldr_request_complete_token(nullptr, id.c_str(),
+                                                  (uint64_t{in.u32()} << 32) | in.u32())) ==
+                  ELDR_E_INVALID_ARGUMENT,
+              "complete without a client");
         checked(eldr_worker_report(nullptr, in.u32(), in.u32(), in.f32()));
         checked(eldr_worker_control(nullptr, in.u32(), in.u32()));
         break;

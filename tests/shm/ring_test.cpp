@@ -361,6 +361,41 @@ TEST(shm_ring, a_footprint_survives_encode_and_decode) {
   EXPECT_EQ(sut.footprint.prefill_end_ns, 1234u);
 }
 
+// A complete: schema 1 is the id alone (no token); schema 2 an 8-byte token,
+// then the id. A schema-2 payload too short for its token, or with an empty
+// or oversized id after it, is refused with a message, never read past.
+TEST(shm_ring, complete_records_carry_their_token_and_refuse_malformed_payloads) {
+  const auto payload = [](uint64_t token, std::string_view id) {
+    std::vector<uint8_t> b(sizeof(token) + id.size());
+    std::memcpy(b.data(), &token, sizeof(token));
+    std::memcpy(b.data() + sizeof(token), id.data(), id.size());
+    return b;
+  };
+  DecodedRecord sut;
+  const std::vector<uint8_t> good = payload(0x1122334455667788ull, "req-9");
+  ASSERT_TRUE(decode_record(RecordType::complete, kCompleteSchema, good, sut).is_ok());
+  EXPECT_EQ(sut.request_id, "req-9");
+  EXPECT_EQ(sut.completion_token, 0x1122334455667788ull);
+  DecodedRecord v1;
+  const std::string_view id = "req-9";
+  ASSERT_TRUE(decode_record(RecordType::complete, kCompleteSchemaV1,
+                            {reinterpret_cast<const uint8_t*>(id.data()), id.size()}, v1)
+                  .is_ok());
+  EXPECT_EQ(v1.request_id, "req-9");
+  EXPECT_EQ(v1.completion_token, 0u);
+  const std::vector<uint8_t> short_head(5, 1);
+  DecodedRecord bad;
+  Status s = decode_record(RecordType::complete, kCompleteSchema, short_head, bad);
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("complete"), std::string::npos) << s.to_string();
+  EXPECT_FALSE(decode_record(RecordType::complete, kCompleteSchema, payload(7, ""), bad).is_ok());
+  EXPECT_EQ(decode_record(RecordType::complete, kCompleteSchema,
+                          payload(7, std::string(kMaxRequestId + 1, 'x')), bad)
+                .code(),
+            Errc::invalid_argument);
+  EXPECT_EQ(decode_record(RecordType::complete, 3, good, bad).code(), Errc::unsupported);
+}
+
 // The encoder leaves the bulk arrays as holes in its builder and fills them
 // from the caller's memory: its bytes must decode to exactly the footprint,
 // whatever shape the previous message in the same (reused) builder had.
