@@ -89,6 +89,7 @@ void Daemon::maintain() {
   const auto rows = m_service->maintain();
   m_host->publish_workers(rows, m_service->table_epoch(), m_service->router_row());
   m_metrics.set_clients(m_host->clients());
+  m_metrics.set_transport(m_host->counters());
 }
 
 void Daemon::run(const std::atomic<bool>& stop, const std::function<void()>& tick) {

@@ -1,5 +1,6 @@
-// eldrd: the per-node eldr daemon. Owns the instance's shared-memory segment,
-// routes every footprint engines push and publishes the decisions.
+// eldrd: the per-node eldr daemon. Owns the instance's shared-memory segment
+// and registration socket, routes every footprint engines push and
+// publishes the decisions.
 //
 //   eldrd --config /etc/eldr/eldrd.toml
 //   eldrd --instance demo --table table.eldr      (no config file)
@@ -15,6 +16,7 @@
 #endif
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -173,7 +175,7 @@ int main(int argc, char** argv) {
   CLI::App app{"eldrd: the eldr routing daemon (shared-memory footprints in, decisions out)"};
   Flags f;
   app.add_option("--config", f.config_path, "TOML config file (see eldrd.toml)");
-  app.add_option("--instance", f.instance, "instance name: segment /dev/shm/eldr-v1-NAME");
+  app.add_option("--instance", f.instance, "instance name: segment /dev/shm/eldr-v2-NAME");
   app.add_option("--table", f.table, "cluster table file (eldr fit)");
   app.add_option(
       "--synthetic-table", f.synthetic_table,
@@ -182,7 +184,8 @@ int main(int argc, char** argv) {
                  "eldr_cost (default) | eldr | eldr_guard | round_robin | random | jsq | p2c");
   app.add_option("--metrics-port", f.metrics_port, "Prometheus port on 127.0.0.1, 0 = off")
       ->check(CLI::Range(0u, 65535u));
-  app.add_option("--group", f.group, "group owning the segment (mode 0660)");
+  app.add_option("--group", f.group,
+                 "group of the segment (read-only to it) and the registration socket");
   app.add_option("--worker-report-timeout-ms", f.worker_report_timeout_ms,
                  "take a worker out of routing when its reports stop this long (0 = never)");
   app.add_option("--log-level", f.log_level, "debug | info | warn | error");
@@ -191,6 +194,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Not dumpable: no process of our uid may ptrace us or open what is under
+  // /proc/<pid> (our mappings hold every client's ring). Costs core dumps.
+  (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   auto config = build_config(f, app);
   if (!config) {
     std::fprintf(stderr, "eldrd: %s\n", config.status().to_string().c_str());

@@ -208,6 +208,12 @@ std::string Metrics::render() const {
            c.ring_used);
   family(out, "eldr_clients", "gauge", "Registered clients.");
   sample(out, "eldr_clients", "", uint64_t{clients.size()});
+  family(out, "eldr_clients_quarantined_total", "counter",
+         "Clients whose ring the daemon stopped reading after a protocol violation.");
+  sample(out, "eldr_clients_quarantined_total", "", m_clients_quarantined.load(kRelaxed));
+  family(out, "eldr_registrations_refused_total", "counter",
+         "Registrations refused: another format or layout, no free slot, not an eldr hello.");
+  sample(out, "eldr_registrations_refused_total", "", m_registrations_refused.load(kRelaxed));
 
   family(out, "eldr_worker_healthy", "gauge",
          "1 while the worker's load reports are fresh (or it never reported).");

@@ -110,6 +110,10 @@ class Metrics {
   // ---- maintenance tick ----
   void set_workers(std::vector<WorkerGauge> workers);
   void set_clients(std::vector<shm::ClientInfo> clients);
+  void set_transport(const shm::Host::Counters& counters) noexcept {
+    m_clients_quarantined.store(counters.clients_quarantined, kRelaxed);
+    m_registrations_refused.store(counters.registrations_refused, kRelaxed);
+  }
   void set_router(const RouterGauge& router);
 
   // ---- readers ----
@@ -133,7 +137,8 @@ class Metrics {
   NsHistogram m_evicted_age{kEvictedAgeBucketsNs};
   std::atomic<uint64_t> m_complete_unknown{0}, m_complete_refused{0}, m_request_evicted{0},
       m_rerouted{0}, m_report_unknown{0}, m_report_bad_value{0}, m_stale_transitions{0},
-      m_reloads{0}, m_reload_failures{0}, m_refits{0}, m_refit_failures{0}, m_table_epoch{0};
+      m_reloads{0}, m_reload_failures{0}, m_refits{0}, m_refit_failures{0}, m_table_epoch{0},
+      m_clients_quarantined{0}, m_registrations_refused{0};
   mutable std::mutex m_tables;
   std::vector<WorkerGauge> m_workers;
   std::vector<shm::ClientInfo> m_clients;

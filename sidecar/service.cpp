@@ -68,8 +68,8 @@ Service::Service(std::unique_ptr<Router> router, const ServiceOptions& options, 
       m_metrics(metrics),
       m_clock(std::move(clock)),
       m_requests(options.request_map_capacity),
-      m_health(*m_router, metrics, options.worker_report_timeout_ms),
-      m_token_secret((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()) {}
+      m_token_secret((uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()),
+      m_health(*m_router, metrics, options.worker_report_timeout_ms) {}
 
 Service::~Service() = default;
 

@@ -48,7 +48,9 @@ nlohmann::json to_json(const std::string& instance, const shm::SegmentSnapshot& 
   j["heartbeat_age_ms"] = s.heartbeat_age_ms;
   j["table_epoch"] = s.table_epoch;
   j["decisions_published"] = s.decisions_published;
-  // Format 1.1 daemons publish their router's state; null before.
+  j["clients_quarantined"] = s.clients_quarantined;
+  j["registrations_refused"] = s.registrations_refused;
+  // The router's state; null until the daemon published it.
   if (s.router) {
     const shm::Host::RouterRow& r = *s.router;
     j["router"] = {{"policy", policy_of(r.policy)},
@@ -68,6 +70,7 @@ nlohmann::json to_json(const std::string& instance, const shm::SegmentSnapshot& 
   for (const auto& c : s.clients)
     j["clients"].push_back({{"slot", c.slot},
                             {"pid", c.pid},
+                            {"uid", c.uid},
                             {"epoch", c.epoch},
                             {"ring_used", c.ring_used},
                             {"ring_capacity", c.ring_capacity},
@@ -109,13 +112,15 @@ void print_text(const std::string& instance, const shm::SegmentSnapshot& s) {
         static_cast<unsigned long long>(r.completes_refused),
         static_cast<unsigned long long>(r.untracked));
   }
-  std::printf("clients: %zu\n", s.clients.size());
+  std::printf("clients: %zu (%llu quarantined, %llu registrations refused since start)\n",
+              s.clients.size(), static_cast<unsigned long long>(s.clients_quarantined),
+              static_cast<unsigned long long>(s.registrations_refused));
   if (!s.clients.empty()) {
-    std::printf("  %4s %8s %6s %12s %8s %10s %9s\n", "slot", "pid", "epoch", "ring used", "ring %",
-                "records", "rejected");
+    std::printf("  %4s %8s %6s %6s %12s %8s %10s %9s\n", "slot", "pid", "uid", "epoch", "ring used",
+                "ring %", "records", "rejected");
     for (const auto& c : s.clients)
       std::printf(
-          "  %4u %8u %6llu %12llu %7.1f%% %10llu %9llu%s\n", c.slot, c.pid,
+          "  %4u %8u %6u %6llu %12llu %7.1f%% %10llu %9llu%s\n", c.slot, c.pid, c.uid,
           static_cast<unsigned long long>(c.epoch), static_cast<unsigned long long>(c.ring_used),
           c.ring_capacity
               ? 100.0 * static_cast<double>(c.ring_used) / static_cast<double>(c.ring_capacity)

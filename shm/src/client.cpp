@@ -1,5 +1,6 @@
-// The client's end: registration in a slot, the ring's producer, decision
-// lookups and bounded waits, and re-attachment to a restarted daemon.
+// The client's end: registration over the daemon's socket, the ring's
+// producer, decision lookups and bounded waits (on the read-only segment),
+// and re-attachment to a restarted daemon.
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "eldr/internal/vector_kernels.hpp"
 #include "eldr/shm.hpp"
+#include "eldr/shm/channel.hpp"
 #include "eldr/shm/decisions.hpp"
 #include "eldr/shm/futex.hpp"
 #include "eldr/shm/layout.hpp"
@@ -29,14 +31,21 @@ namespace {
 // How long wait_decision polls before it sleeps on the futex.
 constexpr auto kDecisionSpin = std::chrono::microseconds(50);
 
+// One registration: the connection to the daemon (closing it ends the
+// registration) and the ring memory the daemon handed over on it. Shared: a
+// doorbell callable keeps both alive past the client, so a late commit is
+// still read.
+struct Registration {
+  Fd socket;
+  RingMemory ring;
+};
+
 struct Attachment {
-  std::shared_ptr<Mapping> mapping;  // shared: a waiter keeps it mapped across a re-attach
+  std::shared_ptr<Mapping> mapping;  // read-only; shared: a waiter keeps it mapped
   SegmentView view;
-  // Shared: a writer that commits after the client closed (a GPU hand-off's
-  // doorbell) keeps the slot's lock, so the daemon cannot reclaim the slot
-  // and give the ring to another client under the late commit.
-  std::shared_ptr<LockFile> lock;
+  std::shared_ptr<Registration> registration;
   uint32_t slot = 0;
+  uint64_t epoch = 0;
   uint64_t generation = 0;
   RingWriter writer;
 };
@@ -58,52 +67,90 @@ std::string daemon_problem(const SegmentHeader& h, std::chrono::milliseconds sta
   return {};
 }
 
-// Takes the first free slot: its byte lock first (the kernel arbitrates
-// between racing clients), then the row, ACTIVE last. When none is free,
-// `reclaimable` counts the slots of exited clients that the daemon has not
-// reclaimed yet (it does so within its maintenance period).
-Status claim_slot(Attachment& a, uint32_t& reclaimable) {
-  reclaimable = 0;
-  const SegmentView& v = a.view;
-  for (uint32_t i = 0; i < v.max_clients; ++i) {
-    ClientRow* row = v.row(i);
-    if (row->state.load(std::memory_order_acquire) != static_cast<uint32_t>(RowState::free))
-      continue;
-    if (!a.lock->try_lock(1 + uint64_t{i})) continue;
-    // Re-check under the lock: a dead predecessor's row stays DEAD until the
-    // daemon has drained and reclaimed it.
-    if (row->state.load(std::memory_order_acquire) != static_cast<uint32_t>(RowState::free)) {
-      a.lock->unlock(1 + uint64_t{i});
-      continue;
-    }
-    const uint64_t epoch = row->epoch.load(std::memory_order_acquire);
-    row->pid.store(static_cast<uint32_t>(::getpid()), std::memory_order_relaxed);
-    row->start_time.store(process_start_time(::getpid()), std::memory_order_relaxed);
-    row->heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
-    a.writer =
-        RingWriter(v.ring_control(i), v.ring_data(i), v.ring_bytes, static_cast<uint32_t>(epoch));
-    a.slot = i;
-    row->state.store(static_cast<uint32_t>(RowState::active), std::memory_order_release);
-    return Status::ok();
+// Registers over the daemon's socket: hello, then a welcome with the ring's
+// memory, or a refusal saying why.
+Status register_with(Attachment& a, const std::string& name, std::chrono::milliseconds timeout,
+                     bool& retryable) {
+  const SegmentHeader& h = *a.view.header;
+  const std::string path(h.socket_path, strnlen(h.socket_path, sizeof(h.socket_path)));
+  auto socket = connect_to(path);
+  if (!socket) {
+    retryable = socket.status().code() == Errc::no_daemon;
+    return socket.status();
   }
-  for (uint32_t i = 0; i < v.max_clients; ++i) {
-    auto held = a.lock->locked_elsewhere(1 + uint64_t{i});
-    if (held && !*held) ++reclaimable;
+  // Only the daemon that created the segment may hand out rings.
+  const auto peer = peer_credentials(socket->get());
+  if (!peer || static_cast<uint32_t>(peer->pid) != h.daemon_pid) {
+    retryable = true;
+    return no_daemon(name, "the socket " + path + " is not the daemon's (peer pid " +
+                               std::to_string(peer ? peer->pid : 0) + ", the segment names pid " +
+                               std::to_string(h.daemon_pid) + ")");
   }
-  return {Errc::capacity,
-          "all " + std::to_string(v.max_clients) + " client slots of the eldrd segment are in use" +
-              (reclaimable == 0 ? std::string()
-                                : " (" + std::to_string(reclaimable) +
-                                      " by exited clients, not reclaimed by the daemon yet)")};
+  HelloMsg hello{};
+  std::memcpy(hello.magic, kHelloMagic, sizeof(hello.magic));
+  hello.format_major = kFormatMajor;
+  hello.format_minor = kFormatMinor;
+  hello.layout_hash = kLayoutHash;
+  if (const int err = send_message(socket->get(), &hello, sizeof(hello)); err != 0) {
+    retryable = true;
+    return no_daemon(name, std::string("cannot send the hello: ") + std::strerror(err));
+  }
+  const int ready =
+      wait_readable(socket->get(), static_cast<int>(std::max<int64_t>(1, timeout.count())));
+  if (ready <= 0) {
+    retryable = true;
+    return no_daemon(name, "no answer to the registration within " +
+                               std::to_string(timeout.count()) + " ms (daemon busy or hung)");
+  }
+  WelcomeMsg w{};
+  Fd memfd;
+  const ssize_t n = receive_message(socket->get(), &w, sizeof(w), &memfd, false);
+  if (n == 0 || n == -ECONNRESET) {
+    retryable = true;
+    return no_daemon(name, "the daemon closed the connection before answering");
+  }
+  if (n != static_cast<ssize_t>(sizeof(w)) ||
+      std::memcmp(w.magic, kWelcomeMagic, sizeof(w.magic)) != 0)
+    return {Errc::incompatible, "the daemon's answer to the registration is not an eldr welcome"};
+  w.message[sizeof(w.message) - 1] = '\0';
+  if (w.status != 0) {
+    const auto code = static_cast<Errc>(w.status);
+    // Slots of exited clients are freed within a maintenance period.
+    retryable = code == Errc::no_daemon ||
+                (code == Errc::capacity && std::strstr(w.message, "exited") != nullptr);
+    return {code, std::string(w.message)};
+  }
+  if (w.format_major != kFormatMajor || w.layout_hash != kLayoutHash)
+    return {Errc::incompatible, "the daemon welcomed format version " +
+                                    std::to_string(w.format_major) + ", this build speaks " +
+                                    std::to_string(kFormatMajor)};
+  if (w.generation != a.generation) {
+    retryable = true;  // the segment was recreated in between
+    return no_daemon(name, "the daemon recreated its segment during the registration");
+  }
+  if (!memfd || w.slot >= a.view.max_clients || w.ring_size != a.view.layout.ring_size ||
+      w.ring_bytes != a.view.ring_bytes)
+    return {Errc::corrupt, "the daemon's welcome does not match its segment"};
+  auto ring = RingMemory::adopt(memfd.release(), w.ring_size, w.ring_bytes);
+  if (!ring) return ring.status();
+  auto r = std::make_shared<Registration>();
+  r->socket = std::move(*socket);
+  r->ring = std::move(*ring);
+  const RingView& v = r->ring.view();
+  a.writer = RingWriter(v.control(), v.data(), v.ring_bytes, static_cast<uint32_t>(w.epoch));
+  a.slot = w.slot;
+  a.epoch = w.epoch;
+  a.registration = std::move(r);
+  return Status::ok();
 }
 
 // One attempt to attach. `retryable`: waiting may help (not created yet,
-// being created, daemon restarting).
+// being created, daemon restarting, slots of exited clients not reclaimed).
 Result<Attachment> try_attach(const std::string& name, const ClientOptions& options,
-                              bool& retryable) {
+                              std::chrono::milliseconds answer_timeout, bool& retryable) {
   retryable = false;
   Attachment a;
-  auto mapped = Mapping::open(name, true);
+  auto mapped = Mapping::open(name, false);
   if (!mapped) {
     retryable =
         mapped.status().code() == Errc::no_daemon || mapped.status().code() == Errc::corrupt;
@@ -123,28 +170,7 @@ Result<Attachment> try_attach(const std::string& name, const ClientOptions& opti
     return no_daemon(name, problem);
   }
   a.generation = h.generation;
-  const std::string lock_path(h.lock_path, strnlen(h.lock_path, sizeof(h.lock_path)));
-  auto lock = LockFile::open(lock_path, false, 0, std::nullopt);
-  if (!lock) {
-    retryable = lock.status().code() == Errc::no_daemon;
-    return lock.status();
-  }
-  a.lock = std::make_shared<LockFile>(std::move(*lock));
-  if (a.lock->dev() != h.lock_dev || a.lock->ino() != h.lock_ino) {
-    retryable = true;
-    return no_daemon(name, "lock file " + lock_path + " is not the daemon's");
-  }
-  auto daemon_alive = a.lock->locked_elsewhere(0);
-  if (!daemon_alive) return daemon_alive.status();
-  if (!*daemon_alive) {
-    retryable = true;
-    return no_daemon(name, "no daemon holds the instance lock (eldrd exited or crashed)");
-  }
-  uint32_t reclaimable = 0;
-  if (Status s = claim_slot(a, reclaimable); !s) {
-    retryable = reclaimable > 0;  // the daemon frees those slots shortly
-    return s;
-  }
+  ELDR_TRY(register_with(a, name, answer_timeout, retryable));
   return a;
 }
 
@@ -154,19 +180,24 @@ Result<Attachment> attach(const std::string& name, const ClientOptions& options,
   auto pause = std::chrono::microseconds(500);
   for (;;) {
     bool retryable = false;
-    auto a = try_attach(name, options, retryable);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    auto a = try_attach(name, options, std::max(left, std::chrono::milliseconds(1)), retryable);
     if (a || !retryable || std::chrono::steady_clock::now() >= deadline) return a;
     std::this_thread::sleep_for(pause);
     pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(20));
   }
 }
 
-void ring_doorbell(SegmentHeader& h) {
+// How long a re-attachment inside a call waits for the daemon's answer.
+constexpr auto kReattachAnswer = std::chrono::milliseconds(200);
+
+void ring_doorbell(const SegmentHeader& h, const Registration& r) {
   // Dekker pairing with Host::wait_for_work: publish, then look for a sleeper.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (h.daemon_sleeping.load(std::memory_order_relaxed) != 0) {
-    h.doorbell.fetch_add(1, std::memory_order_release);
-    futex_wake(&h.doorbell, 1);
+    const char bell = 0;
+    (void)send_message(r.socket.get(), &bell, 1);  // a full socket buffer: it is awake anyway
   }
 }
 
@@ -179,7 +210,7 @@ struct Client::Impl {
   std::optional<Attachment> att;
   std::deque<RingWriter::Reservation> claims;  // handed out, not yet committed; in ring order
   FootprintEncoder encoder;
-  uint64_t next_lock_probe_ns = 0;
+  uint64_t next_liveness_probe_ns = 0;
   std::atomic<uint32_t> slot{0};
   std::atomic<uint64_t> generation{0};
   std::atomic<uint64_t> reattachments{0};
@@ -189,8 +220,8 @@ struct Client::Impl {
     generation.store(a.generation, std::memory_order_relaxed);
     att.emplace(std::move(a));
   }
-  // Dropping the lock file releases the slot's byte: the daemon drains what
-  // was committed, then reclaims the slot.
+  // Closing the socket ends the registration: the daemon drains what was
+  // committed, then reclaims the slot.
   void detach() {
     claims.clear();
     att.reset();
@@ -205,9 +236,6 @@ struct Client::Impl {
   Status push_record(RecordType type, uint16_t schema, size_t length, Fill&& fill);
   Status push_bytes(RecordType type, std::span<const uint8_t> payload);
   Status push_bytes(RecordType type, uint16_t schema, std::span<const uint8_t> payload);
-  void touch() {
-    att->view.row(att->slot)->heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
-  }
 };
 
 // Every call starts here: the daemon must be alive, ready and the same one.
@@ -215,20 +243,20 @@ Status Client::Impl::ensure_attached() {
   std::string problem;
   if (att) {
     problem = daemon_problem(*att->view.header, options.daemon_stale);
-    if (problem.empty() &&
-        att->view.row(att->slot)->quarantined.load(std::memory_order_relaxed) != 0)
+    const ClientRow* row = att->view.row(att->slot);
+    if (problem.empty() && row->quarantined.load(std::memory_order_relaxed) != 0 &&
+        row->epoch.load(std::memory_order_relaxed) == att->epoch)
       problem = "the daemon quarantined this client's ring after a protocol violation";
-    // The heartbeat needs daemon_stale to show a crash; the daemon's lock and
-    // the segment's link count show it at once. Probed once per
+    // The heartbeat needs daemon_stale to show a crash; the socket's hang-up
+    // and the segment's link count show it at once. Probed once per
     // liveness_interval (two syscalls) to keep pushes cheap.
     if (problem.empty()) {
       const uint64_t now = monotonic_ns();
-      if (now >= next_lock_probe_ns) {
-        next_lock_probe_ns =
+      if (now >= next_liveness_probe_ns) {
+        next_liveness_probe_ns =
             now + uint64_t(std::chrono::nanoseconds(options.liveness_interval).count());
-        auto held = att->lock->locked_elsewhere(0);
-        if (held && !*held) problem = "the daemon exited (its instance lock is free)";
-        // A restarted daemon holds the same lock but removed our segment.
+        if (peer_closed(att->registration->socket.get()))
+          problem = "the daemon closed this client's connection (it exited or restarted)";
         if (problem.empty() && att->mapping->unlinked())
           problem = "the segment was removed (daemon restarted or stopped)";
       }
@@ -241,7 +269,7 @@ Status Client::Impl::ensure_attached() {
   }
   // One attempt, no waiting: a call never stalls for a daemon that is down.
   bool retryable = false;
-  auto a = try_attach(name, options, retryable);
+  auto a = try_attach(name, options, kReattachAnswer, retryable);
   if (!a) {
     Status s = a.status();
     if (!problem.empty()) s = Status{s.code(), problem + "; re-attach failed: " + s.message()};
@@ -296,8 +324,7 @@ template <class Fill>
 Status Client::Impl::push_record(RecordType type, uint16_t schema, size_t length, Fill&& fill) {
   ELDR_TRY(no_claims_pending());
   ELDR_TRY(att->writer.push_with(type, schema, length, fill));
-  touch();
-  ring_doorbell(*att->view.header);
+  ring_doorbell(*att->view.header, *att->registration);
   return Status::ok();
 }
 
@@ -376,6 +403,7 @@ Result<DecisionIn> Client::wait_decision(std::string_view request_id, uint32_t t
   bool spun = false;
   for (;;) {
     std::shared_ptr<Mapping> keep_mapped;
+    std::shared_ptr<Registration> keep_ring;
     SegmentHeader* h = nullptr;
     const DecisionCell* cells = nullptr;
     uint32_t slots = 0;
@@ -383,10 +411,10 @@ Result<DecisionIn> Client::wait_decision(std::string_view request_id, uint32_t t
       std::lock_guard lock(m.mutex);
       ELDR_TRY(m.ensure_attached());
       keep_mapped = m.att->mapping;
+      keep_ring = m.att->registration;
       h = m.att->view.header;
       cells = m.att->view.decisions();
       slots = m.att->view.decision_slots;
-      m.touch();
     }
     // Load the word before looking: a publish after this load changes it,
     // so the futex wait below returns at once instead of missing it.
@@ -412,9 +440,12 @@ Result<DecisionIn> Client::wait_decision(std::string_view request_id, uint32_t t
     }
     const auto slice = std::min<std::chrono::nanoseconds>(
         deadline - now, std::max(m.options.liveness_interval, std::chrono::milliseconds(1)));
-    h->decision_waiters.fetch_add(1, std::memory_order_seq_cst);
+    // Counted in our own ring (the daemon's memory is read-only here); the
+    // futex wait itself only reads the word.
+    std::atomic<uint32_t>& waiters = keep_ring->ring.view().control()->decision_waiters;
+    waiters.fetch_add(1, std::memory_order_seq_cst);
     futex_wait(&h->decision_seq, seen, slice);
-    h->decision_waiters.fetch_sub(1, std::memory_order_seq_cst);
+    waiters.fetch_sub(1, std::memory_order_seq_cst);
   }
 }
 
@@ -430,13 +461,12 @@ Result<Client::Claim> Client::claim(RecordType type, size_t payload_bytes) {
   auto r = m.att->writer.reserve(type, schema, payload_bytes);
   if (!r) return r.status();
   m.claims.push_back(*r);
-  m.touch();
   Claim c;
   c.payload = {r->payload, r->length};
   c.commit_word = m.att->writer.commit_word();
   c.commit_position = r->commit_position;
-  const SegmentView& v = m.att->view;
-  c.ring = {reinterpret_cast<uint8_t*>(v.ring_control(m.att->slot)), v.layout.ring_stride};
+  const RingView& v = m.att->registration->ring.view();
+  c.ring = {v.base, v.size};
   return c;
 }
 
@@ -468,7 +498,7 @@ Status Client::commit(const Claim& claim) {
                              std::to_string(it - m.claims.begin()) + " earlier one(s) pending"};
   m.att->writer.commit(*it);
   m.claims.pop_front();
-  ring_doorbell(*m.att->view.header);
+  ring_doorbell(*m.att->view.header, *m.att->registration);
   return Status::ok();
 }
 
@@ -489,12 +519,11 @@ std::function<void()> Client::doorbell() {
   Impl& m = *m_impl;
   std::lock_guard lock(m.mutex);
   if (!m.att) return [] {};
-  // The closure keeps the segment mapped and the slot locked: it may run
-  // after this client re-attached or closed, and until it has run the
-  // daemon does not reclaim the slot under the writer's late commit.
-  return [mapping = m.att->mapping, lock = m.att->lock, header = m.att->view.header] {
-    ring_doorbell(*header);
-  };
+  // The closure keeps the segment mapped and the registration open: it may
+  // run after this client re-attached or closed, and until it is destroyed
+  // the daemon keeps reading the ring under the writer's late commit.
+  return [mapping = m.att->mapping, registration = m.att->registration,
+          header = m.att->view.header] { ring_doorbell(*header, *registration); };
 }
 
 uint32_t Client::slot() const noexcept { return m_impl->slot.load(std::memory_order_relaxed); }

@@ -204,13 +204,12 @@ bool read_workers(const SegmentHeader& header, const WorkerCell* cells, uint32_t
     for (uint32_t i = 0; i < n; ++i) {
       WorkerPayload p;
       load_words(cells[i].words, &p);
-      out[i] = {
-          p.worker,  p.state,    p.healthy, p.inflight,
-          p.running, p.kv_usage, p.routed,  header.format_minor >= 1 ? p.batch_experts : 0.0f};
+      out[i] = {p.worker,  p.state,    p.healthy, p.inflight,
+                p.running, p.kv_usage, p.routed,  p.batch_experts};
     }
     if (router) {
       constexpr auto r = std::memory_order_relaxed;
-      const uint32_t policy = header.format_minor >= 1 ? header.router_policy.load(r) : 0;
+      const uint32_t policy = header.router_policy.load(r);
       router->reset();
       if (policy != 0) {
         Host::RouterRow row;

@@ -1,15 +1,25 @@
 // The daemon's end of the transport: segment creation and recreation, the
-// record consumer (poll), decision publishing, liveness (maintain) and the
-// doorbell. Single-threaded by contract.
+// registrar thread (the socket: hellos, ring memory, refusals), the record
+// consumer (poll), decision publishing, liveness (maintain: hang-ups, reclaim)
+// and the doorbell. poll/publish/maintain/wait_for_work run on one thread.
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <new>
 #include <optional>
+#include <thread>
 
 #include "eldr/shm.hpp"
+#include "eldr/shm/channel.hpp"
 #include "eldr/shm/decisions.hpp"
 #include "eldr/shm/futex.hpp"
 #include "eldr/shm/layout.hpp"
@@ -22,8 +32,6 @@ namespace eldr::shm {
 using namespace detail;
 
 namespace {
-
-constexpr uint64_t kFirstEpoch = 1;
 
 Status validate_config(const SegmentConfig& c) {
   ELDR_TRY(validate_instance_name(c.instance));
@@ -47,14 +55,30 @@ Status validate_config(const SegmentConfig& c) {
   return Status::ok();
 }
 
-// The consumer's private view of one slot: never read back from shared memory.
+// The daemon's private view of one slot: never read back from shared memory.
+// `phase` hands the slot between the registrar thread (free -> active) and
+// the consumer thread (active -> dead -> free); whoever does not own a phase
+// touches nothing else of it.
+enum class Phase : uint32_t { free = 0, active = 1, dead = 2 };
 struct SlotState {
+  std::atomic<uint32_t> phase{static_cast<uint32_t>(Phase::free)};
   RingCursor cursor;
-  uint64_t epoch = kFirstEpoch;
+  uint64_t epoch = 0;  // registrations of this slot so far
   uint64_t records = 0;
   uint64_t rejected = 0;
   bool quarantined = false;
+  uint32_t pid = 0;  // SO_PEERCRED
+  uint32_t uid = 0;
+  RingMemory ring;
+  Fd socket;
+  // A copy of socket's number for the registrar, which only polls it for a
+  // hang-up to say how many slots exited clients hold.
+  std::atomic<int> socket_fd{-1};
 };
+
+constexpr size_t kMaxPendingHellos = 64;
+constexpr uint64_t kHelloTimeoutNs = 1'000'000'000;
+constexpr int kRegistrarTickMs = 250;  // also how often the socket's path is checked
 
 }  // namespace
 
@@ -63,21 +87,44 @@ struct Host::Impl {
   std::optional<gid_t> group;
   std::string name;
   std::string lock_path;
+  std::string socket_path;
   LockFile lock;
   std::unique_ptr<Mapping> mapping;
+  std::unique_ptr<Mapping> tombstone;  // the v1 name, telling v1 clients which version runs
   SegmentView view;
   uint64_t generation = 0;
-  std::vector<SlotState> slots;
-  PayloadBuffer payload;   // private copy of the record being validated
-  uint32_t next_slot = 0;  // round-robin start of the next poll
-  Status create_error;     // why the last recreation failed (ok: mapped)
+  std::unique_ptr<SlotState[]> slots;
+  std::atomic<uint32_t> slots_in_use{0};  // 1 + the highest slot ever registered
+  PayloadBuffer payload;                  // private copy of the record being validated
+  uint32_t next_slot = 0;                 // round-robin start of the next poll
+  Status create_error;                    // why the last recreation failed (ok: mapped)
+  Fd epoll;                               // the consumer's: every registered client's socket
+
+  // The registrar thread: accepts, reads hellos, hands out rings.
+  std::mutex registry;  // registration vs. segment recreation
+  Fd listener;
+  std::optional<FileId> listener_id;
+  Fd stop_event;
+  std::thread registrar;
+  std::atomic<uint64_t> registrations_refused{0};
+  uint64_t clients_quarantined = 0;
 
   Status create_segment();
+  void create_tombstone();
+  void remove_tombstone();
   void drain_segment();  // DRAINING, wake everyone
+  void drop_all_slots();
   void quarantine(uint32_t slot, RecordHandler& handler, const ReadResult& r);
+  void hang_up(uint32_t slot);
   void reclaim(uint32_t slot);
   bool ring_drained(uint32_t slot) const;
   bool any_pending() const;
+  void handle_socket_events(int timeout_ms, std::chrono::nanoseconds precise = {});
+
+  Status listen();
+  void run_registrar();
+  void answer_hello(Fd connection);
+  void refuse(int fd, Errc code, const std::string& why);
 };
 
 Status Host::Impl::create_segment() {
@@ -96,7 +143,7 @@ Status Host::Impl::create_segment() {
   generation = random_generation();
 
   // The fresh pages are zero: that is the initial state of every atomic and
-  // row (FREE, positions 0, empty decision cells).
+  // row (FREE, empty decision cells).
   auto* h = new (base) SegmentHeader{};
   h->format_major = kFormatMajor;
   h->format_minor = kFormatMinor;
@@ -109,31 +156,28 @@ Status Host::Impl::create_segment() {
   h->decision_slots = config.decision_slots;
   h->max_workers = config.max_workers;
   h->clients_offset = l.clients_offset;
-  h->rings_offset = l.rings_offset;
-  h->ring_stride = l.ring_stride;
+  h->ring_size = l.ring_size;
   h->decisions_offset = l.decisions_offset;
   h->workers_offset = l.workers_offset;
   h->generation = generation;
   h->daemon_pid = static_cast<uint32_t>(::getpid());
   h->daemon_start_time = process_start_time(::getpid());
-  h->lock_dev = lock.dev();
-  h->lock_ino = lock.ino();
-  std::strncpy(h->lock_path, lock_path.c_str(), sizeof(h->lock_path) - 1);
+  std::strncpy(h->socket_path, socket_path.c_str(), sizeof(h->socket_path) - 1);
   h->heartbeat_ns.store(monotonic_ns(), std::memory_order_relaxed);
+  h->registrations_refused.store(registrations_refused.load(), std::memory_order_relaxed);
+  h->clients_quarantined.store(clients_quarantined, std::memory_order_relaxed);
   view = make_view(base);
-  slots.assign(config.max_clients, SlotState{});
   for (uint32_t i = 0; i < config.max_clients; ++i) {
     ClientRow* row = new (view.row(i)) ClientRow{};
-    row->ring_offset = l.rings_offset + uint64_t{i} * l.ring_stride;
-    row->epoch.store(kFirstEpoch, std::memory_order_relaxed);
-    new (view.ring_control(i)) RingControl{};
+    row->epoch.store(slots[i].epoch, std::memory_order_relaxed);
   }
   std::memcpy(h->magic, kMagic, sizeof(kMagic));
   h->state.store(static_cast<uint32_t>(SegmentState::ready), std::memory_order_release);
 
-  // Open up to the engines and gateways only now that it is complete.
+  // Open up to the engines and gateways only now that it is complete, and
+  // for reading only: nothing here is theirs to write.
   Status s;
-  if (::fchmod(mapping->fd(), config.mode) != 0)
+  if (::fchmod(mapping->fd(), config.mode & 0444u) != 0)
     s = {Errc::permission, "cannot chmod " + name + ": " + std::strerror(errno)};
   else if (group && ::fchown(mapping->fd(), static_cast<uid_t>(-1), *group) != 0)
     s = {Errc::permission,
@@ -145,13 +189,59 @@ Status Host::Impl::create_segment() {
   return s;
 }
 
+// A client of format 1 opens "/eldr-v1-<instance>" read-write and checks its
+// header's format first: a page that says "format 2" makes it fail with
+// Errc::incompatible naming both versions instead of "no daemon". Left alone
+// when the name is taken (an eldrd of format 1 may serve it).
+void Host::Impl::create_tombstone() {
+  const std::string v1 = "/eldr-v1-" + config.instance;
+  auto created = Mapping::create(v1, kPage);
+  if (!created) return;
+  auto* h = reinterpret_cast<SegmentHeader*>((*created)->base());
+  h->format_major = kFormatMajor;
+  h->format_minor = kFormatMinor;
+  h->header_size = sizeof(SegmentHeader);
+  std::memcpy(h->magic, kMagic, sizeof(kMagic));
+  (void)::fchmod((*created)->fd(), config.mode);
+  if (group) (void)::fchown((*created)->fd(), static_cast<uid_t>(-1), *group);
+  tombstone = std::move(*created);
+}
+
+void Host::Impl::remove_tombstone() {
+  if (!tombstone) return;
+  // Only the file we created: a format-1 daemon may have replaced it since.
+  struct stat mine {};
+  const auto named = file_id("/dev/shm/eldr-v1-" + config.instance);
+  if (::fstat(tombstone->fd(), &mine) == 0 && named && named->dev == uint64_t(mine.st_dev) &&
+      named->ino == uint64_t(mine.st_ino))
+    Mapping::remove("/eldr-v1-" + config.instance);
+  tombstone.reset();
+}
+
 void Host::Impl::drain_segment() {
   SegmentHeader* h = view.header;
   h->state.store(static_cast<uint32_t>(SegmentState::draining), std::memory_order_seq_cst);
   h->decision_seq.fetch_add(1, std::memory_order_seq_cst);
   futex_wake(&h->decision_seq);
-  h->doorbell.fetch_add(1, std::memory_order_seq_cst);
-  futex_wake(&h->doorbell);
+}
+
+// Every registration ends (its socket closes: the client re-attaches);
+// each slot keeps its epoch, so the next registration's records are new.
+void Host::Impl::drop_all_slots() {
+  for (uint32_t i = 0; i < config.max_clients; ++i) {
+    SlotState& s = slots[i];
+    if (s.phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::free)) continue;
+    const uint64_t epoch = s.epoch;
+    s.socket_fd.store(-1, std::memory_order_release);
+    s.socket.reset();
+    s.ring = RingMemory{};
+    s.cursor = RingCursor{};
+    s.records = s.rejected = 0;
+    s.quarantined = false;
+    s.pid = s.uid = 0;
+    s.epoch = epoch;
+    s.phase.store(static_cast<uint32_t>(Phase::free), std::memory_order_release);
+  }
 }
 
 Result<std::unique_ptr<Host>> Host::create(const SegmentConfig& config) {
@@ -160,8 +250,12 @@ Result<std::unique_ptr<Host>> Host::create(const SegmentConfig& config) {
   impl->config = config;
   impl->name = segment_name(config.instance);
   impl->lock_path = lock_file_path(config.lock_dir, config.instance);
-  if (impl->lock_path.size() >= sizeof(SegmentHeader::lock_path))
-    return Status{Errc::invalid_argument, "lock_dir path too long"};
+  impl->socket_path = socket_file_path(config.lock_dir, config.instance);
+  if (impl->socket_path.size() >= sizeof(SegmentHeader::socket_path))
+    return Status{Errc::invalid_argument,
+                  "lock_dir path too long: the socket path " + impl->socket_path + " is " +
+                      std::to_string(impl->socket_path.size()) + " bytes, at most " +
+                      std::to_string(sizeof(SegmentHeader::socket_path) - 1) + " fit"};
   if (!config.group.empty()) {
     auto gid = lookup_group(config.group);
     if (!gid) return gid.status();
@@ -170,7 +264,7 @@ Result<std::unique_ptr<Host>> Host::create(const SegmentConfig& config) {
   // Take byte 0 of the lock file. A racing daemon may unlink the file between
   // our open and our lock: only a lock on the file the path still names counts.
   for (int attempt = 0;; ++attempt) {
-    auto lock = LockFile::open(impl->lock_path, true, config.mode, impl->group);
+    auto lock = LockFile::open(impl->lock_path, true, 0600, std::nullopt);
     if (!lock) return lock.status();
     if (!lock->try_lock(0))
       return Status{Errc::state, "another eldrd holds instance \"" + config.instance +
@@ -182,28 +276,229 @@ Result<std::unique_ptr<Host>> Host::create(const SegmentConfig& config) {
     if (attempt == 8)
       return Status{Errc::state, "lock file " + impl->lock_path + " keeps being replaced"};
   }
+  impl->slots = std::make_unique<SlotState[]>(config.max_clients);
+  impl->epoll.reset(::epoll_create1(EPOLL_CLOEXEC));
+  impl->stop_event.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!impl->epoll || !impl->stop_event) return errno_status(errno, "cannot create epoll");
   // Whatever carries our name now is a crashed predecessor's: we hold the lock.
   Mapping::remove(impl->name);
   ELDR_TRY(impl->create_segment());
+  ELDR_TRY(impl->listen());
+  impl->create_tombstone();
+  impl->registrar = std::thread([m = impl.get()] { m->run_registrar(); });
   return std::unique_ptr<Host>(new Host(std::move(impl)));
 }
 
 Host::Host(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 
 Host::~Host() {
-  if (!m_impl || !m_impl->mapping) return;
-  m_impl->drain_segment();
-  if (!m_impl->mapping->unlinked()) Mapping::remove(m_impl->name);
-  m_impl->mapping.reset();
+  if (!m_impl) return;
+  Impl& m = *m_impl;
+  const uint64_t one = 1;
+  (void)!::write(m.stop_event.get(), &one, sizeof(one));
+  if (m.registrar.joinable()) m.registrar.join();
+  if (m.listener_id && file_id(m.socket_path) == m.listener_id) ::unlink(m.socket_path.c_str());
+  m.listener.reset();
+  m.remove_tombstone();
+  if (m.mapping) {
+    m.drain_segment();
+    if (!m.mapping->unlinked()) Mapping::remove(m.name);
+    m.mapping.reset();
+  }
+  m.drop_all_slots();
   // Unlink before closing: a daemon that opens the old file after this fails
   // its still_at() check instead of locking a file nobody else will see.
-  if (m_impl->lock.still_at(m_impl->lock_path)) ::unlink(m_impl->lock_path.c_str());
-  m_impl->lock.close();
+  if (m.lock.still_at(m.lock_path)) ::unlink(m.lock_path.c_str());
+  m.lock.close();
 }
 
 uint64_t Host::generation() const noexcept { return m_impl->generation; }
+Host::Counters Host::counters() const noexcept {
+  return {m_impl->clients_quarantined,
+          m_impl->registrations_refused.load(std::memory_order_relaxed)};
+}
 Status Host::segment_status() const { return m_impl->create_error; }
 const SegmentConfig& Host::config() const noexcept { return m_impl->config; }
+
+// ---- registration -------------------------------------------------------------------
+
+Status Host::Impl::listen() {
+  auto fd = listen_at(socket_path, config.mode, group);
+  if (!fd) return fd.status();
+  listener = std::move(*fd);
+  listener_id = file_id(socket_path);
+  return Status::ok();
+}
+
+void Host::Impl::refuse(int fd, Errc code, const std::string& why) {
+  WelcomeMsg w{};
+  std::memcpy(w.magic, kWelcomeMagic, sizeof(w.magic));
+  w.status = static_cast<int32_t>(code);
+  w.format_major = kFormatMajor;
+  w.layout_hash = kLayoutHash;
+  std::snprintf(w.message, sizeof(w.message), "%s", why.c_str());
+  {  // counted before the peer hears it
+    const uint64_t n = registrations_refused.fetch_add(1, std::memory_order_relaxed) + 1;
+    std::lock_guard guard(registry);
+    if (mapping) view.header->registrations_refused.store(n, std::memory_order_relaxed);
+  }
+  (void)send_message(fd, &w, sizeof(w));
+}
+
+void Host::Impl::answer_hello(Fd connection) {
+  HelloMsg hello{};
+  const ssize_t n = receive_message(connection.get(), &hello, sizeof(hello), nullptr, false);
+  if (n == -EAGAIN) return;  // (poll said readable) nothing after all: drop it
+  if (n != static_cast<ssize_t>(sizeof(hello)) ||
+      std::memcmp(hello.magic, kHelloMagic, sizeof(hello.magic)) != 0)
+    return refuse(connection.get(), Errc::incompatible, "not an eldr hello");
+  if (hello.format_major != kFormatMajor)
+    return refuse(connection.get(), Errc::incompatible,
+                  "client speaks format version " + std::to_string(hello.format_major) +
+                      ", this eldrd speaks version " + std::to_string(kFormatMajor));
+  if (hello.layout_hash != kLayoutHash)
+    return refuse(connection.get(), Errc::incompatible,
+                  "client layout hash differs from this eldrd's (both format version " +
+                      std::to_string(kFormatMajor) + "): rebuild the client against its eldr");
+  const auto peer = peer_credentials(connection.get());
+  if (!peer) return refuse(connection.get(), Errc::io, "cannot read the client's credentials");
+
+  std::unique_lock guard(registry);
+  if (!mapping) {
+    guard.unlock();
+    return refuse(connection.get(), Errc::no_daemon, "the daemon has no segment right now");
+  }
+  uint32_t slot = config.max_clients;
+  uint32_t dead = 0;
+  for (uint32_t i = 0; i < config.max_clients; ++i) {
+    const uint32_t phase = slots[i].phase.load(std::memory_order_acquire);
+    if (phase == static_cast<uint32_t>(Phase::free)) {
+      slot = i;
+      break;
+    }
+    if (phase == static_cast<uint32_t>(Phase::dead)) ++dead;
+    const int fd = slots[i].socket_fd.load(std::memory_order_acquire);
+    if (phase == static_cast<uint32_t>(Phase::active) && fd >= 0 && peer_closed(fd)) ++dead;
+  }
+  if (slot == config.max_clients) {
+    guard.unlock();
+    return refuse(connection.get(), Errc::capacity,
+                  "all " + std::to_string(config.max_clients) +
+                      " client slots of the eldrd segment are in use" +
+                      (dead == 0 ? std::string()
+                                 : " (" + std::to_string(dead) +
+                                       " by exited clients, not reclaimed by the daemon yet)"));
+  }
+  const Layout l = view.layout;
+  auto ring = RingMemory::create(l.ring_size, config.ring_bytes);
+  if (!ring) {
+    guard.unlock();
+    return refuse(connection.get(), ring.status().code(), ring.status().message());
+  }
+  SlotState& s = slots[slot];
+  Fd memfd(ring->fd() >= 0 ? ::dup(ring->fd()) : -1);
+  ring->close_fd();
+  new (ring->view().control()) RingControl{};
+  s.ring = std::move(*ring);
+  s.cursor = RingCursor{};
+  s.records = s.rejected = 0;
+  s.quarantined = false;
+  s.pid = static_cast<uint32_t>(peer->pid);
+  s.uid = static_cast<uint32_t>(peer->uid);
+  s.epoch += 1;
+  ClientRow* row = view.row(slot);
+  row->pid.store(s.pid, std::memory_order_relaxed);
+  row->uid.store(s.uid, std::memory_order_relaxed);
+  row->quarantined.store(0, std::memory_order_relaxed);
+  row->epoch.store(s.epoch, std::memory_order_relaxed);
+  row->records.store(0, std::memory_order_relaxed);
+  row->rejected.store(0, std::memory_order_relaxed);
+  row->ring_used.store(0, std::memory_order_relaxed);
+  row->state.store(static_cast<uint32_t>(RowState::active), std::memory_order_release);
+
+  WelcomeMsg w{};
+  std::memcpy(w.magic, kWelcomeMagic, sizeof(w.magic));
+  w.status = 0;
+  w.slot = slot;
+  w.epoch = s.epoch;
+  w.generation = generation;
+  w.ring_size = l.ring_size;
+  w.ring_bytes = config.ring_bytes;
+  w.format_major = kFormatMajor;
+  w.layout_hash = kLayoutHash;
+  // The consumer watches the socket from now on: its hang-up ends the
+  // registration, and a message on it is a doorbell.
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.u32 = slot;
+  if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, connection.get(), &ev) != 0) {
+    s.ring = RingMemory{};
+    row->state.store(static_cast<uint32_t>(RowState::free), std::memory_order_release);
+    guard.unlock();
+    return refuse(connection.get(), Errc::io, "the daemon cannot watch this connection");
+  }
+  // The welcome is sent on a descriptor of our own: once the slot is
+  // active, its socket is the consumer's, which closes it on a hang-up.
+  Fd sender(::dup(connection.get()));
+  s.socket = std::move(connection);
+  s.socket_fd.store(s.socket.get(), std::memory_order_release);
+  uint32_t in_use = slots_in_use.load(std::memory_order_relaxed);
+  while (in_use < slot + 1 &&
+         !slots_in_use.compare_exchange_weak(in_use, slot + 1, std::memory_order_release)) {
+  }
+  // Active before the welcome: a client whose open returned is read by the
+  // next poll.
+  s.phase.store(static_cast<uint32_t>(Phase::active), std::memory_order_release);
+  // A welcome that cannot be sent ends the registration like a hang-up.
+  if (!sender || send_message(sender.get(), &w, sizeof(w), memfd.get()) != 0)
+    ::shutdown(sender ? sender.get() : -1, SHUT_RDWR);
+}
+
+void Host::Impl::run_registrar() {
+  struct Pending {
+    Fd fd;
+    uint64_t deadline_ns;
+  };
+  std::deque<Pending> pending;
+  std::vector<pollfd> fds;
+  uint64_t next_check_ns = monotonic_ns() + uint64_t(kRegistrarTickMs) * 1'000'000;
+  for (;;) {
+    fds.clear();
+    fds.push_back({stop_event.get(), POLLIN, 0});
+    fds.push_back({listener.get(), POLLIN, 0});
+    for (const Pending& p : pending) fds.push_back({p.fd.get(), POLLIN, 0});
+    const int rc = ::poll(fds.data(), fds.size(), kRegistrarTickMs);
+    if (rc < 0 && errno != EINTR) break;
+    if (fds[0].revents != 0) break;
+    const uint64_t now = monotonic_ns();
+    // Hellos first (their fds are the ones polled), then new connections.
+    std::deque<Pending> waiting;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (fds[2 + i].revents != 0)
+        answer_hello(std::move(pending[i].fd));
+      else if (now < pending[i].deadline_ns)
+        waiting.push_back(std::move(pending[i]));
+    }
+    pending = std::move(waiting);
+    if (fds[1].revents != 0) {
+      for (;;) {
+        const int c = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (c < 0) break;
+        if (pending.size() == kMaxPendingHellos) pending.pop_front();  // the oldest silent one
+        pending.push_back({Fd(c), now + kHelloTimeoutNs});
+      }
+    }
+    if (now >= next_check_ns) {
+      next_check_ns = now + uint64_t(kRegistrarTickMs) * 1'000'000;
+      // Removed under us (systemd RemoveIPC, a cleanup script): bind again,
+      // or nobody new could register.
+      if (file_id(socket_path) != listener_id) {
+        Fd old = std::move(listener);
+        if (!listen()) listener = std::move(old);
+      }
+    }
+  }
+}
 
 // ---- consuming --------------------------------------------------------------------
 
@@ -214,15 +509,18 @@ void Host::Impl::quarantine(uint32_t slot, RecordHandler& handler, const ReadRes
   ClientRow* row = view.row(slot);
   row->quarantined.store(1, std::memory_order_relaxed);
   row->rejected.store(s.rejected, std::memory_order_relaxed);
+  view.header->clients_quarantined.store(++clients_quarantined, std::memory_order_relaxed);
   handler.on_rejected(
       slot, r.reason, {},
-      Status{r.why.code(), "client " + std::to_string(slot) + " quarantined: " + r.why.message()});
+      Status{r.why.code(), "client " + std::to_string(slot) + " (pid " + std::to_string(s.pid) +
+                               ") quarantined: " + r.why.message()});
 }
 
 size_t Host::poll(RecordHandler& handler, size_t max_records) {
   Impl& m = *m_impl;
   if (!m.mapping) return 0;
-  const uint32_t n = m.config.max_clients;
+  const uint32_t n = m.slots_in_use.load(std::memory_order_acquire);
+  if (n == 0) return 0;
   size_t consumed = 0;
   // Round-robin, one record per client per round: a busy client cannot starve the rest.
   bool progress = true;
@@ -231,13 +529,12 @@ size_t Host::poll(RecordHandler& handler, size_t max_records) {
     for (uint32_t k = 0; k < n && consumed < max_records; ++k) {
       const uint32_t slot = (m.next_slot + k) % n;
       SlotState& s = m.slots[slot];
-      ClientRow* row = m.view.row(slot);
-      if (s.quarantined ||
-          row->state.load(std::memory_order_acquire) == static_cast<uint32_t>(RowState::free))
+      if (s.phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::free) ||
+          s.quarantined)
         continue;
-      RingControl* ctl = m.view.ring_control(slot);
+      RingControl* ctl = s.ring.view().control();
       const uint64_t producer = ctl->producer.load(std::memory_order_acquire);
-      const std::span<const uint8_t> ring(m.view.ring_data(slot), m.config.ring_bytes);
+      const std::span<const uint8_t> ring(s.ring.view().data(), m.config.ring_bytes);
       const ReadResult r =
           read_record(ring, producer, static_cast<uint32_t>(s.epoch), s.cursor, m.payload);
       if (r.outcome == ReadOutcome::empty) continue;
@@ -263,12 +560,11 @@ size_t Host::poll(RecordHandler& handler, size_t max_records) {
             case RecordType::footprint:
               d.footprint.client = slot;
               d.footprint.seen_ns = seen;
-              d.footprint.client_pid = row->pid.load(std::memory_order_relaxed);
+              d.footprint.client_pid = s.pid;
               handler.on_footprint(d.footprint);
               break;
             case RecordType::complete:
-              handler.on_complete_ex({slot, row->pid.load(std::memory_order_relaxed), d.request_id,
-                                      d.completion_token});
+              handler.on_complete_ex({slot, s.pid, d.request_id, d.completion_token});
               break;
             case RecordType::worker_report:
               handler.on_worker_report_ex(
@@ -282,6 +578,7 @@ size_t Host::poll(RecordHandler& handler, size_t max_records) {
           }
         }
       }
+      ClientRow* row = m.view.row(slot);
       row->records.store(s.records, std::memory_order_relaxed);
       row->rejected.store(s.rejected, std::memory_order_relaxed);
       ctl->consumer.store(s.cursor.consumer, std::memory_order_release);
@@ -302,9 +599,18 @@ std::optional<uint64_t> Host::publish(std::string_view request_id, const Decisio
   const std::optional<uint64_t> evicted =
       publish_decision(m.view.decisions(), m.config.decision_slots, request_id, decision, now);
   h->decisions_published.fetch_add(1, std::memory_order_relaxed);
-  // Dekker pairing with wait_decision: bump the word, then look for sleepers.
+  // Dekker pairing with wait_decision: bump the word, then look for sleepers
+  // (each client counts its own in its ring; one wake-up serves them all).
   h->decision_seq.fetch_add(1, std::memory_order_seq_cst);
-  if (h->decision_waiters.load(std::memory_order_seq_cst) > 0) futex_wake(&h->decision_seq);
+  const uint32_t n = m.slots_in_use.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    const SlotState& s = m.slots[i];
+    if (s.phase.load(std::memory_order_acquire) != static_cast<uint32_t>(Phase::active)) continue;
+    if (s.ring.view().control()->decision_waiters.load(std::memory_order_seq_cst) != 0) {
+      futex_wake(&h->decision_seq);
+      break;
+    }
+  }
   if (!evicted) return std::nullopt;
   return now > *evicted ? now - *evicted : 0;
 }
@@ -326,15 +632,15 @@ std::vector<ClientInfo> Host::clients() const {
   const Impl& m = *m_impl;
   std::vector<ClientInfo> out;
   if (!m.mapping) return out;
-  for (uint32_t i = 0; i < m.config.max_clients; ++i) {
-    const ClientRow* row = m.view.row(i);
-    if (row->state.load(std::memory_order_acquire) == static_cast<uint32_t>(RowState::free))
-      continue;
+  const uint32_t n = m.slots_in_use.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
     const SlotState& s = m.slots[i];
-    const uint64_t producer = m.view.ring_control(i)->producer.load(std::memory_order_acquire);
+    if (s.phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::free)) continue;
+    const uint64_t producer = s.ring.view().control()->producer.load(std::memory_order_acquire);
     ClientInfo c;
     c.slot = i;
-    c.pid = row->pid.load(std::memory_order_relaxed);
+    c.pid = s.pid;
+    c.uid = s.uid;
     c.epoch = s.epoch;
     c.ring_capacity = m.config.ring_bytes;
     c.ring_used = check_positions(producer, s.cursor.consumer, m.config.ring_bytes)
@@ -351,32 +657,70 @@ std::vector<ClientInfo> Host::clients() const {
 // ---- liveness -------------------------------------------------------------------------
 
 bool Host::Impl::ring_drained(uint32_t slot) const {
-  const uint64_t producer = view.ring_control(slot)->producer.load(std::memory_order_acquire);
+  const SlotState& s = slots[slot];
+  const uint64_t producer = s.ring.view().control()->producer.load(std::memory_order_acquire);
   // A claimed but uncommitted record is invisible: committed bytes are all that count.
-  return producer == slots[slot].cursor.consumer ||
-         !check_positions(producer, slots[slot].cursor.consumer, config.ring_bytes);
+  return producer == s.cursor.consumer ||
+         !check_positions(producer, s.cursor.consumer, config.ring_bytes);
+}
+
+// The client's socket hung up: the registration is over. Its committed
+// records are still consumed; maintain() reclaims the slot once drained.
+void Host::Impl::hang_up(uint32_t slot) {
+  SlotState& s = slots[slot];
+  if (s.phase.load(std::memory_order_acquire) != static_cast<uint32_t>(Phase::active)) return;
+  (void)::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, s.socket.get(), nullptr);
+  s.socket_fd.store(-1, std::memory_order_release);
+  s.socket.reset();
+  view.row(slot)->state.store(static_cast<uint32_t>(RowState::dead), std::memory_order_release);
+  s.phase.store(static_cast<uint32_t>(Phase::dead), std::memory_order_release);
 }
 
 void Host::Impl::reclaim(uint32_t slot) {
-  ClientRow* row = view.row(slot);
-  RingControl* ctl = view.ring_control(slot);
   SlotState& s = slots[slot];
-  ctl->producer.store(0, std::memory_order_relaxed);
-  ctl->consumer.store(0, std::memory_order_relaxed);
+  ClientRow* row = view.row(slot);
+  s.ring = RingMemory{};  // unmapped: whatever the client still writes there reaches nobody
+  s.cursor = RingCursor{};
+  s.records = s.rejected = 0;
+  s.quarantined = false;
+  s.pid = s.uid = 0;
   row->pid.store(0, std::memory_order_relaxed);
-  row->start_time.store(0, std::memory_order_relaxed);
-  row->heartbeat_ns.store(0, std::memory_order_relaxed);
+  row->uid.store(0, std::memory_order_relaxed);
   row->records.store(0, std::memory_order_relaxed);
   row->rejected.store(0, std::memory_order_relaxed);
+  row->ring_used.store(0, std::memory_order_relaxed);
   row->quarantined.store(0, std::memory_order_relaxed);
-  // The next registration's epoch comes from our private copy: a row's bytes
-  // may have been scribbled on by any client.
-  const uint64_t epoch = s.epoch + 1;
-  s = SlotState{};
-  s.epoch = epoch;
-  row->epoch.store(epoch, std::memory_order_relaxed);
-  // FREE last: a client claims the slot only after seeing it (acquire).
   row->state.store(static_cast<uint32_t>(RowState::free), std::memory_order_release);
+  // Free last: the registrar hands the slot out only after seeing it (acquire).
+  s.phase.store(static_cast<uint32_t>(Phase::free), std::memory_order_release);
+}
+
+// Doorbells (drained: their content means nothing) and hang-ups.
+void Host::Impl::handle_socket_events(int timeout_ms, std::chrono::nanoseconds precise) {
+  epoll_event events[64];
+  int n = 0;
+  if (precise.count() > 0) {
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(precise.count() / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(precise.count() % 1'000'000'000);
+    n = ::epoll_pwait2(epoll.get(), events, 64, &ts, nullptr);
+  } else {
+    n = ::epoll_wait(epoll.get(), events, 64, timeout_ms);
+  }
+  for (int e = 0; e < n; ++e) {
+    const uint32_t slot = events[e].data.u32;
+    if (slot >= config.max_clients) continue;
+    SlotState& s = slots[slot];
+    if (s.phase.load(std::memory_order_acquire) != static_cast<uint32_t>(Phase::active)) continue;
+    bool gone = (events[e].events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)) != 0;
+    char bell[16];
+    for (int i = 0; !gone && i < 256; ++i) {
+      const ssize_t got = receive_message(s.socket.get(), bell, sizeof(bell), nullptr, false);
+      if (got == -EAGAIN) break;
+      if (got <= 0) gone = true;  // EOF (or a reset)
+    }
+    if (gone) hang_up(slot);
+  }
 }
 
 std::vector<uint32_t> Host::maintain() {
@@ -384,34 +728,35 @@ std::vector<uint32_t> Host::maintain() {
   std::vector<uint32_t> reclaimed;
   if (m.mapping && m.mapping->unlinked()) {
     // Someone removed /dev/shm/<name> under us (systemd RemoveIPC, a cleanup
-    // script): clients can no longer find us. Tell the old segment's clients
-    // and build a new one; they re-attach to it.
+    // script): clients can no longer find us. Tell the old segment's clients,
+    // end every registration and build a new one; they re-register.
+    std::lock_guard lock(m.registry);
     m.drain_segment();
+    m.drop_all_slots();
     m.mapping.reset();
   }
   if (!m.mapping) {
     // (Re)creation failed before (e.g. /dev/shm full): try again each call.
+    std::lock_guard lock(m.registry);
     Mapping::remove(m.name);
     m.create_error = m.create_segment();
     return reclaimed;
   }
   m.view.header->heartbeat_ns.store(monotonic_ns(), std::memory_order_release);
-  for (uint32_t i = 0; i < m.config.max_clients; ++i) {
-    ClientRow* row = m.view.row(i);
-    const uint32_t state = row->state.load(std::memory_order_acquire);
-    if (state == static_cast<uint32_t>(RowState::free)) continue;
-    if (state == static_cast<uint32_t>(RowState::active)) {
-      auto held = m.lock.locked_elsewhere(1 + uint64_t{i});
-      if (!held || *held) continue;  // alive (or cannot tell: look again next time)
-      row->state.store(static_cast<uint32_t>(RowState::dead), std::memory_order_release);
-    } else if (state != static_cast<uint32_t>(RowState::dead)) {
-      // A state no party writes: the row was scribbled on. Reclaim it once
-      // nobody holds the slot.
-      auto held = m.lock.locked_elsewhere(1 + uint64_t{i});
-      if (!held || *held) continue;
-    }
-    // Dead: its committed records are still consumed; reclaim once drained.
-    if (m.slots[i].quarantined || m.ring_drained(i)) {
+  m.handle_socket_events(0);
+  const uint32_t n = m.slots_in_use.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    SlotState& s = m.slots[i];
+    const uint32_t phase = s.phase.load(std::memory_order_acquire);
+    if (phase == static_cast<uint32_t>(Phase::active)) {
+      const uint64_t producer = s.ring.view().control()->producer.load(std::memory_order_acquire);
+      m.view.row(i)->ring_used.store(
+          check_positions(producer, s.cursor.consumer, m.config.ring_bytes)
+              ? producer - s.cursor.consumer
+              : 0,
+          std::memory_order_relaxed);
+    } else if (phase == static_cast<uint32_t>(Phase::dead) &&
+               (s.quarantined || m.ring_drained(i))) {
       m.reclaim(i);
       reclaimed.push_back(i);
     }
@@ -420,11 +765,13 @@ std::vector<uint32_t> Host::maintain() {
 }
 
 bool Host::Impl::any_pending() const {
-  for (uint32_t i = 0; i < config.max_clients; ++i) {
-    if (slots[i].quarantined ||
-        view.row(i)->state.load(std::memory_order_acquire) == static_cast<uint32_t>(RowState::free))
+  const uint32_t n = slots_in_use.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    const SlotState& s = slots[i];
+    if (s.phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::free) ||
+        s.quarantined)
       continue;
-    if (view.ring_control(i)->producer.load(std::memory_order_acquire) != slots[i].cursor.consumer)
+    if (s.ring.view().control()->producer.load(std::memory_order_acquire) != s.cursor.consumer)
       return true;
   }
   return false;
@@ -434,11 +781,12 @@ void Host::wait_for_work(std::chrono::microseconds timeout) {
   Impl& m = *m_impl;
   if (!m.mapping) return;
   SegmentHeader* h = m.view.header;
-  const uint32_t seen = h->doorbell.load(std::memory_order_acquire);
   h->daemon_sleeping.store(1, std::memory_order_seq_cst);
-  // Dekker pairing with the producers' commit: announce sleep, then re-check the rings.
+  // Dekker pairing with the producers' commit: announce sleep, then re-check
+  // the rings; a producer that committed after our look sees the flag and
+  // sends its doorbell, which ends the epoll wait.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (!m.any_pending()) futex_wait(&h->doorbell, seen, timeout);
+  if (!m.any_pending()) m.handle_socket_events(0, timeout);
   h->daemon_sleeping.store(0, std::memory_order_relaxed);
 }
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,6 +77,8 @@ uint64_t clock_ns(clockid_t clock) noexcept {
   return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
 }
 
+}  // namespace
+
 Status errno_status(int err, const std::string& what) {
   Errc code = Errc::io;
   if (err == ENOENT) code = Errc::no_daemon;
@@ -83,8 +86,6 @@ Status errno_status(int err, const std::string& what) {
   if (err == ENOSPC || err == ENOMEM) code = Errc::out_of_memory;
   return {code, what + ": " + std::strerror(err)};
 }
-
-}  // namespace
 
 uint64_t monotonic_ns() noexcept { return clock_ns(CLOCK_MONOTONIC); }
 uint64_t realtime_ns() noexcept { return clock_ns(CLOCK_REALTIME); }
@@ -114,6 +115,12 @@ std::string lock_file_path(std::string_view dir, std::string_view instance) {
   std::string path(dir);
   if (path.empty() || path.back() != '/') path += '/';
   return path + "eldr-v" + std::to_string(kFormatMajor) + "-" + std::string(instance) + ".lock";
+}
+
+std::string socket_file_path(std::string_view dir, std::string_view instance) {
+  std::string path(dir);
+  if (path.empty() || path.back() != '/') path += '/';
+  return path + "eldr-v" + std::to_string(kFormatMajor) + "-" + std::string(instance) + ".sock";
 }
 
 Result<gid_t> lookup_group(const std::string& name) {
@@ -207,6 +214,76 @@ Result<std::unique_ptr<Mapping>> Mapping::open(const std::string& name, bool wri
   return std::unique_ptr<Mapping>(new Mapping(std::move(b)));
 }
 
+// ---- RingMemory -------------------------------------------------------------------
+
+namespace {
+constexpr unsigned kRingSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+}
+
+Result<RingMemory> RingMemory::create(uint64_t size, uint32_t ring_bytes) {
+  RingMemory r;
+  r.m_fd = ::memfd_create("eldr-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (r.m_fd < 0) return errno_status(errno, "cannot create ring memory (memfd_create)");
+  if (::ftruncate(r.m_fd, static_cast<off_t>(size)) != 0)
+    return errno_status(errno, "cannot size ring memory");
+  // Every page now: a full memory cgroup fails the registration, not a later write.
+  if (const int rc = ::posix_fallocate(r.m_fd, 0, static_cast<off_t>(size)); rc != 0)
+    return errno_status(rc, "cannot allocate " + std::to_string(size) + " bytes of ring memory");
+  if (::fcntl(r.m_fd, F_ADD_SEALS, kRingSeals) != 0)
+    return errno_status(errno, "cannot seal ring memory");
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, r.m_fd, 0);
+  if (p == MAP_FAILED) return errno_status(errno, "cannot map ring memory");
+  r.m_view = {static_cast<uint8_t*>(p), size, ring_bytes};
+  return r;
+}
+
+Result<RingMemory> RingMemory::adopt(int fd, uint64_t size, uint32_t ring_bytes) {
+  RingMemory r;
+  r.m_fd = fd;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return errno_status(errno, "cannot stat the ring memory");
+  if (static_cast<uint64_t>(st.st_size) != size)
+    return Status{Errc::corrupt, "ring memory is " + std::to_string(st.st_size) +
+                                     " bytes, the welcome says " + std::to_string(size)};
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (static_cast<unsigned>(seals) & kRingSeals) != kRingSeals)
+    return Status{Errc::corrupt, "ring memory is not sealed against resizing"};
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return errno_status(errno, "cannot map the ring memory");
+  r.m_view = {static_cast<uint8_t*>(p), size, ring_bytes};
+  r.close_fd();
+  return r;
+}
+
+RingMemory::~RingMemory() { release(); }
+
+RingMemory::RingMemory(RingMemory&& other) noexcept : m_view(other.m_view), m_fd(other.m_fd) {
+  other.m_view = {};
+  other.m_fd = -1;
+}
+
+RingMemory& RingMemory::operator=(RingMemory&& other) noexcept {
+  if (this != &other) {
+    release();
+    m_view = other.m_view;
+    m_fd = other.m_fd;
+    other.m_view = {};
+    other.m_fd = -1;
+  }
+  return *this;
+}
+
+void RingMemory::close_fd() noexcept {
+  if (m_fd >= 0) ::close(m_fd);
+  m_fd = -1;
+}
+
+void RingMemory::release() noexcept {
+  if (m_view.base != nullptr) ::munmap(m_view.base, m_view.size);
+  m_view = {};
+  close_fd();
+}
+
 // ---- LockFile ---------------------------------------------------------------------
 
 Result<LockFile> LockFile::open(const std::string& path, bool create, uint32_t mode,
@@ -268,32 +345,11 @@ bool LockFile::try_lock(uint64_t byte) {
   return ::fcntl(m_fd, F_OFD_SETLK, &fl) == 0;
 }
 
-void LockFile::unlock(uint64_t byte) {
-  struct flock fl = byte_lock(F_UNLCK, byte);
-  (void)::fcntl(m_fd, F_OFD_SETLK, &fl);
-}
-
-Result<bool> LockFile::locked_elsewhere(uint64_t byte) const {
-  struct flock fl = byte_lock(F_WRLCK, byte);
-  if (::fcntl(m_fd, F_OFD_GETLK, &fl) != 0) return errno_status(errno, "F_OFD_GETLK");
-  return fl.l_type != F_UNLCK;
-}
-
 bool LockFile::still_at(const std::string& path) const {
   struct stat mine {
   }, named{};
   if (::fstat(m_fd, &mine) != 0 || ::stat(path.c_str(), &named) != 0) return false;
   return mine.st_dev == named.st_dev && mine.st_ino == named.st_ino && mine.st_nlink > 0;
-}
-
-uint64_t LockFile::dev() const {
-  struct stat st {};
-  return ::fstat(m_fd, &st) == 0 ? uint64_t(st.st_dev) : 0;
-}
-
-uint64_t LockFile::ino() const {
-  struct stat st {};
-  return ::fstat(m_fd, &st) == 0 ? uint64_t(st.st_ino) : 0;
 }
 
 // ---- header checks --------------------------------------------------------------
@@ -330,8 +386,9 @@ Status check_header(const uint8_t* base, uint64_t file_size, bool& not_ready) {
                                     ", this build reads version " + std::to_string(kFormatMajor)};
   if (h->header_size != sizeof(SegmentHeader) || h->layout_hash != kLayoutHash)
     return {Errc::incompatible,
-            "segment layout hash differs from this build's (same format version, different "
-            "struct layout: rebuild the client against the daemon's eldr)"};
+            "segment layout hash differs from this build's (both format version " +
+                std::to_string(kFormatMajor) +
+                ", different struct layout: rebuild the client against the daemon's eldr)"};
   if (!valid_ring_capacity(h->ring_bytes) || h->max_clients == 0 ||
       h->max_clients > kMaxClientsLimit || h->decision_slots < kMinDecisionSlots ||
       h->decision_slots > kMaxDecisionSlots || (h->decision_slots & (h->decision_slots - 1)) != 0 ||
@@ -339,8 +396,8 @@ Status check_header(const uint8_t* base, uint64_t file_size, bool& not_ready) {
     return {Errc::corrupt, "segment header carries impossible capacities"};
   const Layout l = compute_layout(h->max_clients, h->ring_bytes, h->decision_slots, h->max_workers);
   if (h->segment_size != l.segment_size || h->clients_offset != l.clients_offset ||
-      h->rings_offset != l.rings_offset || h->ring_stride != l.ring_stride ||
-      h->decisions_offset != l.decisions_offset || h->workers_offset != l.workers_offset)
+      h->ring_size != l.ring_size || h->decisions_offset != l.decisions_offset ||
+      h->workers_offset != l.workers_offset)
     return {Errc::corrupt, "segment header offsets disagree with its capacities"};
   if (file_size < l.segment_size)
     return {Errc::corrupt, "segment file is " + std::to_string(file_size) +

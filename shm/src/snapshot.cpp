@@ -1,8 +1,9 @@
 // `eldr status`: a read-only look at a daemon's segment. No registration, no
 // writes; every field is read from shared memory the daemon may be changing.
+#include <algorithm>
+
 #include "eldr/shm.hpp"
 #include "eldr/shm/decisions.hpp"
-#include "eldr/shm/ring.hpp"
 #include "eldr/shm/segment.hpp"
 
 namespace eldr::shm {
@@ -31,19 +32,19 @@ Result<SegmentSnapshot> read_snapshot(std::string_view instance) {
   s.heartbeat_age_ms = age > 0 ? uint64_t(age) / 1'000'000 : 0;
   s.state = state_name(h.state.load(std::memory_order_acquire));
   s.decisions_published = h.decisions_published.load(std::memory_order_relaxed);
+  s.clients_quarantined = h.clients_quarantined.load(std::memory_order_relaxed);
+  s.registrations_refused = h.registrations_refused.load(std::memory_order_relaxed);
   for (uint32_t i = 0; i < v.max_clients; ++i) {
     const ClientRow* row = v.row(i);
     if (row->state.load(std::memory_order_acquire) == static_cast<uint32_t>(RowState::free))
       continue;
-    const RingControl* ctl = v.ring_control(i);
-    const uint64_t consumer = ctl->consumer.load(std::memory_order_acquire);
-    const uint64_t producer = ctl->producer.load(std::memory_order_acquire);
     ClientInfo c;
     c.slot = i;
     c.pid = row->pid.load(std::memory_order_relaxed);
+    c.uid = row->uid.load(std::memory_order_relaxed);
     c.epoch = row->epoch.load(std::memory_order_relaxed);
     c.ring_capacity = v.ring_bytes;
-    c.ring_used = check_positions(producer, consumer, v.ring_bytes) ? producer - consumer : 0;
+    c.ring_used = std::min<uint64_t>(row->ring_used.load(std::memory_order_relaxed), v.ring_bytes);
     c.records = row->records.load(std::memory_order_relaxed);
     c.rejected = row->rejected.load(std::memory_order_relaxed);
     c.quarantined = row->quarantined.load(std::memory_order_relaxed) != 0;

@@ -15,7 +15,8 @@ cleanup() {
     kill "$DAEMON" 2>/dev/null || true
     wait "$DAEMON" 2>/dev/null || true
   fi
-  rm -f "/dev/shm/eldr-v1-$INSTANCE" "/dev/shm/eldr-v1-$INSTANCE.lock"
+  rm -f "/dev/shm/eldr-v2-$INSTANCE" "/dev/shm/eldr-v2-$INSTANCE.lock" \
+    "/dev/shm/eldr-v2-$INSTANCE.sock" "/dev/shm/eldr-v1-$INSTANCE"
   rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -1,8 +1,10 @@
-// Segment permissions across users: the daemon's segment and lock file are
-// mode 0660 with the daemon's group or a configured one. A process outside
-// that group is refused with Errc::permission and a message naming what it
-// could not open, never a crash or a generic error; a member of the group
-// attaches and pushes.
+// Permissions across users (format 2): the daemon's segment is mode 0440
+// and its registration socket 0660, both with the daemon's group or a
+// configured one; the lock file is the daemon's alone (0600). A process
+// outside that group is refused with Errc::permission and a message naming
+// what it could not open, never a crash or a generic error; a member of the
+// group attaches and pushes, yet cannot open the segment or the lock file
+// for writing, and the daemon knows its pid from the kernel (SO_PEERCRED).
 //
 // The client runs in a forked child that drops to an unprivileged uid
 // (nobody) with chosen supplementary groups, so the test needs root; as any
@@ -36,16 +38,18 @@ constexpr const char* kSegmentGroup = "users";
 
 // What the child saw, sent back through a pipe as one block.
 struct ChildReport {
-  int32_t setup_errno = 0;  // dropping privileges failed
-  int32_t segment_errno = 0;
-  int32_t lock_errno = 0;
+  int32_t setup_errno = 0;       // dropping privileges failed
+  int32_t segment_errno = 0;     // opening the segment read-only
+  int32_t segment_rw_errno = 0;  // ... and for writing
+  int32_t lock_errno = 0;        // the lock file, for writing
+  int32_t pid = 0;
   int32_t open_code = 0;  // Errc of Client::open
   int32_t push_code = 0;  // Errc of push_footprint (when open succeeded)
   char open_message[512] = {};
 };
 
-int open_errno(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+int open_errno(const std::string& path, int flags = O_RDWR) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
   if (fd < 0) return errno;
   ::close(fd);
   return 0;
@@ -62,7 +66,9 @@ ChildReport attach_as_unprivileged(const std::string& instance, const std::strin
     r.setup_errno = errno;
     return r;
   }
-  r.segment_errno = open_errno("/dev/shm" + segment_name(instance));
+  r.pid = ::getpid();
+  r.segment_errno = open_errno("/dev/shm" + segment_name(instance), O_RDONLY);
+  r.segment_rw_errno = open_errno("/dev/shm" + segment_name(instance), O_RDWR);
   r.lock_errno = open_errno(lock_path);
   ClientOptions options;
   options.open_timeout = std::chrono::milliseconds(500);
@@ -87,7 +93,7 @@ class shm_permission : public ::testing::Test {
     if (::geteuid() != 0)
       GTEST_SKIP() << "needs root: the client side drops to uid " << kUnprivilegedUid
                    << " in a child process (running as uid " << ::geteuid() << ")";
-    // The unprivileged child must reach the lock file: only its own mode may decide.
+    // The unprivileged child must reach the socket and lock file: only their own modes decide.
     std::filesystem::permissions(dir.path(), std::filesystem::perms(0755));
   }
 
@@ -104,6 +110,10 @@ class shm_permission : public ::testing::Test {
   std::string lock_path() const {
     return config.lock_dir + "/eldr-v" + std::to_string(kFormatMajor) + "-" + config.instance +
            ".lock";
+  }
+  std::string socket_path() const {
+    return config.lock_dir + "/eldr-v" + std::to_string(kFormatMajor) + "-" + config.instance +
+           ".sock";
   }
 
   // Runs attach_as_unprivileged in a forked child; the parent keeps the
@@ -148,15 +158,21 @@ class shm_permission : public ::testing::Test {
     return g != nullptr ? g->gr_gid : static_cast<gid_t>(-1);
   }
 
-  void expect_mode_and_group(const std::string& path, gid_t gid) {
+  void expect_mode_and_group(const std::string& path, uint32_t mode, gid_t gid) {
     struct stat st {};
     ASSERT_EQ(::stat(path.c_str(), &st), 0) << path << ": " << std::strerror(errno);
-    EXPECT_EQ(st.st_mode & 0777, 0660u) << path;
+    EXPECT_EQ(st.st_mode & 0777, mode) << path;
     EXPECT_EQ(st.st_gid, gid) << path;
+  }
+  void expect_modes(gid_t gid) {
+    expect_mode_and_group("/dev/shm" + segment_name(config.instance), 0440, gid);
+    expect_mode_and_group(socket_path(), 0660, gid);
+    expect_mode_and_group(lock_path(), 0600, ::getegid());
   }
 
   void expect_refused(const ChildReport& r) {
     EXPECT_EQ(r.segment_errno, EACCES);
+    EXPECT_EQ(r.segment_rw_errno, EACCES);
     EXPECT_EQ(r.lock_errno, EACCES);
     EXPECT_EQ(static_cast<Errc>(r.open_code), Errc::permission) << r.open_message;
     const std::string message = r.open_message;
@@ -172,8 +188,7 @@ class shm_permission : public ::testing::Test {
 
 TEST_F(shm_permission, the_daemons_own_group_refuses_a_process_outside_it) {
   create_host("");
-  expect_mode_and_group("/dev/shm" + segment_name(config.instance), ::getegid());
-  expect_mode_and_group(lock_path(), ::getegid());
+  expect_modes(::getegid());
   ASSERT_NE(::getegid(), kUnprivilegedGid);
   const ChildReport r = run_child({});
   expect_refused(r);
@@ -184,8 +199,7 @@ TEST_F(shm_permission, a_configured_group_refuses_a_process_outside_it) {
   const gid_t gid = group_id(kSegmentGroup);
   if (gid == static_cast<gid_t>(-1)) GTEST_SKIP() << "no group \"" << kSegmentGroup << "\"";
   create_host(kSegmentGroup);
-  expect_mode_and_group("/dev/shm" + segment_name(config.instance), gid);
-  expect_mode_and_group(lock_path(), gid);
+  expect_modes(gid);
   const ChildReport r = run_child({});  // nobody, nogroup, no supplementary group
   expect_refused(r);
   EXPECT_TRUE(host->clients().empty());
@@ -197,7 +211,8 @@ TEST_F(shm_permission, a_member_of_the_configured_group_attaches_and_pushes) {
   create_host(kSegmentGroup);
   const ChildReport r = run_child({gid});  // nobody, with the segment's group as a supplementary
   EXPECT_EQ(r.segment_errno, 0) << std::strerror(r.segment_errno);
-  EXPECT_EQ(r.lock_errno, 0) << std::strerror(r.lock_errno);
+  EXPECT_EQ(r.segment_rw_errno, EACCES) << "a client may read the daemon's segment, never write it";
+  EXPECT_EQ(r.lock_errno, EACCES) << "the lock file is the daemon's alone";
   ASSERT_EQ(static_cast<Errc>(r.open_code), Errc::ok) << r.open_message;
   EXPECT_EQ(static_cast<Errc>(r.push_code), Errc::ok);
   // The child may exit before its record is read: the daemon still consumes it.
@@ -209,6 +224,7 @@ TEST_F(shm_permission, a_member_of_the_configured_group_attaches_and_pushes) {
   ASSERT_EQ(handler.footprints.size(), 1u);
   EXPECT_EQ(handler.footprints[0].request_id, "from-nobody");
   EXPECT_EQ(handler.footprints[0].counts, std::vector<int16_t>(8, 1));
+  EXPECT_EQ(handler.footprints[0].client_pid, static_cast<uint32_t>(r.pid));
   EXPECT_TRUE(handler.rejections.empty());
 }
 

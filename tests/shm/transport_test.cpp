@@ -1,13 +1,24 @@
 // Host and Client in one process (separate mappings of one segment): creation
-// and opening, compatibility refusals, records end to end, quarantine, slot
-// reclaim, daemon restart and segment deletion, the doorbell, status.
+// and opening, compatibility refusals, registration over the socket, who maps
+// what, records end to end, quarantine, slot reclaim, daemon restart and
+// segment deletion, the doorbell, status.
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
-#include <sys/statvfs.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -587,6 +598,7 @@ TEST(shm_transport, the_snapshot_shows_clients_workers_and_state) {
   rows[1].routed = 99;
   (*host)->publish_workers(rows, 17);
   (*host)->publish("pending", DecisionIn{});
+  (*host)->maintain();  // publishes each ring's fill level
   auto snapshot = read_snapshot(config.instance);
   ASSERT_TRUE(snapshot.is_ok()) << snapshot.status().to_string();
   EXPECT_EQ(snapshot->state, "ready");
@@ -597,13 +609,15 @@ TEST(shm_transport, the_snapshot_shows_clients_workers_and_state) {
   EXPECT_EQ(snapshot->decisions_published, 1u);
   ASSERT_EQ(snapshot->clients.size(), 1u);
   EXPECT_GT(snapshot->clients[0].ring_used, 0u);
+  EXPECT_EQ(snapshot->clients[0].pid, static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ(snapshot->clients[0].uid, static_cast<uint32_t>(::geteuid()));
   ASSERT_EQ(snapshot->workers.size(), 2u);
   EXPECT_EQ(snapshot->workers[0].running, 3u);
   EXPECT_EQ(snapshot->workers[1].routed, 99u);
   EXPECT_EQ(snapshot->format_minor, kFormatMinor);
   EXPECT_FALSE(snapshot->router.has_value());  // not published yet
 
-  // Format 1.1: the router's state and each worker's batch footprint.
+  // The router's state and each worker's batch footprint.
   rows[1].batch_experts = 5.5f;
   Host::RouterRow router;
   router.policy = 7;
@@ -646,24 +660,202 @@ TEST(shm_transport, bad_configurations_are_refused) {
   EXPECT_EQ(Host::create(config).status().code(), Errc::invalid_argument);
 }
 
+// A full /dev/shm fails at creation with out_of_memory, never SIGBUS later.
+// The segment (decisions and rows; the rings are memfds of their own) is far
+// smaller than this machine's /dev/shm, so the test makes a small one: a
+// forked child mounts a 1 MiB tmpfs over /dev/shm in a mount namespace of
+// its own (needs root; skipped otherwise).
 TEST(shm_transport, a_segment_larger_than_dev_shm_fails_at_creation_with_out_of_memory) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a small /dev/shm in a namespace";
   TempDir dir("shm");
-  auto config = small_config(unique_instance("huge"), dir);
-  config.max_clients = 4096;
-  config.ring_bytes = 1u << 30;  // 4 TiB of rings
-  struct statvfs fs {};
-  ASSERT_EQ(::statvfs("/dev/shm", &fs), 0);
-  const double shm_bytes = double(fs.f_blocks) * double(fs.f_frsize);
-  // tmpfs refuses an allocation beyond its size at once; an unlimited one
-  // would really try, so skip there.
-  if (fs.f_blocks == 0 || shm_bytes >= double(uint64_t{1} << 42)) GTEST_SKIP();
-  auto sut = Host::create(config);
-  ASSERT_FALSE(sut.is_ok());
-  EXPECT_EQ(sut.status().code(), Errc::out_of_memory);
-  EXPECT_NE(sut.status().message().find("/dev/shm"), std::string::npos);
-  // Nothing is left behind: a normal daemon starts right after.
-  config = small_config(config.instance, dir);
-  EXPECT_TRUE(Host::create(config).is_ok());
+  const std::string instance = unique_instance("huge");
+  const std::string lock_dir = dir.path().string();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 0;
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m") != 0)
+      ::_exit(10);
+    SegmentConfig config;
+    config.instance = instance;
+    config.lock_dir = lock_dir;
+    config.decision_slots = 1u << 16;  // 12 MiB of decisions
+    auto sut = Host::create(config);
+    if (sut.is_ok())
+      code = 1;
+    else if (sut.status().code() != Errc::out_of_memory)
+      code = 2;
+    else if (sut.status().message().find("/dev/shm") == std::string::npos)
+      code = 3;
+    // Nothing is left behind: a daemon that fits starts right after.
+    config.decision_slots = 64;
+    config.max_clients = 2;
+    config.max_workers = 4;
+    if (code == 0 && !Host::create(config).is_ok()) code = 4;
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 10) GTEST_SKIP() << "cannot mount a tmpfs in a new mount namespace";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: created anyway, 2: another error, 3: no hint, "
+                                       "4: a fitting daemon could not start after";
+}
+
+// Per-writer memory: the segment is the daemon's alone (mode r--, mapped
+// read-only by clients), and each client's ring is a sealed memfd only that
+// client and the daemon map. Read from this process's own mappings.
+TEST(shm_transport, clients_map_the_daemons_segment_read_only_and_only_their_own_ring) {
+  TempDir dir("shm");
+  auto config = small_config(unique_instance("ro"), dir);
+  config.mode = 0660;
+  auto host = Host::create(config);
+  ASSERT_TRUE(host.is_ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(("/dev/shm" + segment_name(config.instance)).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0440u);
+  ASSERT_EQ(::stat((config.lock_dir + "/eldr-v2-" + config.instance + ".sock").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  ASSERT_EQ(::stat((config.lock_dir + "/eldr-v2-" + config.instance + ".lock").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  auto mappings = [&](const std::string& needle) {
+    std::vector<std::string> perms;
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; std::getline(maps, line);)
+      if (line.find(needle) != std::string::npos)
+        perms.push_back(line.substr(line.find(' ') + 1, 4));
+    return perms;
+  };
+  const std::string segment = "/dev/shm" + segment_name(config.instance);
+  EXPECT_EQ(mappings(segment), std::vector<std::string>{"rw-s"});  // the daemon's only
+  auto a = Client::open(config.instance, quick_options());
+  auto b = Client::open(config.instance, quick_options());
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  auto perms = mappings(segment);
+  std::sort(perms.begin(), perms.end());
+  EXPECT_EQ(perms, (std::vector<std::string>{"r--s", "r--s", "rw-s"}));
+  // Two rings, each mapped twice (its client and the daemon); no ring fd
+  // stays open in either side (nothing to find in /proc/<pid>/fd).
+  EXPECT_EQ(mappings("/memfd:eldr-ring").size(), 4u);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(entry.path(), ec).string();
+    EXPECT_EQ(target.find("eldr-ring"), std::string::npos) << target;
+  }
+  // A claim's ring is all a client can write: its own ring memory.
+  auto claim = (*a)->claim(RecordType::complete, 8);
+  ASSERT_TRUE(claim.is_ok());
+  const auto* ring = claim->ring.data();
+  bool in_a_ring_mapping = false;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2) continue;
+    if (reinterpret_cast<uintptr_t>(ring) >= lo && reinterpret_cast<uintptr_t>(ring) < hi)
+      in_a_ring_mapping = line.find("/memfd:eldr-ring") != std::string::npos;
+  }
+  EXPECT_TRUE(in_a_ring_mapping);
+  ASSERT_TRUE((*a)->abort(*claim).is_ok());
+}
+
+// What travels over the socket before a ring is handed out is checked: a
+// client of another format or layout is refused naming both versions, a
+// peer that says anything else is refused, and each refusal is counted.
+TEST(shm_transport, hellos_of_another_version_or_garbage_are_refused_and_counted) {
+  TempDir dir("shm");
+  const auto config = small_config(unique_instance("hello"), dir);
+  auto host = Host::create(config);
+  ASSERT_TRUE(host.is_ok());
+  const std::string path = config.lock_dir + "/eldr-v2-" + config.instance + ".sock";
+  // The path is longer than a sockaddr_un holds: reach it through its directory.
+  const int dir_fd = ::open(config.lock_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dir_fd, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof a.sun_path, "/proc/self/fd/%d/%s", dir_fd,
+                path.substr(path.rfind('/') + 1).c_str());
+  auto answer = [&](const void* hello, size_t size) {
+    detail::WelcomeMsg w{};
+    const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0) << std::strerror(errno);
+    EXPECT_EQ(::send(fd, hello, size, MSG_NOSIGNAL), static_cast<ssize_t>(size));
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 2000), 1);
+    EXPECT_EQ(::recv(fd, &w, sizeof w, 0), static_cast<ssize_t>(sizeof w));
+    ::close(fd);
+    w.message[sizeof w.message - 1] = '\0';
+    return w;
+  };
+  detail::HelloMsg hello{};
+  std::memcpy(hello.magic, detail::kHelloMagic, sizeof hello.magic);
+  hello.format_major = 1;
+  hello.layout_hash = detail::kLayoutHash;
+  auto w = answer(&hello, sizeof hello);
+  EXPECT_EQ(w.status, static_cast<int32_t>(Errc::incompatible));
+  EXPECT_NE(std::string(w.message).find("format version 1, this eldrd speaks version 2"),
+            std::string::npos)
+      << w.message;
+  hello.format_major = kFormatMajor;
+  hello.layout_hash ^= 1;
+  w = answer(&hello, sizeof hello);
+  EXPECT_EQ(w.status, static_cast<int32_t>(Errc::incompatible));
+  EXPECT_NE(std::string(w.message).find("layout hash"), std::string::npos) << w.message;
+  const char garbage[] = "GET / HTTP/1.1\r\n\r\n";
+  w = answer(garbage, sizeof garbage);
+  EXPECT_EQ(w.status, static_cast<int32_t>(Errc::incompatible));
+  EXPECT_NE(std::string(w.message).find("not an eldr hello"), std::string::npos) << w.message;
+  auto snapshot = read_snapshot(config.instance);
+  ASSERT_TRUE(snapshot.is_ok());
+  EXPECT_EQ(snapshot->registrations_refused, 3u);
+  EXPECT_TRUE(snapshot->clients.empty());
+  // A peer that connects and never says hello holds nothing: a real client
+  // registers next to it.
+  const int silent = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(silent, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_TRUE(Client::open(config.instance, quick_options()).is_ok());
+  ::close(silent);
+  ::close(dir_fd);
+}
+
+// A client of format 1 looks for /eldr-v1-<instance>: the daemon leaves a
+// page there saying format 2, so such a client fails with "segment format
+// major version 2, this build reads version 1" (Errc::incompatible) rather
+// than a bare "no daemon". The page is removed with the daemon.
+TEST(shm_transport, a_format_1_client_finds_a_page_naming_format_2) {
+  TempDir dir("shm");
+  const auto config = small_config(unique_instance("tomb"), dir);
+  const std::string v1 = "/eldr-v1-" + config.instance;
+  {
+    auto host = Host::create(config);
+    ASSERT_TRUE(host.is_ok());
+    const int fd = ::shm_open(v1.c_str(), O_RDWR, 0);  // as a format-1 client opens it
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    void* page = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    ASSERT_NE(page, MAP_FAILED);
+    const auto* h = static_cast<const detail::SegmentHeader*>(page);
+    EXPECT_EQ(std::memcmp(h->magic, detail::kMagic, sizeof detail::kMagic), 0);
+    EXPECT_EQ(h->format_major, 2u);  // at offset 8 in every format
+    ::munmap(page, 4096);
+    ::close(fd);
+  }
+  EXPECT_LT(::shm_open(v1.c_str(), O_RDONLY, 0), 0);
+  // A name a format-1 daemon holds is left alone.
+  const int theirs = ::shm_open(v1.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(theirs, 0);
+  ASSERT_EQ(::ftruncate(theirs, 4096), 0);
+  {
+    auto host = Host::create(config);
+    ASSERT_TRUE(host.is_ok());
+  }
+  struct stat st {};
+  EXPECT_EQ(::fstat(theirs, &st), 0);
+  EXPECT_EQ(st.st_nlink, 1u);  // still there
+  ::close(theirs);
+  ::shm_unlink(v1.c_str());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // signals. Every wait is bounded; a watchdog aborts a hung test.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -21,6 +23,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string_view>
 #include <thread>
@@ -310,7 +313,8 @@ TEST_F(EldrdTest, routes_with_eldr_cost_by_default_and_status_shows_the_router) 
     for (const auto& w : s->workers) routed += w.routed;
     return routed == 8;
   }));
-  EXPECT_EQ(s->format_minor, 1u);
+  EXPECT_EQ(s->format_major, shm::kFormatMajor);
+  EXPECT_EQ(s->format_minor, shm::kFormatMinor);
   EXPECT_EQ(s->router->policy, 7u);
   // The axis table's 2x4 geometry has no preset: StepCost's defaults.
   EXPECT_EQ(s->router->t0_ms, 3.0);
@@ -339,7 +343,8 @@ TEST_F(EldrdTest, routes_with_eldr_cost_by_default_and_status_shows_the_router) 
   ASSERT_EQ(rc, 0) << out;
   status = nlohmann::json::parse(out, nullptr, false);
   ASSERT_FALSE(status.is_discarded()) << out;
-  EXPECT_EQ(status["format"], "1.1");
+  EXPECT_EQ(status["format"],
+            std::to_string(shm::kFormatMajor) + "." + std::to_string(shm::kFormatMinor));
   EXPECT_EQ(status["router"]["policy"], "eldr_cost") << status.dump();
   EXPECT_EQ(status["router"]["step_cost"]["t0_ms"], 3.0);
   EXPECT_EQ(status["router"]["step_cost"]["max_batch"], 64);
@@ -600,6 +605,247 @@ TEST_F(EldrdTest, a_client_killed_mid_stream_does_not_disturb_the_others) {
   EXPECT_EQ(kill(daemon, 0), 0) << "the daemon must still be running";
 }
 
+// ---- isolation between clients of different users ---------------------------
+
+// Two unprivileged users of the daemon's group: raw uids with no passwd
+// entry (the kernel needs none), the group "users" as their only group.
+constexpr uid_t kScribblerUid = 61001;
+constexpr uid_t kHonestUid = 61002;
+
+bool drop_to(uid_t uid, gid_t gid) {
+  return ::setgroups(1, &gid) == 0 && ::setresgid(gid, gid, gid) == 0 &&
+         ::setresuid(uid, uid, uid) == 0;
+}
+
+// How many entries of a /proc/<pid>/<dir> this process could open for
+// writing (or at all, for map_files): every one of them would reach memory
+// of another process.
+int openable_entries(pid_t pid, const char* dir) {
+  int opened = 0;
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/" + dir, ec)) {
+    const int fd = ::open(e.path().c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd >= 0) {
+      ++opened;
+      ::close(fd);
+    }
+  }
+  return opened;
+}
+
+struct ScribblerReport {
+  int32_t dropped = 0;            // 1 once it runs as kScribblerUid
+  int32_t segment_rw_errno = 0;   // opening the daemon's segment for writing
+  int32_t daemon_fds_opened = 0;  // /proc/<eldrd>/fd and map_files entries it could open
+  int32_t registered = 0;
+};
+
+// Scribbles over every byte it can map writable (its own ring: a claim's
+// ring span), commits the garbage, re-registers when quarantined and does it
+// again; also sends garbage hellos. Never returns.
+[[noreturn]] void scribble(const std::string& instance, pid_t daemon, int report_fd, gid_t gid) {
+  ScribblerReport r;
+  r.dropped = drop_to(kScribblerUid, gid) ? 1 : 0;
+  const std::string segment = "/dev/shm" + shm::segment_name(instance);
+  const int fd = ::open(segment.c_str(), O_RDWR | O_CLOEXEC);
+  r.segment_rw_errno = fd >= 0 ? 0 : errno;
+  if (fd >= 0) ::close(fd);
+  r.daemon_fds_opened = openable_entries(daemon, "fd") + openable_entries(daemon, "map_files");
+  shm::ClientOptions options;
+  options.open_timeout = 2000ms;
+  auto client = shm::Client::open(instance, options);
+  r.registered = client.is_ok() ? 1 : 0;
+  (void)!::write(report_fd, &r, sizeof r);
+  ::close(report_fd);
+  if (!client) ::_exit(3);
+  uint64_t x = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(::getpid());
+  auto next = [&] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  const std::string socket_path = segment + ".sock";
+  for (uint64_t round = 0;; ++round) {
+    auto claim = (*client)->claim(shm::RecordType::footprint, 64 + next() % 512);
+    if (claim) {
+      const std::span<uint8_t> ring = claim->ring;
+      for (int page = 0; page < 16; ++page) {
+        const size_t at = next() % ring.size();
+        const size_t n = std::min<size_t>(4096, ring.size() - at);
+        for (size_t i = 0; i < n; i += 8) {
+          const uint64_t v = next();
+          std::memcpy(ring.data() + at + i, &v, std::min<size_t>(8, n - i));
+        }
+      }
+      (void)(*client)->commit(*claim);
+    }
+    if (round % 256 == 0) {  // a peer that is no eldr client at all
+      const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+      sockaddr_un a{};
+      a.sun_family = AF_UNIX;
+      std::snprintf(a.sun_path, sizeof a.sun_path, "%s", socket_path.c_str());
+      if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+        uint64_t junk[5] = {next(), next(), next(), next(), next()};
+        (void)::send(s, junk, sizeof junk, MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+      ::close(s);
+    }
+    std::this_thread::sleep_for(50us);  // leave the honest client a core
+  }
+}
+
+struct HonestReport {
+  int32_t dropped = 0;
+  int32_t open_code = 0;
+  int32_t routed = 0;
+  int32_t push_failures = 0;
+  int32_t timeouts = 0;
+  int32_t errors = 0;  // other wait failures, or an error decision
+  int32_t wrong = 0;   // a decision for another worker than the footprint's
+  int32_t complete_failures = 0;
+  int32_t scribbler_fds_opened = 0;  // /proc/<scribbler>/fd and map_files entries opened
+  char first_problem[256] = {};
+};
+
+HonestReport route_honestly(const std::string& instance, int requests, pid_t scribbler, gid_t gid) {
+  HonestReport r;
+  r.dropped = drop_to(kHonestUid, gid) ? 1 : 0;
+  r.scribbler_fds_opened =
+      openable_entries(scribbler, "fd") + openable_entries(scribbler, "map_files");
+  auto client = shm::Client::open(instance);
+  r.open_code = static_cast<int32_t>(client.status().code());
+  if (!client) return r;
+  auto note = [&](const std::string& what) {
+    if (r.first_problem[0] == '\0')
+      std::snprintf(r.first_problem, sizeof r.first_problem, "%s", what.c_str());
+  };
+  std::vector<int16_t> counts(8, 0);
+  for (int i = 0; i < requests; ++i) {
+    const std::string id = "honest-" + std::to_string(i);
+    std::fill(counts.begin(), counts.end(), int16_t{0});
+    counts[static_cast<size_t>(i % 4)] = 5;
+    shm::FootprintOut f;
+    f.request_id = id;
+    f.layers = 2;
+    f.experts = 4;
+    f.counts = counts;
+    if (Status s = (*client)->push_footprint(f); !s) {
+      ++r.push_failures;
+      note(id + ": " + s.to_string());
+      continue;
+    }
+    auto d = (*client)->wait_decision(id, 2000);
+    if (!d) {
+      ++(d.status().code() == Errc::timeout ? r.timeouts : r.errors);
+      note(id + ": " + d.status().to_string());
+      continue;
+    }
+    if (d->status != 0) {
+      ++r.errors;
+      note(id + ": decision status " + std::to_string(d->status));
+      continue;
+    }
+    ++r.routed;
+    if (d->worker != 100 + i % 4) {
+      ++r.wrong;
+      note(id + ": worker " + std::to_string(d->worker));
+    }
+    if (Status s = (*client)->push_complete(id, d->completion_token); !s) {
+      ++r.complete_failures;
+      note(id + " complete: " + s.to_string());
+    }
+  }
+  return r;
+}
+
+// One user's client scribbles over all the shared memory it can write while
+// another user's client routes 20,000 requests: the honest one sees no
+// failure, no timeout and no wrong decision, the in-flight counts end at
+// exactly zero, and the kernel keeps each out of the other's memory and the
+// daemon's. Needs root (it creates the two users' processes).
+TEST_F(EldrdTest, a_scribbling_client_of_another_user_disturbs_no_other_client) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: drops two children to uids 61001 and 61002";
+  const group* users = ::getgrnam("users");
+  if (users == nullptr) GTEST_SKIP() << "no group \"users\"";
+  const gid_t gid = users->gr_gid;
+  std::ofstream(config_path) << default_config() << "policy = \"eldr\"\ngroup = \"users\"\n"
+                             << "mode = \"0660\"\n";
+  // The table and config are read by the daemon (root); the children need nothing from dir.
+  const std::string port = free_loopback_port();
+  start_daemon({"--metrics-port", port});
+
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t scribbler = ::fork();
+  ASSERT_GE(scribbler, 0);
+  if (scribbler == 0) {
+    ::close(pipe_fds[0]);
+    scribble(instance, daemon, pipe_fds[1], gid);
+  }
+  ::close(pipe_fds[1]);
+  ScribblerReport sr;
+  ASSERT_EQ(::read(pipe_fds[0], &sr, sizeof sr), static_cast<ssize_t>(sizeof sr));
+  ::close(pipe_fds[0]);
+  EXPECT_EQ(sr.dropped, 1);
+  EXPECT_EQ(sr.segment_rw_errno, EACCES) << "the daemon's segment must not open for writing";
+  EXPECT_EQ(sr.daemon_fds_opened, 0);
+  ASSERT_EQ(sr.registered, 1);
+  // Let it get going (quarantined at least once) before the honest client starts.
+  ASSERT_TRUE(eventually([&] {
+    auto s = shm::read_snapshot(instance);
+    return s && s->clients_quarantined >= 1;
+  })) << "the scribbler was never quarantined";
+
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  constexpr int kRequests = 20'000;
+  const pid_t honest = ::fork();
+  ASSERT_GE(honest, 0);
+  if (honest == 0) {
+    ::close(pipe_fds[0]);
+    const HonestReport r = route_honestly(instance, kRequests, scribbler, gid);
+    const bool sent = ::write(pipe_fds[1], &r, sizeof r) == static_cast<ssize_t>(sizeof r);
+    ::_exit(sent ? 0 : 1);
+  }
+  ::close(pipe_fds[1]);
+  HonestReport hr;
+  const ssize_t got = ::read(pipe_fds[0], &hr, sizeof hr);
+  ::close(pipe_fds[0]);
+  EXPECT_EQ(wait_exit(honest), 0);
+  auto during = shm::read_snapshot(instance);
+  ::kill(scribbler, SIGKILL);
+  EXPECT_EQ(wait_exit(scribbler), 128 + SIGKILL);
+  ASSERT_EQ(got, static_cast<ssize_t>(sizeof hr));
+  EXPECT_EQ(hr.dropped, 1);
+  ASSERT_EQ(static_cast<Errc>(hr.open_code), Errc::ok);
+  EXPECT_EQ(hr.scribbler_fds_opened, 0) << "another user's ring must not open";
+  EXPECT_EQ(hr.routed, kRequests) << hr.first_problem;
+  EXPECT_EQ(hr.push_failures, 0) << hr.first_problem;
+  EXPECT_EQ(hr.timeouts, 0) << hr.first_problem;
+  EXPECT_EQ(hr.errors, 0) << hr.first_problem;
+  EXPECT_EQ(hr.wrong, 0) << hr.first_problem;
+  EXPECT_EQ(hr.complete_failures, 0) << hr.first_problem;
+  ASSERT_TRUE(during.is_ok());
+  EXPECT_GE(during->clients_quarantined, 1u);
+  EXPECT_GE(during->registrations_refused, 1u);  // the garbage hellos
+  // Every honest request was completed with its token: nothing stays in flight.
+  ASSERT_TRUE(eventually([&] {
+    auto s = shm::read_snapshot(instance);
+    return s && s->router && inflight_total(*s) == 0 && s->router->completes_refused == 0;
+  }));
+  std::string body;
+  ASSERT_TRUE(eventually([&] {
+    body = http_get(port, "/metrics");
+    return body.find("eldr_clients_quarantined_total 0") == std::string::npos &&
+           body.find("eldr_clients_quarantined_total") != std::string::npos;
+  })) << body;
+  EXPECT_EQ(kill(daemon, 0), 0) << "the daemon must still be running";
+  std::fprintf(stderr, "scribbler quarantined %llu times; %llu registrations refused\n",
+               static_cast<unsigned long long>(during->clients_quarantined),
+               static_cast<unsigned long long>(during->registrations_refused));
+}
+
 TEST_F(EldrdTest, a_restarted_daemon_is_found_again_by_an_existing_client) {
   start_daemon();
   auto client = open_client();
@@ -639,7 +885,8 @@ TEST_F(EldrdTest, the_metrics_endpoint_serves_every_family) {
        {"eldr_ring_used_bytes{", "eldr_rejected_total{reason=",
         "eldr_decision_latency_seconds_bucket", "eldr_worker_healthy{worker=\"100\"",
         "eldr_worker_inflight{worker=\"100\"} 1", "eldr_table_epoch ", "eldr_clients 1",
-        "eldr_complete_unknown_total 0", "eldr_decision_evicted_age_seconds_count 0"})
+        "eldr_complete_unknown_total 0", "eldr_decision_evicted_age_seconds_count 0",
+        "eldr_clients_quarantined_total 0", "eldr_registrations_refused_total 0"})
     EXPECT_NE(body.find(family), std::string::npos) << family;
 }
 

@@ -588,7 +588,8 @@ TEST_F(ServiceTest, maintain_publishes_worker_rows_and_gauges) {
         "eldr_worker_inflight{worker=\"103\"} 1",
         "eldr_worker_healthy{worker=\"101\",state=\"active\"} 1", "eldr_table_epoch",
         "eldr_decision_latency_seconds_count 1", "eldr_rejected_total{reason=\"no_worker\"} 0",
-        "eldr_complete_unknown_total 0", "eldr_clients 0"})
+        "eldr_complete_unknown_total 0", "eldr_clients 0", "eldr_clients_quarantined_total 0",
+        "eldr_registrations_refused_total 0"})
     EXPECT_NE(text.find(family), std::string::npos) << family << "\n" << text;
 }
 

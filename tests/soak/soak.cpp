@@ -60,14 +60,14 @@ using Clock = std::chrono::steady_clock;
 volatile sig_atomic_t g_stop = 0;
 void on_stop(int) { g_stop = 1; }
 
-// A SIGKILLed eldrd cannot remove its segment (46 MB) and lock file, and no
-// later daemon reuses a soak's instance name: the conductor removes them
-// (unlink is async-signal-safe; the paths are set before the daemon starts).
-char g_segment_path[512] = {};
-char g_lock_path[512] = {};
+// A SIGKILLed eldrd cannot remove its segment, socket, lock file and the
+// format-1 page, and no later daemon reuses a soak's instance name: the
+// conductor removes them (unlink is async-signal-safe; the paths are set
+// before the daemon starts).
+char g_daemon_paths[4][512] = {};
 void remove_daemon_files() {
-  if (g_segment_path[0] != '\0') ::unlink(g_segment_path);
-  if (g_lock_path[0] != '\0') ::unlink(g_lock_path);
+  for (const char* path : g_daemon_paths)
+    if (path[0] != '\0') ::unlink(path);
 }
 
 // The conductor's watchdog: a hang anywhere fails the run instead of CI's
@@ -304,8 +304,11 @@ int run_conductor(const std::map<std::string, std::string>& a) {
   ::alarm(static_cast<unsigned>(duration) + 180);
   const std::string instance = "soak-" + std::to_string(::getpid());
   const std::string segment_path = "/dev/shm" + shm::segment_name(instance);
-  std::snprintf(g_segment_path, sizeof g_segment_path, "%s", segment_path.c_str());
-  std::snprintf(g_lock_path, sizeof g_lock_path, "%s.lock", segment_path.c_str());
+  std::snprintf(g_daemon_paths[0], sizeof g_daemon_paths[0], "%s", segment_path.c_str());
+  std::snprintf(g_daemon_paths[1], sizeof g_daemon_paths[1], "%s.lock", segment_path.c_str());
+  std::snprintf(g_daemon_paths[2], sizeof g_daemon_paths[2], "%s.sock", segment_path.c_str());
+  std::snprintf(g_daemon_paths[3], sizeof g_daemon_paths[3], "/dev/shm/eldr-v1-%s",
+                instance.c_str());
   const auto dir = std::filesystem::temp_directory_path() / instance;
   std::filesystem::create_directories(dir);
   const std::string table = dir / "table.eldr", table_a = dir / "a.eldr", table_b = dir / "b.eldr";

@@ -95,7 +95,7 @@ typedef int32_t eldr_status_t;
 #define ELDR_E_INCOMPATIBLE (-15)    /* segment of another format (magic, ABI, layout) */
 #define ELDR_E_OUT_OF_MEMORY (-16)   /* host, shared or device memory exhausted */
 #define ELDR_E_CUDA (-17)            /* a CUDA runtime call failed */
-#define ELDR_E_PERMISSION (-18)      /* the OS refused access (mode, group, lock file) */
+#define ELDR_E_PERMISSION (-18)      /* the OS refused access (mode, group, socket) */
 
 /* "ELDR_E_TIMEOUT" style name, or "ELDR_E_UNKNOWN". Static storage. */
 ELDR_API const char* eldr_status_name(eldr_status_t status);

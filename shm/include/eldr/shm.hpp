@@ -1,7 +1,8 @@
 // The shared-memory transport between eldrd and its clients (engines,
 // gateways, `eldr status`). The daemon (Host) creates one segment per
-// instance; each client (Client) registers and gets its own single-producer
-// byte ring that only the daemon reads; decisions go back through a table of
+// instance, which clients map read-only; each client (Client) registers over
+// the daemon's Unix socket and gets its own single-producer byte ring, memory
+// that only it and the daemon map; decisions go back through a table of
 // seqlock cells keyed by request id that only the daemon writes. Nothing on
 // the data path takes a lock; every byte a client wrote is treated as hostile.
 //
@@ -23,15 +24,18 @@
 
 namespace eldr::shm {
 
-inline constexpr uint32_t kFormatMajor = 1;  // in the segment name: v1
-// Minor versions add fields in reserved or padding bytes (zero before), with
-// the layout hash unchanged: 1.1 publishes the router's state and per-worker
-// batch_experts for `eldr status`.
-inline constexpr uint32_t kFormatMinor = 1;
+// In the segment's, the socket's and the lock file's names: v2. Format 2
+// gave every writer its own memory (the daemon's segment is read-only to
+// clients, each client's ring is a memfd of its own) and registers clients
+// over a Unix socket. Minor versions add fields in reserved or padding bytes
+// (zero before), with the layout hash unchanged.
+inline constexpr uint32_t kFormatMajor = 2;
+inline constexpr uint32_t kFormatMinor = 0;
 inline constexpr size_t kMaxRequestId = 128;    // bytes, NUL excluded
 inline constexpr size_t kMaxInstanceName = 64;  // [A-Za-z0-9_.-]+
 
-// "/eldr-v1-<instance>": the POSIX shm name (file under /dev/shm).
+// "/eldr-v2-<instance>": the POSIX shm name of the daemon's segment (file
+// under /dev/shm).
 std::string segment_name(std::string_view instance);
 Status validate_instance_name(std::string_view instance);
 Status validate_request_id(std::string_view request_id);
@@ -136,9 +140,9 @@ class Client {
     std::span<uint8_t> payload;
     uint64_t* commit_word = nullptr;  // the ring's producer position
     uint64_t commit_position = 0;
-    // This client's whole ring (positions and data; page aligned), which
-    // holds payload and commit_word: what a GPU writer page-locks, rather
-    // than the whole segment with every other client's ring.
+    // This client's whole ring memory (positions and data; page aligned),
+    // which holds payload and commit_word: what a GPU writer page-locks. It
+    // is all the shared memory this client can write.
     std::span<uint8_t> ring;
   };
   Result<Claim> claim(RecordType type, size_t payload_bytes);
@@ -150,10 +154,9 @@ class Client {
   Status abort(const Claim& claim);
   // Wakes a sleeping daemon to look at the rings, for writers that commit
   // without this client (a CUDA host function after the GPU's commit). The
-  // callable keeps the segment mapped and this client's slot locked, so it
-  // may run after the client re-attached or closed, and until it is
-  // destroyed the daemon does not hand the slot's ring to another client
-  // under a late commit.
+  // callable keeps this registration's ring mapped and its socket open, so
+  // it may run after the client re-attached or closed, and until it is
+  // destroyed the daemon keeps reading that ring (a late commit is not lost).
   std::function<void()> doorbell();
 
   uint32_t slot() const noexcept;
@@ -178,9 +181,13 @@ struct SegmentConfig {
   // falls further behind (a stall) loses its oldest unread decisions.
   uint32_t decision_slots = 1u << 16;
   uint32_t max_workers = 256;  // worker table rows (status)
+  // Who may register: the socket gets this mode, the segment the same with
+  // every write bit cleared (0660 -> 0440: clients map it read-only).
   uint32_t mode = 0660;
-  std::string group;                  // empty: the daemon's group
-  std::string lock_dir = "/dev/shm";  // daemon and client lock files
+  std::string group;  // empty: the daemon's group
+  // Where the daemon's lock file (0600) and the registration socket
+  // eldr-v2-<instance>.sock live.
+  std::string lock_dir = "/dev/shm";
 };
 
 // Why a record was rejected (Prometheus label, status output).
@@ -243,7 +250,8 @@ class RecordHandler {
 
 struct ClientInfo {
   uint32_t slot = 0;
-  uint32_t pid = 0;
+  uint32_t pid = 0;  // SO_PEERCRED at registration
+  uint32_t uid = 0;
   uint64_t epoch = 0;
   uint64_t ring_used = 0;  // bytes written, not yet consumed
   uint64_t ring_capacity = 0;
@@ -259,9 +267,11 @@ class Host {
   // Takes the instance lock (Errc::state if another daemon holds it), removes
   // a crashed daemon's leftovers, creates the segment exclusively, allocates it
   // fully (a full /dev/shm is Errc::out_of_memory here, never SIGBUS later),
-  // initialises it and stores READY last.
+  // initialises it, stores READY last, then listens on the registration
+  // socket. Registrations are answered by a thread of the Host's own, so a
+  // client can register while the consumer thread is busy (or not running).
   static Result<std::unique_ptr<Host>> create(const SegmentConfig& config);
-  ~Host();  // state DRAINING, wake waiters, unlink segment and lock
+  ~Host();  // state DRAINING, wake waiters, unlink segment, socket and lock
   Host(const Host&) = delete;
   Host& operator=(const Host&) = delete;
 
@@ -273,14 +283,21 @@ class Host {
   // table was full around this id: a gateway that had not read that one yet
   // never will (see SegmentConfig::decision_slots).
   std::optional<uint64_t> publish(std::string_view request_id, const DecisionIn& decision);
-  // Heartbeat; reclaims the rings of dead clients (lock released) and returns
-  // their slots; recreates the segment if it was unlinked under us.
+  // Heartbeat; reclaims the rings of dead clients (socket closed) and returns
+  // their slots; recreates the segment (or the socket) if it was unlinked
+  // under us.
   std::vector<uint32_t> maintain();
-  // Blocks up to timeout for a client's doorbell (after the caller's own
-  // spin/yield back-off found nothing to do).
+  // Blocks up to timeout for a client's doorbell or hang-up (after the
+  // caller's own spin/yield back-off found nothing to do).
   void wait_for_work(std::chrono::microseconds timeout);
 
   std::vector<ClientInfo> clients() const;
+  // Since this Host started (metrics; also in the segment for `eldr status`).
+  struct Counters {
+    uint64_t clients_quarantined = 0;    // rings dropped after a protocol violation
+    uint64_t registrations_refused = 0;  // hellos refused: version, capacity, not an eldr hello
+  };
+  Counters counters() const noexcept;
   uint64_t generation() const noexcept;
   // Ok while the segment is mapped; after maintain() found it unlinked and
   // could not recreate it (e.g. /dev/shm full), why (retried every maintain()).
@@ -297,7 +314,7 @@ class Host {
     uint64_t routed = 0;
     float batch_experts = 0.0f;  // eldr_cost: expected distinct experts of its batch
   };
-  // The router's state for `eldr status` (format 1.1).
+  // The router's state for `eldr status`.
   struct RouterRow {
     uint32_t policy = 0;                                // eldr::Policy
     double t0_ms = 0.0, tseq_ms = 0.0, alpha_us = 0.0;  // step constants in force
@@ -327,9 +344,11 @@ struct SegmentSnapshot {
   std::string state;  // creating / ready / draining
   uint64_t table_epoch = 0;
   uint64_t decisions_published = 0;
+  uint64_t clients_quarantined = 0;    // since the daemon started
+  uint64_t registrations_refused = 0;  // hellos refused: version, capacity, not an eldr hello
   std::vector<ClientInfo> clients;
   std::vector<Host::WorkerRow> workers;
-  std::optional<Host::RouterRow> router;  // format >= 1.1 and published
+  std::optional<Host::RouterRow> router;  // once published
 };
 Result<SegmentSnapshot> read_snapshot(std::string_view instance);
 

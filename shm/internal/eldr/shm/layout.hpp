@@ -1,16 +1,22 @@
-// The shared-memory segment's byte layout (format v1). Everything here crosses
+// The transport's shared byte layouts (format v2). Everything here crosses
 // process (and language) boundaries: plain structs of fixed-width integers and
-// lock-free atomics, integer offsets from the segment base, no pointers. Every
-// struct's size and field offsets are pinned by static_asserts and folded into
-// kLayoutHash, which the header carries: a client built against a different
-// layout refuses the segment instead of misreading it.
+// lock-free atomics, integer offsets, no pointers. Every struct's size and
+// field offsets are pinned by static_asserts and folded into kLayoutHash,
+// which the header and the registration messages carry: a client built
+// against a different layout refuses the daemon (and is refused) instead of
+// misreading it.
 //
-//   [SegmentHeader][ClientRow x max_clients][RingControl + data x max_clients]
-//   [DecisionCell x decision_slots][WorkerCell x max_workers]
-//
-// Writers: the daemon writes the header, the rows' daemon-side fields, the
-// consumer positions, the decision cells and the worker cells. Client i
-// writes its row's client-side fields, ring i's producer position and data.
+// Two kinds of memory, each with one writer (docs/design.md §8):
+//   the daemon's segment, written by the daemon only and mapped read-only
+//   (PROT_READ, group mode r--) by every client and `eldr status`:
+//     [SegmentHeader][ClientRow x max_clients][DecisionCell x decision_slots]
+//     [WorkerCell x max_workers]
+//   one ring per registered client: a sealed memfd the daemon creates at
+//   registration and passes over the client's Unix socket (SCM_RIGHTS); only
+//   that client and the daemon map it:
+//     [RingControl][data x ring_bytes]
+//   The client writes the producer position, its waiter count and the data;
+//   the daemon writes the consumer position and trusts none of the rest.
 #pragma once
 
 #include <atomic>
@@ -41,7 +47,7 @@ enum class RowState : uint32_t { free = 0, active = 1, dead = 2 };
 
 struct SegmentHeader {
   // ---- identity: written once before READY. The first 16 bytes (magic,
-  // major, minor, header size) keep their place in every future format.
+  // major, minor, header size) keep their place in every format.
   char magic[8];
   uint32_t format_major;
   uint32_t format_minor;
@@ -54,21 +60,20 @@ struct SegmentHeader {
   uint32_t decision_slots;
   uint32_t max_workers;
   uint64_t clients_offset;
-  uint64_t rings_offset;
-  uint64_t ring_stride;  // RingControl + ring_bytes, page aligned
+  uint64_t ring_size;  // each client's ring memory: RingControl + ring_bytes, page aligned
+  uint64_t reserved0;
   uint64_t decisions_offset;
   uint64_t workers_offset;
   uint64_t generation;  // random per daemon start (and per recreation)
-  uint32_t daemon_pid;
-  uint32_t reserved0;
+  uint32_t daemon_pid;  // a client checks its socket's peer against it (SO_PEERCRED)
+  uint32_t reserved1;
   uint64_t daemon_start_time;  // /proc/<pid>/stat field 22, clock ticks since boot
-  uint64_t lock_dev;           // st_dev / st_ino of the lock file, so a client
-  uint64_t lock_ino;           // can tell it opened the daemon's file
-  char lock_path[256];         // NUL-terminated
+  uint64_t reserved2[2];
+  char socket_path[256];  // NUL-terminated: where clients register
 
   // ---- daemon liveness
   alignas(kBlock) std::atomic<uint32_t> state;  // SegmentState; READY stored last
-  uint32_t reserved1;
+  uint32_t reserved3;
   std::atomic<uint64_t> heartbeat_ns;  // CLOCK_MONOTONIC
 
   // ---- published state (eldr status)
@@ -76,10 +81,8 @@ struct SegmentHeader {
   std::atomic<uint64_t> decisions_published;
   std::atomic<uint64_t> workers_seq;  // seqlock over worker_count + the worker cells
   std::atomic<uint32_t> worker_count;
-  uint32_t reserved2;
-  // Format 1.1 (in this block's padding, zero in a 1.0 segment, not in the
-  // layout hash: 1.0 readers keep opening 1.1 segments): the router's state,
-  // written inside the workers' seqlock. Doubles as their bits.
+  uint32_t reserved4;
+  // The router's state, written inside the workers' seqlock. Doubles as their bits.
   std::atomic<uint32_t> router_policy;  // eldr::Policy + 1; 0 = not published
   std::atomic<uint32_t> step_max_batch;
   std::atomic<uint64_t> step_t0_ms;  // the step constants in force (bit_cast<double>)
@@ -90,31 +93,37 @@ struct SegmentHeader {
   std::atomic<uint64_t> untracked;          // routes the router kept no record of
   std::atomic<uint64_t> completes_refused;  // completes without the token, not from the pusher
 
-  // ---- doorbell: producers wake a sleeping daemon
-  alignas(kBlock) std::atomic<uint32_t> doorbell;  // futex word
-  std::atomic<uint32_t> daemon_sleeping;
+  // ---- doorbell: a producer that sees the daemon asleep sends one byte on
+  // its socket (the daemon waits in epoll on every client's socket)
+  alignas(kBlock) std::atomic<uint32_t> daemon_sleeping;
+  uint32_t reserved5;
+  std::atomic<uint64_t> clients_quarantined;    // since start
+  std::atomic<uint64_t> registrations_refused;  // hellos refused (version, capacity, garbage)
 
-  // ---- decisions: waiters sleep on decision_seq
+  // ---- decisions: waiters sleep on decision_seq (FUTEX_WAIT reads only;
+  // it works on this read-only mapping) and announce themselves in their own
+  // ring's decision_waiters
   alignas(kBlock) std::atomic<uint32_t> decision_seq;  // futex word
-  std::atomic<uint32_t> decision_waiters;
 };
 
+// A registered client as the daemon saw it; daemon-written only.
 struct alignas(kBlock) ClientRow {
-  std::atomic<uint32_t> state;  // RowState; the client stores ACTIVE, the daemon DEAD/FREE
-  std::atomic<uint32_t> pid;
-  std::atomic<uint64_t> start_time;    // with pid and epoch: the client's identity
-  std::atomic<uint64_t> epoch;         // daemon: bumped on every reclaim
-  std::atomic<uint64_t> heartbeat_ns;  // client: CLOCK_MONOTONIC of its last call
-  uint64_t ring_offset;                // daemon, immutable
-  std::atomic<uint64_t> records;       // daemon: records accepted
-  std::atomic<uint64_t> rejected;      // daemon: records rejected
-  std::atomic<uint32_t> quarantined;   // daemon: ring skipped after a protocol violation
-  uint32_t reserved;
+  std::atomic<uint32_t> state;  // RowState
+  std::atomic<uint32_t> pid;    // SO_PEERCRED at registration
+  std::atomic<uint32_t> uid;
+  std::atomic<uint32_t> quarantined;  // ring skipped after a protocol violation
+  std::atomic<uint64_t> epoch;        // bumped on every registration of the slot
+  std::atomic<uint64_t> records;      // records accepted
+  std::atomic<uint64_t> rejected;     // records rejected
+  std::atomic<uint64_t> ring_used;    // bytes committed, not consumed (at the last maintain)
+  uint64_t reserved[2];
 };
 
-// Positions count bytes since registration and only grow; index = pos & (cap-1).
+// The head of a client's ring memory. Positions count bytes since
+// registration and only grow; index = pos & (cap-1).
 struct RingControl {
   alignas(kBlock) std::atomic<uint64_t> producer;  // client: release-stored commit
+  std::atomic<uint32_t> decision_waiters;          // client: threads asleep on decision_seq
   alignas(kBlock) std::atomic<uint64_t> consumer;  // daemon: release-stored after reading
 };
 
@@ -179,6 +188,33 @@ struct WorkerPayload {
   uint64_t routed;
 };
 
+// ---- registration (SOCK_SEQPACKET on SegmentHeader::socket_path) ----------
+// client -> daemon, once, right after connect. Anything it sends after the
+// welcome is a doorbell: its content is never read.
+inline constexpr char kHelloMagic[8] = {'E', 'L', 'D', 'R', 'H', 'E', 'L', 'O'};
+inline constexpr char kWelcomeMagic[8] = {'E', 'L', 'D', 'R', 'W', 'E', 'L', 'C'};
+struct HelloMsg {
+  char magic[8];
+  uint32_t format_major;
+  uint32_t format_minor;
+  uint64_t layout_hash;
+  uint64_t reserved[2];
+};
+// daemon -> client: status 0 with the ring's memfd attached, or a refusal
+// (Errc) and why.
+struct WelcomeMsg {
+  char magic[8];
+  int32_t status;
+  uint32_t slot;
+  uint64_t epoch;
+  uint64_t generation;
+  uint64_t ring_size;
+  uint32_t ring_bytes;
+  uint32_t format_major;
+  uint64_t layout_hash;
+  char message[200];  // NUL-terminated
+};
+
 // ---- pinned layout ----------------------------------------------------------
 static_assert(offsetof(SegmentHeader, magic) == 0 && offsetof(SegmentHeader, format_major) == 8 &&
               offsetof(SegmentHeader, format_minor) == 12 &&
@@ -186,20 +222,22 @@ static_assert(offsetof(SegmentHeader, magic) == 0 && offsetof(SegmentHeader, for
 static_assert(offsetof(SegmentHeader, segment_size) == 24 &&
               offsetof(SegmentHeader, layout_hash) == 32 &&
               offsetof(SegmentHeader, generation) == 96 &&
-              offsetof(SegmentHeader, lock_path) == 136);
+              offsetof(SegmentHeader, socket_path) == 136);
 static_assert(offsetof(SegmentHeader, state) == 512 &&
               offsetof(SegmentHeader, heartbeat_ns) == 520 &&
               offsetof(SegmentHeader, table_epoch) == 640 &&
-              offsetof(SegmentHeader, doorbell) == 768 &&
+              offsetof(SegmentHeader, daemon_sleeping) == 768 &&
               offsetof(SegmentHeader, decision_seq) == 896);
 static_assert(offsetof(SegmentHeader, router_policy) == 672 &&
               offsetof(SegmentHeader, step_t0_ms) == 680 &&
               offsetof(SegmentHeader, untracked) == 720 &&
-              offsetof(SegmentHeader, completes_refused) + 8 <= offsetof(SegmentHeader, doorbell));
+              offsetof(SegmentHeader, completes_refused) + 8 <=
+                  offsetof(SegmentHeader, daemon_sleeping));
 static_assert(sizeof(SegmentHeader) == 1024 && alignof(SegmentHeader) == kBlock);
 static_assert(sizeof(ClientRow) == 128 && offsetof(ClientRow, epoch) == 16 &&
-              offsetof(ClientRow, ring_offset) == 32 && offsetof(ClientRow, quarantined) == 56);
-static_assert(sizeof(RingControl) == 256 && offsetof(RingControl, consumer) == 128);
+              offsetof(ClientRow, ring_used) == 40);
+static_assert(sizeof(RingControl) == 256 && offsetof(RingControl, decision_waiters) == 8 &&
+              offsetof(RingControl, consumer) == 128);
 static_assert(sizeof(RecordHeader) == kRecordAlign && offsetof(RecordHeader, sequence) == 8 &&
               offsetof(RecordHeader, epoch) == 16 && offsetof(RecordHeader, checksum) == 20 &&
               offsetof(RecordHeader, flags) == 24);
@@ -207,6 +245,8 @@ static_assert(sizeof(DecisionPayload) == kDecisionWords * 8);
 static_assert(sizeof(DecisionCell) == 192);
 static_assert(sizeof(WorkerPayload) == kWorkerWords * 8 && sizeof(WorkerCell) == 32 &&
               offsetof(WorkerPayload, batch_experts) == 20);
+static_assert(sizeof(HelloMsg) == 40 && sizeof(WelcomeMsg) == 256 &&
+              offsetof(WelcomeMsg, message) == 56);
 
 // Decision placement: a request id hashes to two runs of kProbe cells each
 // (two independent homes, "two choices"); the daemon writes the id's own
@@ -239,14 +279,12 @@ inline constexpr uint64_t kLayoutHash = fnv1a({
     offsetof(SegmentHeader, layout_hash),
     offsetof(SegmentHeader, max_clients),
     offsetof(SegmentHeader, clients_offset),
-    offsetof(SegmentHeader, rings_offset),
-    offsetof(SegmentHeader, ring_stride),
+    offsetof(SegmentHeader, ring_size),
     offsetof(SegmentHeader, decisions_offset),
     offsetof(SegmentHeader, workers_offset),
     offsetof(SegmentHeader, generation),
     offsetof(SegmentHeader, daemon_pid),
-    offsetof(SegmentHeader, lock_dev),
-    offsetof(SegmentHeader, lock_path),
+    offsetof(SegmentHeader, socket_path),
     offsetof(SegmentHeader, state),
     offsetof(SegmentHeader, heartbeat_ns),
     offsetof(SegmentHeader, table_epoch),
@@ -254,22 +292,22 @@ inline constexpr uint64_t kLayoutHash = fnv1a({
     offsetof(SegmentHeader, workers_seq),
     offsetof(SegmentHeader, worker_count),
     offsetof(SegmentHeader, completes_refused),
-    offsetof(SegmentHeader, doorbell),
     offsetof(SegmentHeader, daemon_sleeping),
+    offsetof(SegmentHeader, clients_quarantined),
+    offsetof(SegmentHeader, registrations_refused),
     offsetof(SegmentHeader, decision_seq),
-    offsetof(SegmentHeader, decision_waiters),
     sizeof(ClientRow),
     alignof(ClientRow),
     offsetof(ClientRow, pid),
-    offsetof(ClientRow, start_time),
+    offsetof(ClientRow, uid),
+    offsetof(ClientRow, quarantined),
     offsetof(ClientRow, epoch),
-    offsetof(ClientRow, heartbeat_ns),
-    offsetof(ClientRow, ring_offset),
     offsetof(ClientRow, records),
     offsetof(ClientRow, rejected),
-    offsetof(ClientRow, quarantined),
+    offsetof(ClientRow, ring_used),
     sizeof(RingControl),
     offsetof(RingControl, producer),
+    offsetof(RingControl, decision_waiters),
     offsetof(RingControl, consumer),
     sizeof(RecordHeader),
     kRecordAlign,
@@ -305,20 +343,29 @@ inline constexpr uint64_t kLayoutHash = fnv1a({
     kProbeRuns,
     kPlacementScheme,
     kRecordChecksumScheme,
+    sizeof(HelloMsg),
+    offsetof(HelloMsg, layout_hash),
+    sizeof(WelcomeMsg),
+    offsetof(WelcomeMsg, status),
+    offsetof(WelcomeMsg, epoch),
+    offsetof(WelcomeMsg, generation),
+    offsetof(WelcomeMsg, ring_size),
+    offsetof(WelcomeMsg, ring_bytes),
+    offsetof(WelcomeMsg, layout_hash),
+    offsetof(WelcomeMsg, message),
 });
 
 constexpr uint64_t align_up(uint64_t value, uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-// Offsets of each region for a given configuration.
+// Offsets of each region of the daemon's segment for a given configuration.
 struct Layout {
   uint64_t clients_offset = 0;
-  uint64_t rings_offset = 0;
-  uint64_t ring_stride = 0;
   uint64_t decisions_offset = 0;
   uint64_t workers_offset = 0;
   uint64_t segment_size = 0;
+  uint64_t ring_size = 0;  // one client's ring memory (a memfd of its own)
 };
 
 // Limits (checked before any size is computed, so nothing overflows).
@@ -333,17 +380,19 @@ constexpr Layout compute_layout(uint32_t max_clients, uint32_t ring_bytes, uint3
                                 uint32_t max_workers) {
   Layout l;
   l.clients_offset = align_up(sizeof(SegmentHeader), kPage);
-  l.rings_offset = align_up(l.clients_offset + uint64_t{max_clients} * sizeof(ClientRow), kPage);
-  l.ring_stride = align_up(sizeof(RingControl) + uint64_t{ring_bytes}, kPage);
-  l.decisions_offset = l.rings_offset + uint64_t{max_clients} * l.ring_stride;
+  l.decisions_offset =
+      align_up(l.clients_offset + uint64_t{max_clients} * sizeof(ClientRow), kPage);
   l.workers_offset =
       align_up(l.decisions_offset + uint64_t{decision_slots} * sizeof(DecisionCell), kPage);
   l.segment_size = align_up(l.workers_offset + uint64_t{max_workers} * sizeof(WorkerCell), kPage);
+  l.ring_size = align_up(sizeof(RingControl) + uint64_t{ring_bytes}, kPage);
   return l;
 }
 
-// The pieces of a mapped segment. The offsets are the reader's own copies
-// (computed from validated capacities), never re-read from shared memory.
+// The pieces of a mapped daemon segment (read-only in clients: the pointers
+// are non-const for the daemon, and a client that writes through one faults
+// in its own process). The offsets are the reader's own copies (computed
+// from validated capacities), never re-read from shared memory.
 struct SegmentView {
   uint8_t* base = nullptr;
   SegmentHeader* header = nullptr;
@@ -356,18 +405,21 @@ struct SegmentView {
   ClientRow* row(uint32_t slot) const {
     return reinterpret_cast<ClientRow*>(base + layout.clients_offset) + slot;
   }
-  RingControl* ring_control(uint32_t slot) const {
-    return reinterpret_cast<RingControl*>(base + layout.rings_offset + slot * layout.ring_stride);
-  }
-  uint8_t* ring_data(uint32_t slot) const {
-    return reinterpret_cast<uint8_t*>(ring_control(slot)) + sizeof(RingControl);
-  }
   DecisionCell* decisions() const {
     return reinterpret_cast<DecisionCell*>(base + layout.decisions_offset);
   }
   WorkerCell* workers() const {
     return reinterpret_cast<WorkerCell*>(base + layout.workers_offset);
   }
+};
+
+// A client's ring memory: the control block, then the data.
+struct RingView {
+  uint8_t* base = nullptr;
+  uint64_t size = 0;  // Layout::ring_size
+  uint32_t ring_bytes = 0;
+  RingControl* control() const { return reinterpret_cast<RingControl*>(base); }
+  uint8_t* data() const { return base + sizeof(RingControl); }
 };
 
 }  // namespace eldr::shm::detail

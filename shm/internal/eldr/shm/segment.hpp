@@ -1,7 +1,8 @@
-// OS plumbing of the transport: the mapped POSIX shared-memory object, the
-// instance lock file (OFD byte-range locks: byte 0 = daemon, byte 1+i =
-// client slot i, released by the kernel when the holder dies), clocks,
-// process identity, and the header checks shared by every opener.
+// OS plumbing of the transport: the mapped POSIX shared-memory object (the
+// daemon's segment), a client's ring memory (a sealed memfd), the daemon's
+// instance lock file (an OFD lock on byte 0, released by the kernel when the
+// daemon dies), clocks, process identity, and the header checks shared by
+// every opener.
 #pragma once
 
 #include <sys/types.h>
@@ -23,6 +24,10 @@ uint64_t realtime_ns() noexcept;
 uint64_t process_start_time(pid_t pid) noexcept;
 uint64_t random_generation();
 std::string lock_file_path(std::string_view dir, std::string_view instance);
+std::string socket_file_path(std::string_view dir, std::string_view instance);
+// errno -> Errc: ENOENT no_daemon, EACCES/EPERM permission, ENOSPC/ENOMEM
+// out_of_memory, else io; the message is what, then strerror.
+Status errno_status(int err, const std::string& what);
 Result<gid_t> lookup_group(const std::string& name);
 
 // A mapped POSIX shared-memory object (Boost.Interprocess). Raw bytes only:
@@ -51,7 +56,35 @@ class Mapping {
   uint64_t m_size = 0;
 };
 
-// The instance's lock file.
+// One client's ring memory: an anonymous memfd, fully allocated, sealed
+// against shrinking and growing (so no client can make the daemon's reads
+// fault), mapped read-write by the daemon and by that client only.
+class RingMemory {
+ public:
+  // Daemon: creates and maps it; fd() is what travels to the client.
+  static Result<RingMemory> create(uint64_t size, uint32_t ring_bytes);
+  // Client: maps the fd it was sent (takes it over) after checking its size
+  // and seals.
+  static Result<RingMemory> adopt(int fd, uint64_t size, uint32_t ring_bytes);
+  RingMemory() = default;
+  ~RingMemory();
+  RingMemory(RingMemory&& other) noexcept;
+  RingMemory& operator=(RingMemory&& other) noexcept;
+
+  const RingView& view() const noexcept { return m_view; }
+  int fd() const noexcept { return m_fd; }
+  // Once the fd is sent (daemon) or mapped (client) nothing needs it: closing
+  // it keeps the ring out of /proc/<pid>/fd.
+  void close_fd() noexcept;
+  explicit operator bool() const noexcept { return m_view.base != nullptr; }
+
+ private:
+  void release() noexcept;
+  RingView m_view;
+  int m_fd = -1;
+};
+
+// The daemon's instance lock file (mode 0600: only the daemon opens it).
 class LockFile {
  public:
   // Opens (creating if asked, with mode and group) the file at path for writing.
@@ -63,13 +96,8 @@ class LockFile {
   LockFile& operator=(LockFile&& other) noexcept;
 
   bool try_lock(uint64_t byte);  // exclusive, non-blocking
-  void unlock(uint64_t byte);
-  // Whether some other open file description holds a lock on byte.
-  Result<bool> locked_elsewhere(uint64_t byte) const;
   // Whether path still names this very file (not unlinked or replaced).
   bool still_at(const std::string& path) const;
-  uint64_t dev() const;
-  uint64_t ino() const;
   int fd() const noexcept { return m_fd; }
   void close();
 
@@ -79,8 +107,9 @@ class LockFile {
 
 // Validates a mapped segment's header against this build: magic, format
 // major, header size and layout hash (Errc::incompatible with distinct
-// messages), capacities and size (Errc::corrupt). `not_ready` is set (and ok
-// returned) while the creator has not stored its identity yet.
+// messages naming both versions), capacities and size (Errc::corrupt).
+// `not_ready` is set (and ok returned) while the creator has not stored its
+// identity yet.
 Status check_header(const uint8_t* base, uint64_t file_size, bool& not_ready);
 // After check_header: the view with offsets recomputed from the capacities.
 SegmentView make_view(uint8_t* base);
