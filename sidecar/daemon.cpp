@@ -84,8 +84,16 @@ uint16_t Daemon::metrics_port() const noexcept {
 }
 
 void Daemon::maintain() {
-  for (uint32_t slot : m_host->maintain())
-    ELDR_LOG(info, "client slot %u is gone (process exited): ring reclaimed", slot);
+  // Logged for the 1st..8th reclaim, then at each power of two: a client that
+  // keeps breaking the protocol and re-registering must not flood the log.
+  for (uint32_t slot : m_host->maintain()) {
+    ++m_reclaims;
+    if (m_reclaims <= 8 || (m_reclaims & (m_reclaims - 1)) == 0)
+      ELDR_LOG(
+          info,
+          "client slot %u is gone (closed, exited or quarantined): ring reclaimed [%llu so far]",
+          slot, static_cast<unsigned long long>(m_reclaims));
+  }
   const auto rows = m_service->maintain();
   m_host->publish_workers(rows, m_service->table_epoch(), m_service->router_row());
   m_metrics.set_clients(m_host->clients());

@@ -58,6 +58,7 @@ class Daemon {
   std::unique_ptr<shm::Host> m_host;
   std::unique_ptr<Service> m_service;
   std::unique_ptr<MetricsServer> m_metrics_server;
+  uint64_t m_reclaims = 0;  // client slots reclaimed since start
   std::thread m_refit_thread;
   std::mutex m_refit_mutex;
   std::condition_variable m_refit_cv;

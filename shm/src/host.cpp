@@ -107,7 +107,11 @@ struct Host::Impl {
   Fd stop_event;
   std::thread registrar;
   std::atomic<uint64_t> registrations_refused{0};
+  // Set by the registrar when no slot is free: the consumer looks for
+  // hang-ups and reclaims at its next poll rather than its next maintain.
+  std::atomic<bool> reclaim_wanted{false};
   uint64_t clients_quarantined = 0;
+  std::vector<uint32_t> reclaimed;  // since the last maintain() (which returns them)
 
   Status create_segment();
   void create_tombstone();
@@ -120,6 +124,7 @@ struct Host::Impl {
   bool ring_drained(uint32_t slot) const;
   bool any_pending() const;
   void handle_socket_events(int timeout_ms, std::chrono::nanoseconds precise = {});
+  void reclaim_dead();
 
   Status listen();
   void run_registrar();
@@ -381,6 +386,7 @@ void Host::Impl::answer_hello(Fd connection) {
     if (phase == static_cast<uint32_t>(Phase::active) && fd >= 0 && peer_closed(fd)) ++dead;
   }
   if (slot == config.max_clients) {
+    reclaim_wanted.store(true, std::memory_order_release);
     guard.unlock();
     return refuse(connection.get(), Errc::capacity,
                   "all " + std::to_string(config.max_clients) +
@@ -519,6 +525,11 @@ void Host::Impl::quarantine(uint32_t slot, RecordHandler& handler, const ReadRes
 size_t Host::poll(RecordHandler& handler, size_t max_records) {
   Impl& m = *m_impl;
   if (!m.mapping) return 0;
+  if (m.reclaim_wanted.load(std::memory_order_relaxed) &&
+      m.reclaim_wanted.exchange(false, std::memory_order_acquire)) {
+    m.handle_socket_events(0);
+    m.reclaim_dead();
+  }
   const uint32_t n = m.slots_in_use.load(std::memory_order_acquire);
   if (n == 0) return 0;
   size_t consumed = 0;
@@ -674,6 +685,23 @@ void Host::Impl::hang_up(uint32_t slot) {
   s.socket.reset();
   view.row(slot)->state.store(static_cast<uint32_t>(RowState::dead), std::memory_order_release);
   s.phase.store(static_cast<uint32_t>(Phase::dead), std::memory_order_release);
+  // A quarantined ring is never read again: nothing to drain, free it now
+  // (a client that keeps breaking the protocol and re-registering must not
+  // hold the slots of others meanwhile).
+  if (s.quarantined) {
+    reclaim(slot);
+    reclaimed.push_back(slot);
+  }
+}
+
+void Host::Impl::reclaim_dead() {
+  const uint32_t n = slots_in_use.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i)
+    if (slots[i].phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::dead) &&
+        (slots[i].quarantined || ring_drained(i))) {
+      reclaim(i);
+      reclaimed.push_back(i);
+    }
 }
 
 void Host::Impl::reclaim(uint32_t slot) {
@@ -744,23 +772,18 @@ std::vector<uint32_t> Host::maintain() {
   }
   m.view.header->heartbeat_ns.store(monotonic_ns(), std::memory_order_release);
   m.handle_socket_events(0);
+  m.reclaim_dead();
   const uint32_t n = m.slots_in_use.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < n; ++i) {
     SlotState& s = m.slots[i];
-    const uint32_t phase = s.phase.load(std::memory_order_acquire);
-    if (phase == static_cast<uint32_t>(Phase::active)) {
-      const uint64_t producer = s.ring.view().control()->producer.load(std::memory_order_acquire);
-      m.view.row(i)->ring_used.store(
-          check_positions(producer, s.cursor.consumer, m.config.ring_bytes)
-              ? producer - s.cursor.consumer
-              : 0,
-          std::memory_order_relaxed);
-    } else if (phase == static_cast<uint32_t>(Phase::dead) &&
-               (s.quarantined || m.ring_drained(i))) {
-      m.reclaim(i);
-      reclaimed.push_back(i);
-    }
+    if (s.phase.load(std::memory_order_acquire) != static_cast<uint32_t>(Phase::active)) continue;
+    const uint64_t producer = s.ring.view().control()->producer.load(std::memory_order_acquire);
+    m.view.row(i)->ring_used.store(check_positions(producer, s.cursor.consumer, m.config.ring_bytes)
+                                       ? producer - s.cursor.consumer
+                                       : 0,
+                                   std::memory_order_relaxed);
   }
+  reclaimed.swap(m.reclaimed);
   return reclaimed;
 }
 

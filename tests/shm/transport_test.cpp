@@ -247,6 +247,76 @@ TEST(shm_transport, a_protocol_violation_quarantines_only_that_client) {
   EXPECT_EQ(handler.completes.back().second, "d");
 }
 
+// A client that keeps breaking the protocol and registering again must not
+// hold the slots of others: a quarantined ring has nothing left to read, so
+// its slot is free the moment its client hangs up, and a registration that
+// finds no free slot makes the consumer's next poll look for hang-ups (not
+// its next 100 ms maintenance).
+TEST(shm_transport, a_client_quarantined_again_and_again_leaves_slots_for_others) {
+  TempDir dir("shm");
+  auto config = small_config(unique_instance("churn"), dir);
+  config.max_clients = 2;
+  auto host = Host::create(config);
+  ASSERT_TRUE(host.is_ok());
+  auto options = quick_options();
+  options.reattach = false;
+  auto honest = Client::open(config.instance, options);
+  ASSERT_TRUE(honest.is_ok());
+  // The consumer polls and never runs maintain().
+  RecordingHandler handler;
+  std::atomic<bool> stop{false};
+  std::thread consumer([&] {
+    while (!stop.load()) {
+      (*host)->poll(handler);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  });
+  auto patient = options;
+  patient.open_timeout = std::chrono::milliseconds(5000);
+  int opened = 0;
+  for (int round = 0; round < 20; ++round) {
+    auto churner = Client::open(config.instance, patient);
+    if (!churner) {
+      ADD_FAILURE() << round << ": " << churner.status().to_string();
+      break;
+    }
+    ++opened;
+    auto claim = (*churner)->claim(RecordType::complete, 4);
+    ASSERT_TRUE(claim.is_ok());
+    reinterpret_cast<std::atomic<uint64_t>*>(claim->commit_word)->store(12345);
+    // Quarantined once the consumer has read the garbage position.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    auto quarantined = [&] {
+      auto snapshot = read_snapshot(config.instance);
+      return snapshot && snapshot->clients_quarantined == uint64_t(round) + 1;
+    };
+    while (!quarantined() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    churner->reset();  // hangs up
+  }
+  ASSERT_TRUE((*honest)->push_complete("still-here").is_ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    auto snapshot = read_snapshot(config.instance);
+    if (snapshot && snapshot->clients_quarantined == 20 &&
+        std::any_of(snapshot->clients.begin(), snapshot->clients.end(), [&](const ClientInfo& c) {
+          return c.slot == (*honest)->slot() && c.records == 1;
+        }))
+      break;
+  }
+  stop.store(true);
+  consumer.join();
+  EXPECT_EQ(opened, 20);
+  EXPECT_EQ((*host)->counters().clients_quarantined, 20u);
+  ASSERT_FALSE(handler.completes.empty());
+  EXPECT_EQ(handler.completes.back().second, "still-here");
+  // The churners' slots came back without a maintain(): the 19 whose
+  // successor found no free slot; maintain() reports them and frees the last.
+  EXPECT_EQ((*host)->maintain().size(), 20u);
+  EXPECT_EQ((*host)->clients().size(), 1u);
+}
+
 TEST(shm_transport, a_closed_clients_records_are_drained_then_its_slot_reclaimed) {
   TempDir dir("shm");
   const auto config = small_config(unique_instance("reclaim"), dir);
