@@ -256,6 +256,23 @@ Status Router::complete_request(uint64_t request_id) {
   return Status::ok();
 }
 
+Status Router::book(int32_t worker_id, std::span<const int16_t> counts, uint64_t request_id) {
+  const std::shared_ptr<const Scoring> scoring = m_scoring.load(std::memory_order_acquire);
+  ELDR_TRY(check_counts(*scoring->table, counts));
+  auto slot = find_slot(worker_id);
+  if (!slot) return slot.status();
+  std::lock_guard lock(m_live_mutex);
+  const float* demand = nullptr;
+  if (m_live->tracks_footprints()) {
+    (void)m_live->demand(counts, m_live->demand_scratch());
+    demand = m_live->demand_scratch();
+  }
+  if (m_live->join(*slot, request_id, demand) == detail::LiveBatches::Join::duplicate)
+    return {Errc::state, "request " + std::to_string(request_id) + " is already in flight"};
+  m_slots[*slot].inflight.fetch_add(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
 Status Router::complete(int32_t worker_id) {
   // A removed worker may still finish requests routed before its removal:
   // take the newest slot with the id, whatever its state.

@@ -164,6 +164,12 @@ class Router {
   // (for callers that do not keep ids); never below zero: an extra complete
   // is rejected and counted. set_load = an externally reported count.
   Status complete_request(uint64_t request_id);
+  // A request another router placed on worker_id (several routers sharing a
+  // pool exchange these bookings): counted in flight there and, for
+  // eldr_cost, its footprint joins that worker's batch, as if this router
+  // had routed it; complete_request(request_id) takes it out again. Ids
+  // share one space with route()'s request ids (a duplicate is Errc::state).
+  Status book(int32_t worker_id, std::span<const int16_t> counts, uint64_t request_id);
   Status complete(int32_t worker_id);
   Status set_load(int32_t worker_id, uint32_t inflight);
   Status report(int32_t worker_id, const WorkerReport& report);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "eldr/internal/vector_kernels.hpp"
+#include "eldr/peer_twins.hpp"
 #include "eldr/router.hpp"
 #include "test_tables.hpp"
 
@@ -143,6 +144,82 @@ TEST(eldr_cost, a_huge_batch_keeps_its_sums_in_range_and_empties_exactly) {
   for (uint64_t id = 0; id < 40000; ++id) ASSERT_TRUE(sut->complete_request(id).is_ok());
   EXPECT_EQ(sut->workers()[0].batch_experts, 0.0);
   EXPECT_EQ(sut->workers()[0].inflight, 0);
+}
+
+// Another router's booking is this router's own route, minus the pick: the
+// same in-flight count, the same batch footprint, the same exit by id.
+TEST(booking, a_peers_booking_counts_and_joins_the_batch_like_a_route) {
+  auto routed = make({.policy = Policy::eldr_cost, .step_cost = unit_cost(0.1)}, axis_table(2));
+  auto booked = make({.policy = Policy::eldr_cost, .step_cost = unit_cost(0.1)}, axis_table(2));
+  place(*routed, 101, kR, 1);
+  ASSERT_TRUE(booked->book(101, kR, 1).is_ok());
+  EXPECT_EQ(info(booked->workers(), 101).inflight, 1);
+  EXPECT_EQ(info(booked->workers(), 101).tracked, 1u);
+  EXPECT_EQ(info(booked->workers(), 101).batch_experts, info(routed->workers(), 101).batch_experts);
+  // So the next pick is the same: kR again joins its twin on 101.
+  auto a = routed->route(kR, {.request_id = 2});
+  auto b = booked->route(kR, {.request_id = 2});
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  EXPECT_EQ(a->worker_id, b->worker_id);
+  ASSERT_TRUE(booked->complete_request(1).is_ok());
+  EXPECT_EQ(info(booked->workers(), 101).tracked, b->worker_id == 101 ? 1u : 0u);
+  EXPECT_EQ(booked->stats().routed, 1u);  // a booking is not a route
+}
+
+TEST(booking, bad_bookings_are_refused_and_change_nothing) {
+  auto sut = make({.policy = Policy::eldr_cost});
+  ASSERT_TRUE(sut->book(100, kR, 5).is_ok());
+  EXPECT_EQ(sut->book(100, kR, 5).code(), Errc::state);      // already in flight
+  EXPECT_EQ(sut->book(999, kR, 6).code(), Errc::not_found);  // no such worker
+  EXPECT_EQ(sut->book(100, std::vector<int16_t>(3, 1), 7).code(), Errc::shape_mismatch);
+  EXPECT_EQ(sut->book(100, layer0({-1, 0, 0, 0}), 8).code(), Errc::out_of_range);
+  int64_t total = 0;
+  for (const WorkerInfo& w : sut->workers()) total += w.inflight;
+  EXPECT_EQ(total, 1);
+}
+
+TEST(peer_twins, each_pick_books_a_twin_per_peer_until_the_view_catches_up) {
+  auto sut = make({.policy = Policy::eldr_cost, .step_cost = unit_cost(0.1)}, axis_table(2));
+  PeerTwins twins(3, 50.0);
+  auto d = sut->route(kR, {.request_id = 1});
+  ASSERT_TRUE(d.is_ok());
+  ASSERT_TRUE(twins.after_route(*sut, d->worker_id, kR, 1000.0).is_ok());
+  EXPECT_EQ(twins.pending(), 3u);
+  EXPECT_EQ(info(sut->workers(), d->worker_id).inflight, 4);
+  EXPECT_EQ(info(sut->workers(), d->worker_id).tracked, 4u);
+  // The next identical request sees a worker four deep, not one.
+  auto next = sut->route(kR, {.request_id = 2});
+  ASSERT_TRUE(next.is_ok());
+  EXPECT_NE(next->worker_id, d->worker_id);
+  twins.release_due(*sut, 1049.0);
+  EXPECT_EQ(twins.pending(), 3u);
+  twins.release_due(*sut, 1050.0);
+  EXPECT_EQ(twins.pending(), 0u);
+  EXPECT_EQ(info(sut->workers(), d->worker_id).inflight, 1);
+  EXPECT_EQ(sut->stats().completes_unknown, 0u);
+}
+
+TEST(peer_twins, nothing_is_anticipated_alone_or_with_a_live_view_and_due_times_stay_ordered) {
+  auto sut = make({.policy = Policy::jsq});
+  PeerTwins alone(0, 50.0), live(3, 0.0), nan(3, std::nan(""));
+  for (PeerTwins* t : {&alone, &live, &nan}) {
+    ASSERT_TRUE(t->after_route(*sut, 100, kR, 0.0).is_ok());
+    EXPECT_EQ(t->pending(), 0u);
+  }
+  PeerTwins twins(1, 100.0);
+  ASSERT_TRUE(twins.after_route(*sut, 100, kR, 0.0).is_ok());  // due at 100
+  twins.set_view_delay_ms(10.0);
+  ASSERT_TRUE(twins.after_route(*sut, 101, kR, 5.0).is_ok());  // due at 100, not 15
+  twins.release_due(*sut, 20.0);
+  EXPECT_EQ(twins.pending(), 2u);
+  twins.release_due(*sut, 100.0);
+  EXPECT_EQ(twins.pending(), 0u);
+  // A booking the router refuses books nothing at all.
+  EXPECT_EQ(twins.after_route(*sut, 999, kR, 200.0).code(), Errc::not_found);
+  EXPECT_EQ(twins.pending(), 0u);
+  int64_t total = 0;
+  for (const WorkerInfo& w : sut->workers()) total += w.inflight;
+  EXPECT_EQ(total, 0);
 }
 
 TEST(complete_by_id, unknown_and_repeated_ids_are_counted_and_change_nothing) {
