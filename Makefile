@@ -14,7 +14,7 @@ ELDR := $(BUILD)/tools/eldr
 PYTHON ?= /usr/bin/python3
 WHEEL_DIR ?= $(BUILD)/wheels
 
-.PHONY: all deps configure build wheel test test-full test-soak test-unit test-asan test-tsan test-fuzz lint demo bench sim-table sim-matrix clean
+.PHONY: all deps configure build wheel test test-full test-soak test-unit test-asan test-tsan test-fuzz lint demo bench sim-table sim-matrix sim-routers clean
 
 all: build
 
@@ -119,6 +119,13 @@ sim-table: build
 sim-matrix: configure
 	cmake --build $(BUILD) -j $(JOBS) --target eldr_cli
 	$(PYTHON) tools/sim_matrix.py $(ELDR) --out-dir docs --jobs 2
+
+# Several routers sharing the pool with stale views (issue 18): every policy
+# x 2 workloads x utilization 50/75 % x 1/2/4/8 routers x 0/10/50/200 ms.
+# Writes docs/sim_routers.{md,json} (about 2 minutes here).
+sim-routers: configure
+	cmake --build $(BUILD) -j $(JOBS) --target eldr_cli
+	$(PYTHON) tools/sim_routers.py $(ELDR) docs/sim_routers 10000 2
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -48,6 +48,10 @@ struct SimArgs {
   double t0_ms = -1, tseq_ms = -1, alpha_us = -1;
   double expert_share = -1;  // alpha set so that alpha * D_rand is this share of S_full
   double model_error = 1.0;
+  uint32_t routers = 1;                 // routers sharing the pool
+  double view_delay_ms = 0.0;           // how old each router's view of the others' bookings is
+  std::string bookings = "footprints";  // what a booking carries: footprints | counts
+  bool anticipate = true;   // book routers - 1 twins of each pick until the view catches up
   uint32_t cost_cells = 0;  // eldr_cost: cells it reads (0 = the router's default)  // the router's
                             // alpha = this * the simulator's
   SyntheticSimOptions synth;
@@ -302,6 +306,10 @@ int run_sim(const SimArgs& a) {
         so.rate = rates[ri];
         so.seed = seed;
         so.report_steps = a.report_steps;
+        so.routers = a.routers;
+        so.view_delay_ms = a.view_delay_ms;
+        so.bookings_carry_footprints = a.bookings == "footprints";
+        so.anticipate_peers = a.anticipate;
         so.router.policy = run.policy;
         so.router.tau = run.tau;
         so.router.seed = seed;
@@ -402,6 +410,10 @@ int run_sim(const SimArgs& a) {
           {"full_step_ms", cap.full_step_ms},
           {"model_error", a.model_error},
           {"report_steps", a.report_steps},
+          {"routers", a.routers},
+          {"view_delay_ms", a.view_delay_ms},
+          {"bookings", a.bookings},
+          {"anticipate", a.anticipate},
           {"router_step_cost",
            {{"t0_ms", rc.t0_ms}, {"tseq_ms", rc.tseq_ms}, {"alpha_us", rc.alpha_us}}},
           {"seeds", a.seeds},
@@ -498,6 +510,18 @@ void register_sim_command(CLI::App& app) {
   sim->add_flag("--report-steps", a->report_steps,
                 "workers report every step (batch + queue, step ms) to the router, which fits "
                 "its step constants online");
+  sim->add_option("--routers", a->routers,
+                  "routers sharing the pool; each arrival goes to one at random")
+      ->check(CLI::Range(1u, 64u));
+  sim->add_option("--view-delay-ms", a->view_delay_ms,
+                  "each router sees the others' routes and finishes this much later")
+      ->check(CLI::Range(0.0, 60'000.0));
+  sim->add_option("--bookings", a->bookings,
+                  "what a router tells the others: footprints (counted and in the batch) | counts")
+      ->check(CLI::IsMember({"footprints", "counts"}));
+  sim->add_flag("--anticipate,!--no-anticipate", a->anticipate,
+                "against herding (default on): each pick also books routers - 1 twins there "
+                "until the others' bookings can have arrived");
   sim->add_option("--policies", a->policies)->expected(1, -1);
   sim->add_option("--tau", a->tau)->check(CLI::Range(0.0f, 2.0f));
   sim->add_option("--guard-slack", a->guard_slack,

@@ -8,6 +8,7 @@
 
 #include "eldr/footprint.hpp"
 #include "eldr/lab/synthetic.hpp"
+#include "eldr/peer_twins.hpp"
 #include "eldr/random.hpp"
 
 namespace eldr {
@@ -337,8 +338,8 @@ void update_union(Worker& w, const float* inclusion, size_t cells, bool join) {
 
 struct Event {
   double time;
-  uint32_t kind;  // 0 = arrival, 1 = step end
-  uint32_t id;    // request or worker
+  uint32_t kind;  // 0 = arrival, 1 = step end, 2 = a booking reaches another router
+  uint32_t id;    // request, worker or booking
   bool operator>(const Event& o) const {
     return time != o.time ? time > o.time : (kind != o.kind ? kind > o.kind : id > o.id);
   }
@@ -362,6 +363,14 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
   if (!(o.rate > 0.0) || !std::isfinite(o.rate))
     return Status{Errc::invalid_argument, "rate must be > 0"};
   if (o.model.cost.max_batch == 0) return Status{Errc::invalid_argument, "max_batch must be >= 1"};
+  if (o.routers == 0 || o.routers > 64)
+    return Status{Errc::invalid_argument, "routers must be in [1, 64]"};
+  if (!(o.view_delay_ms >= 0.0) || !std::isfinite(o.view_delay_ms))
+    return Status{Errc::invalid_argument, "view_delay_ms must be finite and >= 0"};
+  if (o.routers > 1 && o.report_steps)
+    return Status{Errc::unsupported,
+                  "step reports with several routers are not modelled (a report carries the "
+                  "engine's whole batch, which would overwrite each router's delayed view)"};
   const uint32_t K = table->num_clusters();
   const size_t cells = g.cells();
   const uint64_t n = wl.requests.size();
@@ -372,9 +381,34 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
   // id and its own footprint leaves its worker's batch.
   ro.max_inflight = std::max<uint32_t>(
       ro.max_inflight, static_cast<uint32_t>(std::min<uint64_t>(n, uint64_t{1} << 20)));
-  auto router_r = Router::create(table, ro);
-  if (!router_r) return router_r.status();
-  Router& router = **router_r;
+  // One Router per router process, each with its own draws.
+  std::vector<std::unique_ptr<Router>> routers;
+  for (uint32_t i = 0; i < o.routers; ++i) {
+    RouterOptions ri = ro;
+    ri.seed = ro.seed + i;
+    auto created = Router::create(table, ri);
+    if (!created) return created.status();
+    routers.push_back(std::move(*created));
+  }
+  Router& router = *routers[0];
+  // Each router's view of the others' in-flight requests per worker, and its
+  // own; the Router holds their sum (set_load after every delivered booking).
+  std::vector<std::vector<int64_t>> own(o.routers, std::vector<int64_t>(K, 0));
+  std::vector<std::vector<int64_t>> seen(o.routers, std::vector<int64_t>(K, 0));
+  struct Booking {
+    uint32_t router, worker;
+    int32_t delta;
+    uint32_t request;
+  };
+  // Each router's anticipated twins of its own picks (no anticipation with
+  // count-only bookings: a twin is a footprint).
+  const bool anticipate = o.anticipate_peers && o.bookings_carry_footprints && o.routers > 1;
+  std::vector<PeerTwins> twins(o.routers,
+                               PeerTwins(anticipate ? o.routers - 1 : 0, o.view_delay_ms));
+  std::vector<Booking> bookings;
+  std::vector<uint32_t> owner(o.routers > 1 ? n : 0);
+  std::vector<uint32_t> placed(o.routers > 1 ? n : 0);
+  Rng pick_router(o.seed ^ 0x5bd1e995u);
 
   std::vector<Worker> workers(K);
   for (auto& w : workers) w.keep_product.assign(cells, 1.0f);
@@ -420,19 +454,55 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
     events.push({now + step_ms / 1000.0, 1, wi});
   };
 
+  // A router's route (+1) or finish (-1) on a worker reaches every other
+  // router view_delay_ms later.
+  auto book = [&](uint32_t from, uint32_t worker, int32_t delta, uint32_t request, double now) {
+    own[from][worker] += delta;
+    for (uint32_t j = 0; j < o.routers; ++j) {
+      if (j == from) continue;
+      bookings.push_back({j, worker, delta, request});
+      events.push({now + o.view_delay_ms / 1000.0, 2, static_cast<uint32_t>(bookings.size() - 1)});
+    }
+  };
+
   while (!events.empty()) {
     const Event ev = events.top();
     events.pop();
+    if (ev.kind == 2) {
+      const Booking& b = bookings[ev.id];
+      Router& to = *routers[b.router];
+      if (o.bookings_carry_footprints) {
+        if (b.delta > 0)
+          (void)to.book(table->worker_ids[b.worker], wl.prefill.row(b.request), b.request);
+        else
+          (void)to.complete_request(b.request);
+      } else {
+        seen[b.router][b.worker] += b.delta;
+        const int64_t view =
+            std::max<int64_t>(0, own[b.router][b.worker] + seen[b.router][b.worker]);
+        (void)to.set_load(table->worker_ids[b.worker], static_cast<uint32_t>(view));
+      }
+      continue;
+    }
     if (ev.kind == 0) {
       const uint32_t r = ev.id;
       RouteHints hints;
       if (wl.requests[r].domain < wl.domain_names.size())
         hints.label = wl.domain_names[wl.requests[r].domain];
       hints.request_id = r;
-      auto d = router.route(wl.prefill.row(r), hints);
+      const uint32_t by = o.routers > 1 ? static_cast<uint32_t>(pick_router.next() % o.routers) : 0;
+      twins[by].release_due(*routers[by], ev.time * 1000.0);
+      auto d = routers[by]->route(wl.prefill.row(r), hints);
       if (!d) return d.status();
       if (d->worker_index >= K)
         return Status{Errc::internal, "router returned a worker outside the table"};
+      if (o.routers > 1) {
+        owner[r] = by;
+        placed[r] = d->worker_index;
+        book(by, d->worker_index, +1, r, ev.time);
+        ELDR_TRY(twins[by].after_route(*routers[by], table->worker_ids[d->worker_index],
+                                       wl.prefill.row(r), ev.time * 1000.0));
+      }
       remaining[r] = wl.requests[r].output_tokens;
       workers[d->worker_index].queue.push_back(r);
       if (!workers[d->worker_index].busy) start_step(d->worker_index, ev.time);
@@ -449,7 +519,12 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
       res.tpot_ms.push_back((ev.time - join_time[r]) * 1000.0 / wl.requests[r].output_tokens);
       update_union(w, &wl.inclusion[size_t{wl.requests[r].profile} * cells], cells, false);
       // By id, so eldr_cost's batch footprint loses this request's.
-      (void)router.complete_request(r);
+      if (o.routers > 1) {
+        (void)routers[owner[r]]->complete_request(r);
+        book(owner[r], placed[r], -1, r, ev.time);
+      } else {
+        (void)router.complete_request(r);
+      }
       ++finished;
     }
     w.batch.resize(keep);

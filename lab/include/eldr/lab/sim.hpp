@@ -134,6 +134,22 @@ struct SimOptions {
   // {batch = running + queued requests, step_ms = the simulated step}), so
   // eldr_cost's online fit of the step constants runs.
   bool report_steps = false;
+  // Several routers share the pool (one per node, or gateway replicas): each
+  // arrival goes to one of them at random, and each sees the in-flight
+  // requests the others routed only view_delay_ms after they routed or
+  // finished them (the others' bookings travel that long). 1 router: the
+  // live view of one process.
+  uint32_t routers = 1;
+  double view_delay_ms = 0.0;
+  // What a booking tells the other routers: the request's footprint
+  // (Router::book: counted, and in the worker's batch for eldr_cost), or only
+  // that the worker has one request more (Router::set_load).
+  bool bookings_carry_footprints = true;
+  // Against herding on a stale view: a router that routes a request assumes
+  // each other router sent a twin to the same worker that it has not heard
+  // of yet, and books routers - 1 copies of it there until the others' real
+  // bookings can have arrived (view_delay_ms later). Needs footprint bookings.
+  bool anticipate_peers = true;
   std::function<void(double)> progress;  // fraction of requests finished
 };
 
