@@ -115,9 +115,7 @@ Status register_with(Attachment& a, const std::string& name, std::chrono::millis
   w.message[sizeof(w.message) - 1] = '\0';
   if (w.status != 0) {
     const auto code = static_cast<Errc>(w.status);
-    // Slots of exited clients are freed within a maintenance period.
-    retryable = code == Errc::no_daemon ||
-                (code == Errc::capacity && std::strstr(w.message, "exited") != nullptr);
+    retryable = code == Errc::no_daemon || (w.flags & kWelcomeRetrySoon) != 0;
     return {code, std::string(w.message)};
   }
   if (w.format_major != kFormatMajor || w.layout_hash != kLayoutHash)

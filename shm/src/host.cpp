@@ -74,6 +74,18 @@ struct SlotState {
   // A copy of socket's number for the registrar, which only polls it for a
   // hang-up to say how many slots exited clients hold.
   std::atomic<int> socket_fd{-1};
+
+  // Everything of the last registration but the epoch (which only grows)
+  // and the phase (the caller hands the slot on).
+  void clear() {
+    socket_fd.store(-1, std::memory_order_release);
+    socket.reset();
+    ring = RingMemory{};
+    cursor = RingCursor{};
+    records = rejected = 0;
+    quarantined = false;
+    pid = uid = 0;
+  }
 };
 
 constexpr size_t kMaxPendingHellos = 64;
@@ -90,7 +102,8 @@ struct Host::Impl {
   std::string socket_path;
   LockFile lock;
   std::unique_ptr<Mapping> mapping;
-  std::unique_ptr<Mapping> tombstone;  // the v1 name, telling v1 clients which version runs
+  std::string tombstone_name;          // "/eldr-v1-<instance>"
+  std::unique_ptr<Mapping> tombstone;  // at the v1 name, telling v1 clients which version runs
   SegmentView view;
   uint64_t generation = 0;
   std::unique_ptr<SlotState[]> slots;
@@ -121,15 +134,15 @@ struct Host::Impl {
   void quarantine(uint32_t slot, RecordHandler& handler, const ReadResult& r);
   void hang_up(uint32_t slot);
   void reclaim(uint32_t slot);
-  bool ring_drained(uint32_t slot) const;
+  uint64_t ring_used(uint32_t slot) const;  // committed, not consumed (0 if positions are garbage)
   bool any_pending() const;
-  void handle_socket_events(int timeout_ms, std::chrono::nanoseconds precise = {});
+  void handle_socket_events(std::chrono::nanoseconds timeout);
   void reclaim_dead();
 
   Status listen();
   void run_registrar();
   void answer_hello(Fd connection);
-  void refuse(int fd, Errc code, const std::string& why);
+  void refuse(int fd, Errc code, const std::string& why, uint32_t flags = 0);
 };
 
 Status Host::Impl::create_segment() {
@@ -199,8 +212,7 @@ Status Host::Impl::create_segment() {
 // Errc::incompatible naming both versions instead of "no daemon". Left alone
 // when the name is taken (an eldrd of format 1 may serve it).
 void Host::Impl::create_tombstone() {
-  const std::string v1 = "/eldr-v1-" + config.instance;
-  auto created = Mapping::create(v1, kPage);
+  auto created = Mapping::create(tombstone_name, kPage);
   if (!created) return;
   auto* h = reinterpret_cast<SegmentHeader*>((*created)->base());
   h->format_major = kFormatMajor;
@@ -216,10 +228,10 @@ void Host::Impl::remove_tombstone() {
   if (!tombstone) return;
   // Only the file we created: a format-1 daemon may have replaced it since.
   struct stat mine {};
-  const auto named = file_id("/dev/shm/eldr-v1-" + config.instance);
+  const auto named = file_id("/dev/shm" + tombstone_name);
   if (::fstat(tombstone->fd(), &mine) == 0 && named && named->dev == uint64_t(mine.st_dev) &&
       named->ino == uint64_t(mine.st_ino))
-    Mapping::remove("/eldr-v1-" + config.instance);
+    Mapping::remove(tombstone_name);
   tombstone.reset();
 }
 
@@ -236,15 +248,7 @@ void Host::Impl::drop_all_slots() {
   for (uint32_t i = 0; i < config.max_clients; ++i) {
     SlotState& s = slots[i];
     if (s.phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::free)) continue;
-    const uint64_t epoch = s.epoch;
-    s.socket_fd.store(-1, std::memory_order_release);
-    s.socket.reset();
-    s.ring = RingMemory{};
-    s.cursor = RingCursor{};
-    s.records = s.rejected = 0;
-    s.quarantined = false;
-    s.pid = s.uid = 0;
-    s.epoch = epoch;
+    s.clear();
     s.phase.store(static_cast<uint32_t>(Phase::free), std::memory_order_release);
   }
 }
@@ -256,6 +260,7 @@ Result<std::unique_ptr<Host>> Host::create(const SegmentConfig& config) {
   impl->name = segment_name(config.instance);
   impl->lock_path = lock_file_path(config.lock_dir, config.instance);
   impl->socket_path = socket_file_path(config.lock_dir, config.instance);
+  impl->tombstone_name = "/eldr-v1-" + config.instance;
   if (impl->socket_path.size() >= sizeof(SegmentHeader::socket_path))
     return Status{Errc::invalid_argument,
                   "lock_dir path too long: the socket path " + impl->socket_path + " is " +
@@ -335,10 +340,11 @@ Status Host::Impl::listen() {
   return Status::ok();
 }
 
-void Host::Impl::refuse(int fd, Errc code, const std::string& why) {
+void Host::Impl::refuse(int fd, Errc code, const std::string& why, uint32_t flags) {
   WelcomeMsg w{};
   std::memcpy(w.magic, kWelcomeMagic, sizeof(w.magic));
   w.status = static_cast<int32_t>(code);
+  w.flags = flags;
   w.format_major = kFormatMajor;
   w.layout_hash = kLayoutHash;
   std::snprintf(w.message, sizeof(w.message), "%s", why.c_str());
@@ -393,7 +399,8 @@ void Host::Impl::answer_hello(Fd connection) {
                       " client slots of the eldrd segment are in use" +
                       (dead == 0 ? std::string()
                                  : " (" + std::to_string(dead) +
-                                       " by exited clients, not reclaimed by the daemon yet)"));
+                                       " by exited clients, not reclaimed by the daemon yet)"),
+                  dead == 0 ? 0 : kWelcomeRetrySoon);
   }
   const Layout l = view.layout;
   auto ring = RingMemory::create(l.ring_size, config.ring_bytes);
@@ -401,25 +408,18 @@ void Host::Impl::answer_hello(Fd connection) {
     guard.unlock();
     return refuse(connection.get(), ring.status().code(), ring.status().message());
   }
+  // A free slot and its row are clear (reclaim, drop_all_slots, a fresh segment).
   SlotState& s = slots[slot];
-  Fd memfd(ring->fd() >= 0 ? ::dup(ring->fd()) : -1);
-  ring->close_fd();
+  Fd memfd(ring->release_fd());
   new (ring->view().control()) RingControl{};
   s.ring = std::move(*ring);
-  s.cursor = RingCursor{};
-  s.records = s.rejected = 0;
-  s.quarantined = false;
   s.pid = static_cast<uint32_t>(peer->pid);
   s.uid = static_cast<uint32_t>(peer->uid);
   s.epoch += 1;
   ClientRow* row = view.row(slot);
   row->pid.store(s.pid, std::memory_order_relaxed);
   row->uid.store(s.uid, std::memory_order_relaxed);
-  row->quarantined.store(0, std::memory_order_relaxed);
   row->epoch.store(s.epoch, std::memory_order_relaxed);
-  row->records.store(0, std::memory_order_relaxed);
-  row->rejected.store(0, std::memory_order_relaxed);
-  row->ring_used.store(0, std::memory_order_relaxed);
   row->state.store(static_cast<uint32_t>(RowState::active), std::memory_order_release);
 
   WelcomeMsg w{};
@@ -438,8 +438,7 @@ void Host::Impl::answer_hello(Fd connection) {
   ev.events = EPOLLIN | EPOLLRDHUP;
   ev.data.u32 = slot;
   if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, connection.get(), &ev) != 0) {
-    s.ring = RingMemory{};
-    row->state.store(static_cast<uint32_t>(RowState::free), std::memory_order_release);
+    reclaim(slot);  // still free: nothing but this thread has seen it
     guard.unlock();
     return refuse(connection.get(), Errc::io, "the daemon cannot watch this connection");
   }
@@ -527,7 +526,7 @@ size_t Host::poll(RecordHandler& handler, size_t max_records) {
   if (!m.mapping) return 0;
   if (m.reclaim_wanted.load(std::memory_order_relaxed) &&
       m.reclaim_wanted.exchange(false, std::memory_order_acquire)) {
-    m.handle_socket_events(0);
+    m.handle_socket_events({});
     m.reclaim_dead();
   }
   const uint32_t n = m.slots_in_use.load(std::memory_order_acquire);
@@ -647,16 +646,13 @@ std::vector<ClientInfo> Host::clients() const {
   for (uint32_t i = 0; i < n; ++i) {
     const SlotState& s = m.slots[i];
     if (s.phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::free)) continue;
-    const uint64_t producer = s.ring.view().control()->producer.load(std::memory_order_acquire);
     ClientInfo c;
     c.slot = i;
     c.pid = s.pid;
     c.uid = s.uid;
     c.epoch = s.epoch;
     c.ring_capacity = m.config.ring_bytes;
-    c.ring_used = check_positions(producer, s.cursor.consumer, m.config.ring_bytes)
-                      ? producer - s.cursor.consumer
-                      : 0;
+    c.ring_used = m.ring_used(i);
     c.records = s.records;
     c.rejected = s.rejected;
     c.quarantined = s.quarantined;
@@ -667,12 +663,13 @@ std::vector<ClientInfo> Host::clients() const {
 
 // ---- liveness -------------------------------------------------------------------------
 
-bool Host::Impl::ring_drained(uint32_t slot) const {
+uint64_t Host::Impl::ring_used(uint32_t slot) const {
   const SlotState& s = slots[slot];
   const uint64_t producer = s.ring.view().control()->producer.load(std::memory_order_acquire);
   // A claimed but uncommitted record is invisible: committed bytes are all that count.
-  return producer == s.cursor.consumer ||
-         !check_positions(producer, s.cursor.consumer, config.ring_bytes);
+  return check_positions(producer, s.cursor.consumer, config.ring_bytes)
+             ? producer - s.cursor.consumer
+             : 0;
 }
 
 // The client's socket hung up: the registration is over. Its committed
@@ -698,7 +695,7 @@ void Host::Impl::reclaim_dead() {
   const uint32_t n = slots_in_use.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < n; ++i)
     if (slots[i].phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::dead) &&
-        (slots[i].quarantined || ring_drained(i))) {
+        (slots[i].quarantined || ring_used(i) == 0)) {
       reclaim(i);
       reclaimed.push_back(i);
     }
@@ -707,11 +704,7 @@ void Host::Impl::reclaim_dead() {
 void Host::Impl::reclaim(uint32_t slot) {
   SlotState& s = slots[slot];
   ClientRow* row = view.row(slot);
-  s.ring = RingMemory{};  // unmapped: whatever the client still writes there reaches nobody
-  s.cursor = RingCursor{};
-  s.records = s.rejected = 0;
-  s.quarantined = false;
-  s.pid = s.uid = 0;
+  s.clear();  // the ring unmapped: whatever the client still writes there reaches nobody
   row->pid.store(0, std::memory_order_relaxed);
   row->uid.store(0, std::memory_order_relaxed);
   row->records.store(0, std::memory_order_relaxed);
@@ -724,17 +717,14 @@ void Host::Impl::reclaim(uint32_t slot) {
 }
 
 // Doorbells (drained: their content means nothing) and hang-ups.
-void Host::Impl::handle_socket_events(int timeout_ms, std::chrono::nanoseconds precise) {
+void Host::Impl::handle_socket_events(std::chrono::nanoseconds timeout) {
   epoll_event events[64];
-  int n = 0;
-  if (precise.count() > 0) {
-    timespec ts{};
-    ts.tv_sec = static_cast<time_t>(precise.count() / 1'000'000'000);
-    ts.tv_nsec = static_cast<long>(precise.count() % 1'000'000'000);
-    n = ::epoll_pwait2(epoll.get(), events, 64, &ts, nullptr);
-  } else {
-    n = ::epoll_wait(epoll.get(), events, 64, timeout_ms);
+  timespec ts{};
+  if (timeout.count() > 0) {
+    ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
   }
+  const int n = ::epoll_pwait2(epoll.get(), events, 64, &ts, nullptr);
   for (int e = 0; e < n; ++e) {
     const uint32_t slot = events[e].data.u32;
     if (slot >= config.max_clients) continue;
@@ -771,18 +761,12 @@ std::vector<uint32_t> Host::maintain() {
     return reclaimed;
   }
   m.view.header->heartbeat_ns.store(monotonic_ns(), std::memory_order_release);
-  m.handle_socket_events(0);
+  m.handle_socket_events({});
   m.reclaim_dead();
   const uint32_t n = m.slots_in_use.load(std::memory_order_acquire);
-  for (uint32_t i = 0; i < n; ++i) {
-    SlotState& s = m.slots[i];
-    if (s.phase.load(std::memory_order_acquire) != static_cast<uint32_t>(Phase::active)) continue;
-    const uint64_t producer = s.ring.view().control()->producer.load(std::memory_order_acquire);
-    m.view.row(i)->ring_used.store(check_positions(producer, s.cursor.consumer, m.config.ring_bytes)
-                                       ? producer - s.cursor.consumer
-                                       : 0,
-                                   std::memory_order_relaxed);
-  }
+  for (uint32_t i = 0; i < n; ++i)
+    if (m.slots[i].phase.load(std::memory_order_acquire) == static_cast<uint32_t>(Phase::active))
+      m.view.row(i)->ring_used.store(m.ring_used(i), std::memory_order_relaxed);
   reclaimed.swap(m.reclaimed);
   return reclaimed;
 }
@@ -809,7 +793,7 @@ void Host::wait_for_work(std::chrono::microseconds timeout) {
   // the rings; a producer that committed after our look sees the flag and
   // sends its doorbell, which ends the epoll wait.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (!m.any_pending()) m.handle_socket_events(0, timeout);
+  if (!m.any_pending()) m.handle_socket_events(timeout);
   h->daemon_sleeping.store(0, std::memory_order_relaxed);
 }
 

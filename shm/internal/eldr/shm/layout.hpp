@@ -201,7 +201,9 @@ struct HelloMsg {
   uint64_t reserved[2];
 };
 // daemon -> client: status 0 with the ring's memfd attached, or a refusal
-// (Errc) and why.
+// (Errc) and why; kWelcomeRetrySoon on a refusal that waiting ends (slots
+// that exited clients hold, reclaimed within the daemon's maintenance).
+inline constexpr uint32_t kWelcomeRetrySoon = 1;
 struct WelcomeMsg {
   char magic[8];
   int32_t status;
@@ -212,7 +214,9 @@ struct WelcomeMsg {
   uint32_t ring_bytes;
   uint32_t format_major;
   uint64_t layout_hash;
-  char message[200];  // NUL-terminated
+  uint32_t flags;
+  uint32_t reserved;
+  char message[192];  // NUL-terminated
 };
 
 // ---- pinned layout ----------------------------------------------------------
@@ -246,7 +250,7 @@ static_assert(sizeof(DecisionCell) == 192);
 static_assert(sizeof(WorkerPayload) == kWorkerWords * 8 && sizeof(WorkerCell) == 32 &&
               offsetof(WorkerPayload, batch_experts) == 20);
 static_assert(sizeof(HelloMsg) == 40 && sizeof(WelcomeMsg) == 256 &&
-              offsetof(WelcomeMsg, message) == 56);
+              offsetof(WelcomeMsg, flags) == 56 && offsetof(WelcomeMsg, message) == 64);
 
 // Decision placement: a request id hashes to two runs of kProbe cells each
 // (two independent homes, "two choices"); the daemon writes the id's own
@@ -352,7 +356,9 @@ inline constexpr uint64_t kLayoutHash = fnv1a({
     offsetof(WelcomeMsg, ring_size),
     offsetof(WelcomeMsg, ring_bytes),
     offsetof(WelcomeMsg, layout_hash),
+    offsetof(WelcomeMsg, flags),
     offsetof(WelcomeMsg, message),
+    kWelcomeRetrySoon,
 });
 
 constexpr uint64_t align_up(uint64_t value, uint64_t alignment) {

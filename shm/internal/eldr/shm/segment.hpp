@@ -61,7 +61,8 @@ class Mapping {
 // fault), mapped read-write by the daemon and by that client only.
 class RingMemory {
  public:
-  // Daemon: creates and maps it; fd() is what travels to the client.
+  // Daemon: creates and maps it; release_fd() gives up the fd that travels
+  // to the client.
   static Result<RingMemory> create(uint64_t size, uint32_t ring_bytes);
   // Client: maps the fd it was sent (takes it over) after checking its size
   // and seals.
@@ -72,13 +73,17 @@ class RingMemory {
   RingMemory& operator=(RingMemory&& other) noexcept;
 
   const RingView& view() const noexcept { return m_view; }
-  int fd() const noexcept { return m_fd; }
-  // Once the fd is sent (daemon) or mapped (client) nothing needs it: closing
-  // it keeps the ring out of /proc/<pid>/fd.
-  void close_fd() noexcept;
+  // The fd, now the caller's (to send, then close): the mapping stays, and
+  // no fd of the ring is left here (nothing of it in /proc/<pid>/fd).
+  int release_fd() noexcept {
+    const int fd = m_fd;
+    m_fd = -1;
+    return fd;
+  }
   explicit operator bool() const noexcept { return m_view.base != nullptr; }
 
  private:
+  void close_fd() noexcept;  // adopt: once mapped, the client needs no fd either
   void release() noexcept;
   RingView m_view;
   int m_fd = -1;
