@@ -172,17 +172,11 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
   const uint32_t pick = picked.candidate;
   Slot& chosen = m_slots[active[pick]];
   if (record) {
-    const auto joined =
-        m_live->join(active[pick], hints.request_id,
-                     m_live->tracks_footprints() ? m_live->demand_scratch() : nullptr);
-    if (joined == detail::LiveBatches::Join::duplicate) {
+    if (Status s = record_locked(active[pick], hints.request_id); !s) {
       live_lock.unlock();
       m_rejected.fetch_add(1, std::memory_order_relaxed);
-      return Status{Errc::state,
-                    "request " + std::to_string(*hints.request_id) + " is already in flight"};
+      return s;
     }
-    // Join::untracked: routed and counted all the same; untracked() counts it.
-    chosen.inflight.fetch_add(1, std::memory_order_relaxed);
   }
   if (live_lock.owns_lock()) live_lock.unlock();
   chosen.routed.fetch_add(1, std::memory_order_relaxed);
@@ -262,14 +256,17 @@ Status Router::book(int32_t worker_id, std::span<const int16_t> counts, uint64_t
   auto slot = find_slot(worker_id);
   if (!slot) return slot.status();
   std::lock_guard lock(m_live_mutex);
-  const float* demand = nullptr;
-  if (m_live->tracks_footprints()) {
-    (void)m_live->demand(counts, m_live->demand_scratch());
-    demand = m_live->demand_scratch();
-  }
-  if (m_live->join(*slot, request_id, demand) == detail::LiveBatches::Join::duplicate)
-    return {Errc::state, "request " + std::to_string(request_id) + " is already in flight"};
-  m_slots[*slot].inflight.fetch_add(1, std::memory_order_relaxed);
+  if (m_live->tracks_footprints()) (void)m_live->demand(counts, m_live->demand_scratch());
+  return record_locked(*slot, request_id);
+}
+
+Status Router::record_locked(uint32_t slot, std::optional<uint64_t> request_id) {
+  const auto joined = m_live->join(
+      slot, request_id, m_live->tracks_footprints() ? m_live->demand_scratch() : nullptr);
+  if (joined == detail::LiveBatches::Join::duplicate)
+    return {Errc::state, "request " + std::to_string(*request_id) + " is already in flight"};
+  // Join::untracked: counted all the same; untracked() counts it.
+  m_slots[slot].inflight.fetch_add(1, std::memory_order_relaxed);
   return Status::ok();
 }
 

@@ -456,7 +456,8 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
 
   // A router's route (+1) or finish (-1) on a worker reaches every other
   // router view_delay_ms later.
-  auto book = [&](uint32_t from, uint32_t worker, int32_t delta, uint32_t request, double now) {
+  auto publish_booking = [&](uint32_t from, uint32_t worker, int32_t delta, uint32_t request,
+                             double now) {
     own[from][worker] += delta;
     for (uint32_t j = 0; j < o.routers; ++j) {
       if (j == from) continue;
@@ -499,7 +500,7 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
       if (o.routers > 1) {
         owner[r] = by;
         placed[r] = d->worker_index;
-        book(by, d->worker_index, +1, r, ev.time);
+        publish_booking(by, d->worker_index, +1, r, ev.time);
         ELDR_TRY(twins[by].after_route(*routers[by], table->worker_ids[d->worker_index],
                                        wl.prefill.row(r), ev.time * 1000.0));
       }
@@ -521,7 +522,7 @@ Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterT
       // By id, so eldr_cost's batch footprint loses this request's.
       if (o.routers > 1) {
         (void)routers[owner[r]]->complete_request(r);
-        book(owner[r], placed[r], -1, r, ev.time);
+        publish_booking(owner[r], placed[r], -1, r, ev.time);
       } else {
         (void)router.complete_request(r);
       }
