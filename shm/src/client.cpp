@@ -172,6 +172,12 @@ Result<Attachment> try_attach(const std::string& name, const ClientOptions& opti
   return a;
 }
 
+// How long a daemon whose segment is READY and whose heartbeat is fresh gets
+// to answer a hello, even when the caller's open timeout is shorter: the open
+// timeout bounds the wait for a daemon to exist, and a live daemon's registrar
+// may need a scheduler tick or two on a loaded machine.
+constexpr auto kAnswerFloor = std::chrono::milliseconds(200);
+
 Result<Attachment> attach(const std::string& name, const ClientOptions& options,
                           std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -180,15 +186,12 @@ Result<Attachment> attach(const std::string& name, const ClientOptions& options,
     bool retryable = false;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    auto a = try_attach(name, options, std::max(left, std::chrono::milliseconds(1)), retryable);
+    auto a = try_attach(name, options, std::max(left, kAnswerFloor), retryable);
     if (a || !retryable || std::chrono::steady_clock::now() >= deadline) return a;
     std::this_thread::sleep_for(pause);
     pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(20));
   }
 }
-
-// How long a re-attachment inside a call waits for the daemon's answer.
-constexpr auto kReattachAnswer = std::chrono::milliseconds(200);
 
 void ring_doorbell(const SegmentHeader& h, const Registration& r) {
   // Dekker pairing with Host::wait_for_work: publish, then look for a sleeper.
@@ -267,7 +270,7 @@ Status Client::Impl::ensure_attached() {
   }
   // One attempt, no waiting: a call never stalls for a daemon that is down.
   bool retryable = false;
-  auto a = try_attach(name, options, kReattachAnswer, retryable);
+  auto a = try_attach(name, options, kAnswerFloor, retryable);
   if (!a) {
     Status s = a.status();
     if (!problem.empty()) s = Status{s.code(), problem + "; re-attach failed: " + s.message()};

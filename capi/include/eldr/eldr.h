@@ -153,7 +153,8 @@ typedef struct eldr_client eldr_client_t;
 
 typedef struct eldr_client_options {
   uint32_t version;           /* ELDR_CLIENT_OPTIONS_VERSION */
-  uint32_t open_timeout_ms;   /* how long open waits for a READY segment (default 2000) */
+  uint32_t open_timeout_ms;   /* how long open waits for a READY segment (default 2000); a
+                                 live daemon still gets 200 ms to answer the registration */
   uint32_t daemon_stale_ms;   /* daemon heartbeat older than this = daemon gone (default 3000) */
   uint32_t reattach;          /* nonzero: re-attach to a restarted daemon (default 1) */
   uint64_t reserved[4];
