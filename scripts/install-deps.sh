@@ -10,6 +10,7 @@ PACKAGES=(
   librapidcheck-dev
   python3-dev python3-pybind11 python3-numpy python3-pytest python3-matplotlib
   golang-go bindgen systemd curl
+  libnats-dev nats-server
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

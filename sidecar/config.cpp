@@ -9,6 +9,8 @@
 #include <limits>
 #include <sstream>
 
+#include "cluster_wire.hpp"
+
 namespace eldr::sidecar {
 
 namespace {
@@ -139,7 +141,66 @@ Status read_router(std::string_view source, const toml::table& table, RouterConf
   return Status::ok();
 }
 
+// nats: "URL[,URL...]" or an array of URLs.
+Status read_urls(std::string_view source, std::string_view key, const toml::node& node,
+                 std::vector<std::string>& out) {
+  out.clear();
+  if (const toml::array* a = node.as_array()) {
+    for (const toml::node& u : *a) {
+      std::string url;
+      ELDR_TRY(read_string(source, key, u, url));
+      out.push_back(url);
+    }
+    return Status::ok();
+  }
+  std::string text;
+  ELDR_TRY(read_string(source, key, node, text));
+  out = split_urls(text);
+  return Status::ok();
+}
+
+Status read_cluster(std::string_view source, const toml::table& table, ClusterConfig& cluster) {
+  for (const auto& [k, node] : table) {
+    const std::string key = "cluster." + std::string(k.str());
+    if (k == "nats") {
+      ELDR_TRY(read_urls(source, key, node, cluster.nats));
+    } else if (k == "node") {
+      ELDR_TRY(read_string(source, key, node, cluster.node));
+    } else if (k == "pool") {
+      ELDR_TRY(read_string(source, key, node, cluster.pool));
+    } else if (k == "snapshot_ms") {
+      ELDR_TRY(read_uint(source, key, node, cluster.snapshot_ms, 50, 1000));
+    } else if (k == "peer_timeout_ms") {
+      ELDR_TRY(read_uint(source, key, node, cluster.peer_timeout_ms, 200, 600000));
+    } else if (k == "max_peer_bookings") {
+      ELDR_TRY(read_uint(source, key, node, cluster.max_peer_bookings, 1, 1u << 22));
+    } else if (k == "anticipate") {
+      ELDR_TRY(read_bool(source, key, node, cluster.anticipate));
+    } else {
+      return bad_value(source, key, "unknown key");
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+std::vector<std::string> split_urls(std::string_view text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view part = text.substr(start, end - start);
+    while (!part.empty() && std::isspace(static_cast<unsigned char>(part.front())))
+      part.remove_prefix(1);
+    while (!part.empty() && std::isspace(static_cast<unsigned char>(part.back())))
+      part.remove_suffix(1);
+    if (!part.empty()) out.emplace_back(part);
+    start = end + 1;
+  }
+  return out;
+}
 
 const char* log_level_name(LogLevel level) noexcept {
   switch (level) {
@@ -225,6 +286,9 @@ Status parse_config_toml(std::string_view text, DaemonConfig& c, std::string_vie
     } else if (key == "refit") {
       if (!node.is_table()) return bad_value(source, key, "expected a [refit] table");
       ELDR_TRY(read_refit(source, *node.as_table(), c.refit));
+    } else if (key == "cluster") {
+      if (!node.is_table()) return bad_value(source, key, "expected a [cluster] table");
+      ELDR_TRY(read_cluster(source, *node.as_table(), c.cluster));
     } else {
       return bad_value(source, key, "unknown key");
     }
@@ -265,6 +329,17 @@ Status DaemonConfig::validate() const {
       return {Errc::invalid_argument, "[router] " + s.message()};
   if (refit.enabled && refit.min_samples > refit.window)
     return {Errc::invalid_argument, "refit.min_samples must not exceed refit.window"};
+  if (cluster.enabled()) {
+    for (const std::string& url : cluster.nats)
+      if (url.empty() || url.find_first_of(" \t\n") != std::string::npos)
+        return {Errc::invalid_argument, "cluster.nats: '" + url + "' is not a server URL"};
+    ELDR_TRY(validate_cluster_name("cluster.pool", cluster.pool));
+    if (!cluster.node.empty()) ELDR_TRY(validate_cluster_name("cluster.node", cluster.node));
+    if (cluster.peer_timeout_ms < 2 * cluster.snapshot_ms)
+      return {Errc::invalid_argument,
+              "cluster.peer_timeout_ms must be at least twice cluster.snapshot_ms (a live node "
+              "is heard of at least every snapshot)"};
+  }
   return Status::ok();
 }
 
@@ -293,6 +368,8 @@ RouterOptions DaemonConfig::router() const {
   // One router record per request the map can hold: every request the
   // daemon completes by id is tracked, never "untracked".
   o.max_inflight = request_map_capacity;
+  // In a pool the same records also hold the peers' bookings and the twins.
+  if (cluster.enabled()) o.max_inflight += cluster.max_peer_bookings + kMaxPeerTwins;
   return o;
 }
 

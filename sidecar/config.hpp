@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "eldr/router.hpp"
 #include "eldr/shm.hpp"
@@ -34,6 +35,21 @@ struct RouterConfig {
   bool fit_step_cost = true;  // refine them from the engines' step-time reports
 };
 
+// [cluster]: one of several eldrd nodes routing one decode pool over NATS.
+struct ClusterConfig {
+  std::vector<std::string> nats;  // server URLs; empty: this node routes alone
+  std::string node;               // this node's name; empty: the host name
+  std::string pool = "default";
+  uint32_t snapshot_ms = 500;             // our in-flight requests, for every node, this often
+  uint32_t peer_timeout_ms = 3000;        // a node silent this long: its bookings expire
+  uint32_t max_peer_bookings = 1u << 16;  // all peers' requests in flight, together
+  bool anticipate = true;                 // PeerTwins: count the peers' picks not heard of yet
+  bool enabled() const noexcept { return !nats.empty(); }
+};
+
+// Twins of anticipated peer picks held at once at most (router records).
+inline constexpr uint32_t kMaxPeerTwins = 4096;
+
 // The request map's bound: also the router's request records (max_inflight).
 inline constexpr uint32_t kMaxRequestMapCapacity = 1u << 24;
 
@@ -60,11 +76,15 @@ struct DaemonConfig {
   LogLevel log_level = LogLevel::info;
   RefitConfig refit;
   RouterConfig router_step;  // [router]
+  ClusterConfig cluster;     // [cluster]
 
   Status validate() const;
   shm::SegmentConfig segment() const;
   RouterOptions router() const;
 };
+
+// "nats://a:4222, nats://b:4222" -> the URLs (blanks around commas dropped).
+std::vector<std::string> split_urls(std::string_view text);
 
 // Parses a TOML document into `config` (keys present override its values).
 Status parse_config_toml(std::string_view text, DaemonConfig& config,

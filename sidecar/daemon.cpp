@@ -57,6 +57,12 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& config,
       Service::create(std::move(table), ServiceOptions::from(config), d->m_sink, d->m_metrics);
   if (!service) return service.status();
   d->m_service = std::move(*service);
+  if (config.cluster.enabled()) {
+    auto node = ClusterNode::create(config.cluster, *d->m_service, d->m_metrics,
+                                    [h = d->m_host.get()] { h->wake(); });
+    if (!node) return node.status();
+    d->m_cluster = std::move(*node);
+  }
   if (config.metrics_port != 0) {
     auto server = MetricsServer::start(d->m_metrics, static_cast<uint16_t>(config.metrics_port));
     if (!server) return server.status();
@@ -75,6 +81,7 @@ Daemon::~Daemon() {
   m_refit_cv.notify_all();
   if (m_refit_thread.joinable()) m_refit_thread.join();
   m_metrics_server.reset();
+  m_cluster.reset();
   m_service.reset();
   m_host.reset();
 }
@@ -94,6 +101,7 @@ void Daemon::maintain() {
           "client slot %u is gone (closed, exited or quarantined): ring reclaimed [%llu so far]",
           slot, static_cast<unsigned long long>(m_reclaims));
   }
+  if (m_cluster) m_host->publish_cluster(m_cluster->maintain());
   const auto rows = m_service->maintain();
   m_host->publish_workers(rows, m_service->table_epoch(), m_service->router_row());
   m_metrics.set_clients(m_host->clients());
@@ -104,7 +112,9 @@ void Daemon::run(const std::atomic<bool>& stop, const std::function<void()>& tic
   uint32_t idle = 0;
   uint64_t next_maintain = monotonic_ns() + kMaintainPeriodNs;
   while (!stop.load(std::memory_order_relaxed)) {
-    if (m_host->poll(*m_service) != 0) {
+    size_t work = m_host->poll(*m_service);
+    if (m_cluster) work += m_cluster->drain();
+    if (work != 0) {
       idle = 0;
     } else {
       back_off(idle, *m_host);

@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "cluster_node.hpp"
 #include "config.hpp"
 #include "eldr/shm.hpp"
 #include "metrics.hpp"
@@ -37,6 +38,8 @@ class Daemon {
   shm::Host& host() noexcept { return *m_host; }
   Service& service() noexcept { return *m_service; }
   Metrics& metrics() noexcept { return m_metrics; }
+  // In a pool ([cluster]): this node; nullptr otherwise.
+  ClusterNode* cluster() noexcept { return m_cluster.get(); }
   uint16_t metrics_port() const noexcept;
 
  private:
@@ -57,6 +60,7 @@ class Daemon {
   HostSink m_sink;
   std::unique_ptr<shm::Host> m_host;
   std::unique_ptr<Service> m_service;
+  std::unique_ptr<ClusterNode> m_cluster;  // uses *m_service and *m_host: after them
   std::unique_ptr<MetricsServer> m_metrics_server;
   uint64_t m_reclaims = 0;  // client slots reclaimed since start
   std::thread m_refit_thread;

@@ -39,6 +39,7 @@ using namespace eldr::sidecar;
 
 struct Flags {
   std::string config_path, instance, table, synthetic_table, policy, log_level, group;
+  std::string nats, node, pool;
   uint32_t metrics_port = 0, worker_report_timeout_ms = 0;
 };
 
@@ -64,6 +65,11 @@ Result<DaemonConfig> build_config(const Flags& f, const CLI::App& app) {
   if (given("--metrics-port")) c.metrics_port = f.metrics_port;
   if (given("--group")) c.group = f.group;
   if (given("--worker-report-timeout-ms")) c.worker_report_timeout_ms = f.worker_report_timeout_ms;
+  if (given("--nats")) c.cluster.nats = split_urls(f.nats);
+  if (given("--node")) c.cluster.node = f.node;
+  if (given("--pool")) c.cluster.pool = f.pool;
+  if ((given("--node") || given("--pool")) && !c.cluster.enabled())
+    return Status{Errc::invalid_argument, "--node and --pool need --nats (or cluster.nats)"};
   if (given("--log-level")) {
     DaemonConfig probe;
     ELDR_TRY(parse_config_toml("log_level = \"" + f.log_level + "\"", probe, "--log-level"));
@@ -189,6 +195,10 @@ int main(int argc, char** argv) {
   app.add_option("--worker-report-timeout-ms", f.worker_report_timeout_ms,
                  "take a worker out of routing when its reports stop this long (0 = never)");
   app.add_option("--log-level", f.log_level, "debug | info | warn | error");
+  app.add_option("--nats", f.nats,
+                 "URL[,URL...]: route one pool with the eldrd of other nodes over NATS");
+  app.add_option("--node", f.node, "this node's name in the pool (default: the host name)");
+  app.add_option("--pool", f.pool, "the pool's name (default: default)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -82,6 +82,12 @@ void Metrics::set_clients(std::vector<shm::ClientInfo> clients) {
   m_clients = std::move(clients);
 }
 
+void Metrics::set_cluster(const ClusterGauge& cluster) {
+  std::lock_guard lock(m_tables);
+  m_cluster = cluster;
+  m_cluster_set = true;
+}
+
 void Metrics::set_router(const RouterGauge& router) {
   std::lock_guard lock(m_tables);
   m_router = router;
@@ -132,6 +138,69 @@ std::string label(const char* key, const std::string& value) {
   return std::string(key) + "=\"" + value + "\"";
 }
 
+void render_cluster(std::string& out, const ClusterGauge& c) {
+  family(out, "eldr_cluster_connected", "gauge", "1 while this node is connected to NATS.");
+  sample(out, "eldr_cluster_connected", "", uint64_t{c.connected});
+  family(out, "eldr_cluster_peers", "gauge", "Other nodes of the pool heard of recently.");
+  sample(out, "eldr_cluster_peers", "", c.peers);
+  family(out, "eldr_cluster_peer_bookings", "gauge",
+         "The other nodes' requests in flight, as this node counts them.");
+  sample(out, "eldr_cluster_peer_bookings", "", c.peer_bookings);
+  family(out, "eldr_cluster_twins", "gauge",
+         "Anticipated picks of the other nodes, booked until their bookings can have arrived.");
+  sample(out, "eldr_cluster_twins", "", c.twins);
+  family(out, "eldr_cluster_view_age_seconds", "gauge",
+         "How old the other nodes' messages are when they arrive (the slowest peer, smoothed).");
+  sample(out, "eldr_cluster_view_age_seconds", "", c.view_age_ms / 1000.0);
+  family(out, "eldr_cluster_messages_received_total", "counter",
+         "Messages of other nodes applied, by kind.");
+  for (size_t k = 0; k < c.received.size(); ++k)
+    sample(out, "eldr_cluster_messages_received_total",
+           label("kind", peer_kind_name(static_cast<PeerKind>(k))), c.received[k]);
+  family(out, "eldr_cluster_messages_published_total", "counter", "Messages this node sent.");
+  sample(out, "eldr_cluster_messages_published_total", "", c.published);
+  family(out, "eldr_cluster_publish_failed_total", "counter",
+         "Messages NATS refused to send (disconnected past its buffer); snapshots repair them.");
+  sample(out, "eldr_cluster_publish_failed_total", "", c.publish_failed);
+  family(out, "eldr_cluster_malformed_total", "counter",
+         "Messages dropped as malformed, by fault (never applied).");
+  for (size_t f = 0; f < c.malformed.size(); ++f)
+    sample(out, "eldr_cluster_malformed_total",
+           label("fault", wire_fault_name(static_cast<WireFault>(f))), c.malformed[f]);
+  sample(out, "eldr_cluster_malformed_total", label("fault", "foreign_subject"), c.foreign_subject);
+  family(out, "eldr_cluster_messages_dropped_total", "counter",
+         "Messages dropped before decoding (inbox or client library full).");
+  sample(out, "eldr_cluster_messages_dropped_total", "", c.dropped);
+  family(out, "eldr_cluster_messages_lost_total", "counter",
+         "Gaps in the other nodes' sequences: messages that never arrived.");
+  sample(out, "eldr_cluster_messages_lost_total", "", c.lost);
+  family(out, "eldr_cluster_messages_stale_total", "counter",
+         "Messages with a sequence already seen (dropped).");
+  sample(out, "eldr_cluster_messages_stale_total", "", c.stale);
+  family(out, "eldr_cluster_bookings_refused_total", "counter",
+         "Bookings not applied: capacity, a worker this node does not know, a duplicate key.");
+  sample(out, "eldr_cluster_bookings_refused_total", "", c.refused);
+  family(out, "eldr_cluster_unknown_releases_total", "counter",
+         "Releases of bookings this node never heard of.");
+  sample(out, "eldr_cluster_unknown_releases_total", "", c.unknown_release);
+  family(out, "eldr_cluster_bookings_repaired_total", "counter",
+         "Bookings a snapshot added or removed (their messages were lost).");
+  sample(out, "eldr_cluster_bookings_repaired_total", "", c.repaired);
+  family(out, "eldr_cluster_peers_expired_total", "counter",
+         "Nodes dropped after their silence exceeded peer_timeout_ms (bookings released).");
+  sample(out, "eldr_cluster_peers_expired_total", "", c.expired_peers);
+  family(out, "eldr_cluster_peer_restarts_total", "counter",
+         "Nodes seen with a new incarnation (their old bookings released).");
+  sample(out, "eldr_cluster_peer_restarts_total", "", c.restarts);
+  family(out, "eldr_cluster_disconnects_total", "counter", "Connections to NATS lost.");
+  sample(out, "eldr_cluster_disconnects_total", "", c.disconnects);
+  family(out, "eldr_cluster_reconnects_total", "counter", "Reconnections to NATS.");
+  sample(out, "eldr_cluster_reconnects_total", "", c.reconnects);
+  family(out, "eldr_cluster_snapshot_too_large_total", "counter",
+         "Snapshots not sent: larger than the server's max_payload.");
+  sample(out, "eldr_cluster_snapshot_too_large_total", "", c.snapshot_too_large);
+}
+
 }  // namespace
 
 NsHistogram::NsHistogram(std::span<const uint64_t> bounds)
@@ -166,12 +235,16 @@ std::string Metrics::render() const {
   std::vector<shm::ClientInfo> clients;
   RouterGauge router;
   bool router_set = false;
+  ClusterGauge cluster;
+  bool cluster_set = false;
   {
     std::lock_guard lock(m_tables);
     workers = m_workers;
     clients = m_clients;
     router = m_router;
     router_set = m_router_set;
+    cluster = m_cluster;
+    cluster_set = m_cluster_set;
   }
   std::string out;
   out.reserve(4096 + workers.size() * 256);
@@ -214,6 +287,8 @@ std::string Metrics::render() const {
   family(out, "eldr_registrations_refused_total", "counter",
          "Registrations refused: another format or layout, no free slot, not an eldr hello.");
   sample(out, "eldr_registrations_refused_total", "", m_registrations_refused.load(kRelaxed));
+
+  if (cluster_set) render_cluster(out, cluster);
 
   family(out, "eldr_worker_healthy", "gauge",
          "1 while the worker's load reports are fresh (or it never reported).");

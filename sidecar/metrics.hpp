@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster_wire.hpp"
 #include "eldr/router.hpp"
 #include "eldr/shm.hpp"
 #include "eldr/status.hpp"
@@ -82,6 +83,22 @@ struct RouterGauge {
   uint64_t completes_unknown = 0;  // the router's: complete_request of an id not in flight
 };
 
+// Cluster mode, refreshed every maintenance tick (cluster_node.cpp).
+struct ClusterGauge {
+  bool connected = false;
+  uint64_t peers = 0;
+  uint64_t peer_bookings = 0;  // the peers' requests in flight, counted here
+  uint64_t twins = 0;          // anticipated peer picks held (PeerTwins)
+  double view_age_ms = 0.0;
+  std::array<uint64_t, 4> received{};  // applied, by PeerKind
+  uint64_t published = 0, publish_failed = 0, dropped = 0;
+  std::array<uint64_t, kWireFaults> malformed{};
+  uint64_t foreign_subject = 0;  // messages on a subject that is no node's
+  uint64_t lost = 0, stale = 0, refused = 0, unknown_release = 0, repaired = 0;
+  uint64_t expired_peers = 0, restarts = 0, disconnects = 0, reconnects = 0;
+  uint64_t snapshot_too_large = 0;
+};
+
 class Metrics {
  public:
   explicit Metrics(uint32_t max_workers);
@@ -115,6 +132,7 @@ class Metrics {
     m_registrations_refused.store(counters.registrations_refused, kRelaxed);
   }
   void set_router(const RouterGauge& router);
+  void set_cluster(const ClusterGauge& cluster);
 
   // ---- readers ----
   std::string render() const;  // Prometheus text exposition format 0.0.4
@@ -144,6 +162,8 @@ class Metrics {
   std::vector<shm::ClientInfo> m_clients;
   RouterGauge m_router;
   bool m_router_set = false;
+  ClusterGauge m_cluster;
+  bool m_cluster_set = false;
 };
 
 // GET /metrics on 127.0.0.1:port in its own thread.

@@ -110,6 +110,13 @@ class RequestMap {
     insert_into_index(hash_of(id), slot);
   }
 
+  // Calls f(held) for every request, oldest first (the cluster snapshot).
+  template <class F>
+  void for_each(F&& f) const {
+    for (uint32_t slot = m_oldest; slot != kNone; slot = m_entries[slot].newer)
+      f(held_of(m_entries[slot]));
+  }
+
  private:
   static_assert(shm::kMaxRequestId <= UINT8_MAX, "id lengths are kept in a byte");
   static constexpr uint32_t kNone = UINT32_MAX;

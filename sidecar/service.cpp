@@ -153,6 +153,8 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
   // requests in flight (it never wraps), kept in the map with the id.
   RouteHints hints;
   hints.request_id = m_next_key++;
+  const double now_ms = static_cast<double>(m_clock()) / 1e6;
+  m_twins.release_due(*m_router, now_ms);
   auto decision = m_router->route(counts, hints);
   if (!decision) {
     const Errc code = decision.status().code();
@@ -167,6 +169,12 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
   const uint64_t key = *hints.request_id;
   const uint64_t token = completion_token(key);
   m_requests.push(f.request_id, {decision->worker_id, key, token, f.client_pid});
+  ++m_local_inflight[decision->worker_id];
+  if (m_publisher) m_publisher->booked(key, decision->worker_id, counts);
+  // Twins are bounded so that they never take the request records that
+  // peers' bookings and our own requests need.
+  if (m_twins.pending() < kMaxPeerTwins)
+    (void)m_twins.after_route(*m_router, decision->worker_id, counts, now_ms);
   shm::DecisionIn out;
   out.status = static_cast<int32_t>(Errc::ok);
   out.worker = decision->worker_id;
@@ -203,7 +211,22 @@ Status Service::release(const RequestMap::Held& held) {
   // is the map's capacity, and a full map evicts before routing), so
   // not_found cannot come from a request routed untracked. Never fall back
   // to complete(worker): that would take another request's footprint out.
+  if (auto it = m_local_inflight.find(held.worker); it != m_local_inflight.end())
+    if (--it->second == 0) m_local_inflight.erase(it);
+  if (m_publisher) m_publisher->released(held.key);
   return m_router->complete_request(held.key);
+}
+
+std::vector<std::pair<uint64_t, int32_t>> Service::local_requests() const {
+  std::vector<std::pair<uint64_t, int32_t>> out;
+  out.reserve(m_requests.size());
+  m_requests.for_each([&](const RequestMap::Held& h) { out.emplace_back(h.key, h.worker); });
+  return out;
+}
+
+void Service::anticipate_peers(uint32_t peers, double view_age_ms) noexcept {
+  m_twins.set_peers(peers);
+  m_twins.set_view_delay_ms(view_age_ms);
 }
 
 // ---- completes, reports, control --------------------------------------------------
@@ -257,21 +280,33 @@ void Service::on_worker_report(uint32_t client, uint32_t worker, uint32_t runnin
 
 void Service::on_worker_report_ex(uint32_t /*client*/, const shm::WorkerReportRecord& r) {
   const auto worker = static_cast<int32_t>(r.worker);
+  apply_report(worker, r.running, r.kv_usage, r.batch_size, r.step_ms);
+  // Every node of the pool hears the engine (a worker is any node's).
+  if (m_publisher && worker >= 0)
+    m_publisher->reported({worker, r.running, r.kv_usage, r.batch_size, r.step_ms});
+}
+
+void Service::apply_peer_load(const PeerLoad& l) {
+  apply_report(l.worker, l.running, l.kv_usage, l.batch_size, l.step_ms);
+}
+
+void Service::apply_report(int32_t worker, uint32_t running, float kv_usage, uint32_t batch_size,
+                           float step_ms) {
   // batch_size and step_ms 0 = not reported. A step time needs its batch
   // size, and more than 10 s is no decode step: such values are dropped
   // (the rest of the report applies) and counted.
   WorkerReport report;
-  if (r.batch_size != 0) report.batch = r.batch_size;
-  if (r.step_ms != 0.0f) {
-    if (!report.batch || !std::isfinite(r.step_ms) || r.step_ms < 0.0f || r.step_ms > kMaxStepMs)
+  if (batch_size != 0) report.batch = batch_size;
+  if (step_ms != 0.0f) {
+    if (!report.batch || !std::isfinite(step_ms) || step_ms < 0.0f || step_ms > kMaxStepMs)
       m_metrics.count_report_bad_value();
     else
-      report.step_ms = r.step_ms;
+      report.step_ms = step_ms;
   }
   // The engine's batch size takes precedence over its running count.
   Status s = worker < 0                 ? Status{Errc::not_found, "worker id out of range"}
              : report.batch.has_value() ? m_router->report(worker, report)
-                                        : m_router->set_load(worker, r.running);
+                                        : m_router->set_load(worker, running);
   if (!s) {
     if (s.code() == Errc::not_found) {
       m_metrics.count_report_unknown_worker();
@@ -280,7 +315,7 @@ void Service::on_worker_report_ex(uint32_t /*client*/, const shm::WorkerReportRe
     m_metrics.count_report_bad_value();  // invalid_argument: nothing applied
     return;
   }
-  m_health.on_report(worker, r.running, r.kv_usage, m_clock());
+  m_health.on_report(worker, running, kv_usage, m_clock());
 }
 
 void Service::on_worker_control(uint32_t /*client*/, uint32_t worker_u, shm::WorkerOp op) {
@@ -304,6 +339,9 @@ void Service::on_rejected(uint32_t client, shm::RejectReason reason, std::string
 
 std::vector<shm::Host::WorkerRow> Service::maintain() {
   m_health.expire(m_clock());
+  // Routing releases due twins before each pick; this releases them when
+  // no request comes (so the counts shown settle).
+  m_twins.release_due(*m_router, static_cast<double>(m_clock()) / 1e6);
   const auto workers = m_router->workers();
   std::vector<shm::Host::WorkerRow> rows;
   std::vector<WorkerGauge> gauges;
@@ -320,6 +358,8 @@ std::vector<shm::Host::WorkerRow> Service::maintain() {
     row.inflight = static_cast<uint32_t>(std::max<int64_t>(w.inflight, 0));
     row.routed = w.routed;
     row.batch_experts = static_cast<float>(w.batch_experts);
+    if (auto it = m_local_inflight.find(w.id); it != m_local_inflight.end())
+      row.inflight_local = it->second;
     if (health != nullptr) {
       row.running = health->running;
       row.kv_usage = health->kv_usage;

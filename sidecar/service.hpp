@@ -12,9 +12,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "cluster_wire.hpp"
 #include "config.hpp"
+#include "eldr/peer_twins.hpp"
 #include "eldr/router.hpp"
 #include "eldr/shm.hpp"
 #include "eldr/signature_cache.hpp"
@@ -30,6 +34,17 @@ class DecisionSink {
  public:
   virtual ~DecisionSink() = default;
   virtual void publish(std::string_view request_id, const shm::DecisionIn& decision) = 0;
+};
+
+// Where this node's own bookings go when it is one of several routers of a
+// pool (cluster_node.hpp): every route, every release (complete, retry,
+// eviction) and every load report an engine sent here.
+class ClusterPublisher {
+ public:
+  virtual ~ClusterPublisher() = default;
+  virtual void booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) = 0;
+  virtual void released(uint64_t key) = 0;
+  virtual void reported(const PeerLoad& load) = 0;
 };
 
 struct ServiceOptions {
@@ -84,6 +99,21 @@ class Service final : public shm::RecordHandler {
   // than refit.min_samples footprints were seen.
   Status refit_now();
 
+  // ---- cluster mode (consumer thread) ----
+  // From now on, bookings and reports go to `publisher` too (nullptr: no more).
+  void join_pool(ClusterPublisher* publisher) noexcept { m_publisher = publisher; }
+  // A load report another node of the pool received: applied like one of
+  // ours (worker health, the router's load), not published again.
+  void apply_peer_load(const PeerLoad& load);
+  // Every request this node has in flight (router key, worker), oldest first.
+  std::vector<std::pair<uint64_t, int32_t>> local_requests() const;
+  // Anticipation of the peers' unseen picks (eldr::PeerTwins): each route
+  // books `peers` twins on its worker until view_age_ms has passed.
+  void anticipate_peers(uint32_t peers, double view_age_ms) noexcept;
+  size_t twins_pending() const noexcept { return m_twins.pending(); }
+  // The cluster's bookings go into the same router.
+  Router& shared_router() noexcept { return *m_router; }
+
   const Router& router() const noexcept { return *m_router; }
   uint64_t table_epoch() const noexcept { return m_router->table_epoch(); }
   size_t requests_in_flight() const noexcept { return m_requests.size(); }
@@ -95,8 +125,11 @@ class Service final : public shm::RecordHandler {
   void route_and_publish(const shm::FootprintIn& footprint, std::span<const int16_t> counts);
   void reject(std::string_view request_id, Rejection why, const Status& status);
   Status sum_block_form(const shm::FootprintIn& footprint);
-  // A held request leaves the router (complete by its key).
+  // A held request leaves the router (complete by its key) and the pool.
   Status release(const RequestMap::Held& held);
+  // The report path shared by our engines' reports and the peers'.
+  void apply_report(int32_t worker, uint32_t running, float kv_usage, uint32_t batch_size,
+                    float step_ms);
   const ClusterTable& table() const { return *m_table_cache; }
 
   ServiceOptions m_options;
@@ -114,6 +147,11 @@ class Service final : public shm::RecordHandler {
   uint64_t m_refusals_logged = 0;
   uint64_t completion_token(uint64_t key) const noexcept;
   shm::Host::RouterRow m_router_row;
+
+  ClusterPublisher* m_publisher = nullptr;
+  PeerTwins m_twins{0, 0.0};
+  // Our requests in flight per worker (inflight_local in eldr status).
+  std::unordered_map<int32_t, uint32_t> m_local_inflight;
 
   WorkerHealth m_health;                 // uses *m_router: declared after it
   std::unique_ptr<OnlineRefit> m_refit;  // when refit.enabled

@@ -83,10 +83,17 @@ nlohmann::json to_json(const std::string& instance, const shm::SegmentSnapshot& 
                             {"state", state_name(w.state)},
                             {"healthy", w.healthy != 0},
                             {"inflight", w.inflight},
+                            {"inflight_local", w.inflight_local},
                             {"running", w.running},
                             {"kv_usage", w.kv_usage},
                             {"routed", w.routed},
                             {"batch_experts", w.batch_experts}});
+  // The daemon writes the cluster object itself; a torn or foreign text is
+  // reported as such, never passed on as JSON.
+  if (!s.cluster.empty()) {
+    auto cluster = nlohmann::json::parse(s.cluster, nullptr, false);
+    j["cluster"] = cluster.is_object() ? cluster : nlohmann::json{{"error", "unreadable"}};
+  }
   return j;
 }
 
@@ -130,12 +137,34 @@ void print_text(const std::string& instance, const shm::SegmentSnapshot& s) {
   }
   std::printf("workers: %zu\n", s.workers.size());
   if (!s.workers.empty()) {
-    std::printf("  %6s %-9s %-8s %8s %8s %6s %10s %14s\n", "worker", "state", "health", "inflight",
-                "running", "kv", "routed", "batch experts");
+    std::printf("  %6s %-9s %-8s %8s %8s %8s %6s %10s %14s\n", "worker", "state", "health",
+                "inflight", "local", "running", "kv", "routed", "batch experts");
     for (const auto& w : s.workers)
-      std::printf("  %6d %-9s %-8s %8u %8u %5.0f%% %10llu %14.1f\n", w.worker, state_name(w.state),
-                  w.healthy ? "ok" : "stale", w.inflight, w.running, 100.0 * w.kv_usage,
-                  static_cast<unsigned long long>(w.routed), w.batch_experts);
+      std::printf("  %6d %-9s %-8s %8u %8u %8u %5.0f%% %10llu %14.1f\n", w.worker,
+                  state_name(w.state), w.healthy ? "ok" : "stale", w.inflight, w.inflight_local,
+                  w.running, 100.0 * w.kv_usage, static_cast<unsigned long long>(w.routed),
+                  w.batch_experts);
+  }
+  if (!s.cluster.empty()) {
+    auto c = nlohmann::json::parse(s.cluster, nullptr, false);
+    if (!c.is_object()) {
+      std::printf("cluster: status unreadable\n");
+      return;
+    }
+    const std::string revision =
+        c.contains("table_revision") && !c["table_revision"].is_null()
+            ? c["table_revision"].dump()
+            : "- (" + c.value("table_source", std::string("local")) + " table)";
+    std::printf("cluster: pool %s, node %s, %s, view age %.1f ms, table revision %s\n",
+                c.value("pool", "?").c_str(), c.value("node", "?").c_str(),
+                c.value("connected", false) ? "connected" : "DISCONNECTED",
+                c.value("view_age_ms", 0.0), revision.c_str());
+    if (c.contains("peers") && c["peers"].is_array())
+      for (const auto& p : c["peers"])
+        std::printf("  peer %-20s last seen %6llu ms ago, %6u bookings\n",
+                    p.value("name", "?").c_str(),
+                    static_cast<unsigned long long>(p.value("last_seen_age_ms", uint64_t{0})),
+                    p.value("bookings", 0u));
   }
 }
 

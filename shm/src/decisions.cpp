@@ -172,6 +172,7 @@ void write_workers(SegmentHeader& header, WorkerCell* cells, uint32_t capacity,
     p.kv_usage = rows[i].kv_usage;
     p.batch_experts = rows[i].batch_experts;
     p.routed = rows[i].routed;
+    p.inflight_local = rows[i].inflight_local;
     store_words(cells[i].words, &p);
   }
   header.worker_count.store(n, std::memory_order_relaxed);
@@ -204,8 +205,8 @@ bool read_workers(const SegmentHeader& header, const WorkerCell* cells, uint32_t
     for (uint32_t i = 0; i < n; ++i) {
       WorkerPayload p;
       load_words(cells[i].words, &p);
-      out[i] = {p.worker,  p.state,    p.healthy, p.inflight,
-                p.running, p.kv_usage, p.routed,  p.batch_experts};
+      out[i] = {p.worker,   p.state,  p.healthy,       p.inflight,      p.running,
+                p.kv_usage, p.routed, p.batch_experts, p.inflight_local};
     }
     if (router) {
       constexpr auto r = std::memory_order_relaxed;
@@ -227,6 +228,42 @@ bool read_workers(const SegmentHeader& header, const WorkerCell* cells, uint32_t
     }
     std::atomic_thread_fence(std::memory_order_acquire);
     if (header.workers_seq.load(std::memory_order_relaxed) == before) return true;
+  }
+  out.clear();
+  return false;
+}
+
+void write_cluster_status(SegmentHeader& header, ClusterStatusCell& cell, std::string_view json) {
+  if (json.size() > kClusterStatusBytes) json = "{}";
+  uint64_t words[kClusterStatusBytes / 8] = {};
+  std::memcpy(words, json.data(), json.size());
+  const uint64_t s = header.cluster_seq.load(std::memory_order_relaxed);
+  header.cluster_seq.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  const size_t n = (json.size() + 7) / 8;
+  for (size_t i = 0; i < n; ++i) cell.words[i].store(words[i], std::memory_order_relaxed);
+  header.cluster_bytes.store(static_cast<uint32_t>(json.size()), std::memory_order_relaxed);
+  header.cluster_seq.store(s + 2, std::memory_order_release);
+}
+
+bool read_cluster_status(const SegmentHeader& header, const ClusterStatusCell& cell,
+                         std::string& out) {
+  for (int attempt = 0; attempt < kReadTries; ++attempt) {
+    const uint64_t before = header.cluster_seq.load(std::memory_order_acquire);
+    if (before & 1) {
+      std::this_thread::yield();
+      continue;
+    }
+    const uint32_t bytes = std::min<uint32_t>(header.cluster_bytes.load(std::memory_order_relaxed),
+                                              kClusterStatusBytes);
+    uint64_t words[kClusterStatusBytes / 8];
+    const size_t n = (bytes + 7) / 8;
+    for (size_t i = 0; i < n; ++i) words[i] = cell.words[i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (header.cluster_seq.load(std::memory_order_relaxed) == before) {
+      out.assign(reinterpret_cast<const char*>(words), bytes);
+      return true;
+    }
   }
   out.clear();
   return false;

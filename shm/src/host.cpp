@@ -118,6 +118,10 @@ struct Host::Impl {
   Fd listener;
   std::optional<FileId> listener_id;
   Fd stop_event;
+  // Host::wake(): ends the consumer's epoll wait for work that comes from
+  // outside the rings (the cluster's messages).
+  Fd wake_event;
+  static constexpr uint32_t kWakeTag = UINT32_MAX;
   std::thread registrar;
   std::atomic<uint64_t> registrations_refused{0};
   // Set by the registrar when no slot is free: the consumer looks for
@@ -177,6 +181,7 @@ Status Host::Impl::create_segment() {
   h->ring_size = l.ring_size;
   h->decisions_offset = l.decisions_offset;
   h->workers_offset = l.workers_offset;
+  h->cluster_offset = l.cluster_offset;
   h->generation = generation;
   h->daemon_pid = static_cast<uint32_t>(::getpid());
   h->daemon_start_time = process_start_time(::getpid());
@@ -289,7 +294,14 @@ Result<std::unique_ptr<Host>> Host::create(const SegmentConfig& config) {
   impl->slots = std::make_unique<SlotState[]>(config.max_clients);
   impl->epoll.reset(::epoll_create1(EPOLL_CLOEXEC));
   impl->stop_event.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!impl->epoll || !impl->stop_event) return errno_status(errno, "cannot create epoll");
+  impl->wake_event.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!impl->epoll || !impl->stop_event || !impl->wake_event)
+    return errno_status(errno, "cannot create epoll");
+  epoll_event wake{};
+  wake.events = EPOLLIN;
+  wake.data.u32 = Impl::kWakeTag;
+  if (::epoll_ctl(impl->epoll.get(), EPOLL_CTL_ADD, impl->wake_event.get(), &wake) != 0)
+    return errno_status(errno, "cannot watch the wake event");
   // Whatever carries our name now is a crashed predecessor's: we hold the lock.
   Mapping::remove(impl->name);
   ELDR_TRY(impl->create_segment());
@@ -638,6 +650,12 @@ void Host::publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch
   write_workers(*m.view.header, m.view.workers(), m.config.max_workers, rows, table_epoch, &router);
 }
 
+void Host::publish_cluster(std::string_view json) {
+  Impl& m = *m_impl;
+  if (!m.mapping) return;
+  write_cluster_status(*m.view.header, *m.view.cluster(), json);
+}
+
 std::vector<ClientInfo> Host::clients() const {
   const Impl& m = *m_impl;
   std::vector<ClientInfo> out;
@@ -727,6 +745,11 @@ void Host::Impl::handle_socket_events(std::chrono::nanoseconds timeout) {
   const int n = ::epoll_pwait2(epoll.get(), events, 64, &ts, nullptr);
   for (int e = 0; e < n; ++e) {
     const uint32_t slot = events[e].data.u32;
+    if (slot == kWakeTag) {
+      uint64_t count = 0;
+      (void)!::read(wake_event.get(), &count, sizeof(count));
+      continue;
+    }
     if (slot >= config.max_clients) continue;
     SlotState& s = slots[slot];
     if (s.phase.load(std::memory_order_acquire) != static_cast<uint32_t>(Phase::active)) continue;
@@ -782,6 +805,11 @@ bool Host::Impl::any_pending() const {
       return true;
   }
   return false;
+}
+
+void Host::wake() noexcept {
+  const uint64_t one = 1;
+  (void)!::write(m_impl->wake_event.get(), &one, sizeof(one));
 }
 
 void Host::wait_for_work(std::chrono::microseconds timeout) {

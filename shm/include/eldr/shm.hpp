@@ -30,7 +30,7 @@ namespace eldr::shm {
 // over a Unix socket. Minor versions add fields in reserved or padding bytes
 // (zero before), with the layout hash unchanged.
 inline constexpr uint32_t kFormatMajor = 2;
-inline constexpr uint32_t kFormatMinor = 0;
+inline constexpr uint32_t kFormatMinor = 1;     // 2.1: inflight_local, the cluster status
 inline constexpr size_t kMaxRequestId = 128;    // bytes, NUL excluded
 inline constexpr size_t kMaxInstanceName = 64;  // [A-Za-z0-9_.-]+
 
@@ -290,6 +290,9 @@ class Host {
   // Blocks up to timeout for a client's doorbell or hang-up (after the
   // caller's own spin/yield back-off found nothing to do).
   void wait_for_work(std::chrono::microseconds timeout);
+  // Any thread: ends a wait_for_work now or, if none runs, the next one at
+  // once (work that arrives from elsewhere than the rings).
+  void wake() noexcept;
 
   std::vector<ClientInfo> clients() const;
   // Since this Host started (metrics; also in the segment for `eldr status`).
@@ -306,13 +309,14 @@ class Host {
   // Worker rows and counters published for `eldr status` (read-only readers).
   struct WorkerRow {
     int32_t worker = -1;
-    uint8_t state = 0;    // eldr::WorkerState
-    uint8_t healthy = 1;  // reports fresh
-    uint32_t inflight = 0;
-    uint32_t running = 0;  // last report
+    uint8_t state = 0;      // eldr::WorkerState
+    uint8_t healthy = 1;    // reports fresh
+    uint32_t inflight = 0;  // every router of the pool's requests, as this one counts them
+    uint32_t running = 0;   // last report
     float kv_usage = 0.0f;
     uint64_t routed = 0;
-    float batch_experts = 0.0f;  // eldr_cost: expected distinct experts of its batch
+    float batch_experts = 0.0f;   // eldr_cost: expected distinct experts of its batch
+    uint32_t inflight_local = 0;  // of inflight: the requests this daemon routed
   };
   // The router's state for `eldr status`.
   struct RouterRow {
@@ -327,6 +331,9 @@ class Host {
   void publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch);
   void publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch,
                        const RouterRow& router);
+  // The cluster status (a JSON object of at most 16 KiB, longer is cut to
+  // "{}"), or "" when the daemon is in no pool.
+  void publish_cluster(std::string_view json);
 
  private:
   struct Impl;
@@ -349,6 +356,7 @@ struct SegmentSnapshot {
   std::vector<ClientInfo> clients;
   std::vector<Host::WorkerRow> workers;
   std::optional<Host::RouterRow> router;  // once published
+  std::string cluster;                    // the cluster status JSON; empty: in no pool
 };
 Result<SegmentSnapshot> read_snapshot(std::string_view instance);
 

@@ -60,8 +60,8 @@ struct SegmentHeader {
   uint32_t decision_slots;
   uint32_t max_workers;
   uint64_t clients_offset;
-  uint64_t ring_size;  // each client's ring memory: RingControl + ring_bytes, page aligned
-  uint64_t reserved0;
+  uint64_t ring_size;       // each client's ring memory: RingControl + ring_bytes, page aligned
+  uint64_t cluster_offset;  // format 2.1: the cluster status text (kClusterStatusBytes)
   uint64_t decisions_offset;
   uint64_t workers_offset;
   uint64_t generation;  // random per daemon start (and per recreation)
@@ -92,6 +92,11 @@ struct SegmentHeader {
   std::atomic<uint64_t> completes_unknown;  // completes of a request not in flight
   std::atomic<uint64_t> untracked;          // routes the router kept no record of
   std::atomic<uint64_t> completes_refused;  // completes without the token, not from the pusher
+  // Format 2.1: the cluster status (a JSON object, eldr status prints it
+  // as it is), under a seqlock of its own; 0 bytes when not in a pool.
+  std::atomic<uint64_t> cluster_seq;
+  std::atomic<uint32_t> cluster_bytes;
+  uint32_t reserved6;
 
   // ---- doorbell: a producer that sees the daemon asleep sends one byte on
   // its socket (the daemon waits in epoll on every client's socket)
@@ -172,7 +177,7 @@ struct DecisionPayload {
 // The words before the id: all a probe reads of a cell that holds another id.
 inline constexpr size_t kDecisionHeadWords = offsetof(DecisionPayload, id) / 8;
 
-inline constexpr size_t kWorkerWords = 4;
+inline constexpr size_t kWorkerWords = 5;
 struct WorkerCell {
   std::atomic<uint64_t> words[kWorkerWords];
 };
@@ -186,6 +191,14 @@ struct WorkerPayload {
   float kv_usage;
   float batch_experts;  // format 1.1 (0 before): expected distinct experts of its batch
   uint64_t routed;
+  uint32_t inflight_local;  // format 2.1: of `inflight`, this node's own requests
+  uint32_t reserved2;
+};
+
+// Format 2.1: the cluster status text, as words (readers copy it under the seqlock).
+inline constexpr size_t kClusterStatusBytes = 16384;
+struct ClusterStatusCell {
+  std::atomic<uint64_t> words[kClusterStatusBytes / 8];
 };
 
 // ---- registration (SOCK_SEQPACKET on SegmentHeader::socket_path) ----------
@@ -247,8 +260,12 @@ static_assert(sizeof(RecordHeader) == kRecordAlign && offsetof(RecordHeader, seq
               offsetof(RecordHeader, flags) == 24);
 static_assert(sizeof(DecisionPayload) == kDecisionWords * 8);
 static_assert(sizeof(DecisionCell) == 192);
-static_assert(sizeof(WorkerPayload) == kWorkerWords * 8 && sizeof(WorkerCell) == 32 &&
-              offsetof(WorkerPayload, batch_experts) == 20);
+static_assert(sizeof(WorkerPayload) == kWorkerWords * 8 && sizeof(WorkerCell) == 40 &&
+              offsetof(WorkerPayload, batch_experts) == 20 &&
+              offsetof(WorkerPayload, inflight_local) == 32);
+static_assert(offsetof(SegmentHeader, cluster_offset) == 72 &&
+              offsetof(SegmentHeader, cluster_seq) == 736 &&
+              offsetof(SegmentHeader, cluster_bytes) == 744);
 static_assert(sizeof(HelloMsg) == 40 && sizeof(WelcomeMsg) == 256 &&
               offsetof(WelcomeMsg, flags) == 56 && offsetof(WelcomeMsg, message) == 64);
 
@@ -343,6 +360,11 @@ inline constexpr uint64_t kLayoutHash = fnv1a({
     offsetof(WorkerPayload, running),
     offsetof(WorkerPayload, kv_usage),
     offsetof(WorkerPayload, routed),
+    offsetof(WorkerPayload, inflight_local),
+    offsetof(SegmentHeader, cluster_offset),
+    offsetof(SegmentHeader, cluster_seq),
+    offsetof(SegmentHeader, cluster_bytes),
+    kClusterStatusBytes,
     kProbe,
     kProbeRuns,
     kPlacementScheme,
@@ -370,6 +392,7 @@ struct Layout {
   uint64_t clients_offset = 0;
   uint64_t decisions_offset = 0;
   uint64_t workers_offset = 0;
+  uint64_t cluster_offset = 0;
   uint64_t segment_size = 0;
   uint64_t ring_size = 0;  // one client's ring memory (a memfd of its own)
 };
@@ -390,7 +413,8 @@ constexpr Layout compute_layout(uint32_t max_clients, uint32_t ring_bytes, uint3
       align_up(l.clients_offset + uint64_t{max_clients} * sizeof(ClientRow), kPage);
   l.workers_offset =
       align_up(l.decisions_offset + uint64_t{decision_slots} * sizeof(DecisionCell), kPage);
-  l.segment_size = align_up(l.workers_offset + uint64_t{max_workers} * sizeof(WorkerCell), kPage);
+  l.cluster_offset = align_up(l.workers_offset + uint64_t{max_workers} * sizeof(WorkerCell), kPage);
+  l.segment_size = align_up(l.cluster_offset + sizeof(ClusterStatusCell), kPage);
   l.ring_size = align_up(sizeof(RingControl) + uint64_t{ring_bytes}, kPage);
   return l;
 }
@@ -416,6 +440,9 @@ struct SegmentView {
   }
   WorkerCell* workers() const {
     return reinterpret_cast<WorkerCell*>(base + layout.workers_offset);
+  }
+  ClusterStatusCell* cluster() const {
+    return reinterpret_cast<ClusterStatusCell*>(base + layout.cluster_offset);
   }
 };
 

@@ -1,0 +1,224 @@
+#include "cluster_node.hpp"
+
+#include <unistd.h>
+
+#include <bit>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "log.hpp"
+
+namespace eldr::sidecar {
+
+std::string default_node_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "node";
+  std::string name;
+  for (const char* p = host; *p != '\0' && name.size() < kMaxClusterName; ++p) {
+    const char c = *p;
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    name.push_back(ok ? c : '-');
+  }
+  return name;
+}
+
+namespace {
+
+uint64_t random_incarnation() {
+  std::random_device rd;
+  const uint64_t v = (uint64_t{rd()} << 32) ^ rd();
+  return v != 0 ? v : 1;
+}
+
+}  // namespace
+
+ClusterNode::ClusterNode(const ClusterConfig& config, std::string node, Service& service,
+                         Metrics& metrics)
+    : m_config(config),
+      m_service(service),
+      m_metrics(metrics),
+      m_encoder(std::move(node), random_incarnation()),
+      m_subject(node_subject(config.pool, m_encoder.node())),
+      m_prefix("eldr." + config.pool + ".node.") {}
+
+Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const ClusterConfig& config,
+                                                         Service& service, Metrics& metrics,
+                                                         std::function<void()> wake) {
+  const std::string node = config.node.empty() ? default_node_name() : config.node;
+  ELDR_TRY(validate_cluster_name("node", node));
+  ELDR_TRY(validate_cluster_name("pool", config.pool));
+  std::unique_ptr<ClusterNode> n(new ClusterNode(config, node, service, metrics));
+  PeerViewOptions vo;
+  vo.self = node;
+  vo.peer_timeout_ns = uint64_t{config.peer_timeout_ms} * 1'000'000;
+  vo.max_bookings = config.max_peer_bookings;
+  n->m_view.emplace(service.shared_router(), service.router().table()->geometry, vo,
+                    [s = &service](const PeerLoad& l) { s->apply_peer_load(l); });
+  NatsLinkOptions lo;
+  lo.urls = config.nats;
+  lo.name = "eldrd " + config.pool + "/" + node;
+  lo.subscribe = pool_nodes_subject(config.pool);
+  lo.on_message = std::move(wake);
+  auto link = NatsLink::open(lo);
+  if (!link) return link.status();
+  n->m_link = std::move(*link);
+  service.join_pool(n.get());
+  ELDR_LOG(info, "cluster: node %s of pool %s, NATS %s%s", node.c_str(), config.pool.c_str(),
+           config.nats.front().c_str(), config.nats.size() > 1 ? " (and others)" : "");
+  return n;
+}
+
+ClusterNode::~ClusterNode() {
+  m_service.join_pool(nullptr);
+  m_service.anticipate_peers(0, 0.0);
+  m_view.reset();  // its bookings leave the router
+  m_link.reset();
+}
+
+// ---- out -------------------------------------------------------------------------
+
+void ClusterNode::send(std::vector<uint8_t> bytes) {
+  // A refusal (disconnected past the library's buffer) is counted by the
+  // link; the next snapshot carries what it held.
+  (void)m_link->publish(m_subject, bytes);
+}
+
+void ClusterNode::booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) {
+  send(m_encoder.book(key, worker, m_service.router().table()->geometry, counts));
+}
+
+void ClusterNode::released(uint64_t key) { send(m_encoder.release(key)); }
+
+void ClusterNode::reported(const PeerLoad& load) { send(m_encoder.load(load)); }
+
+void ClusterNode::send_snapshot() {
+  const auto held = m_service.local_requests();
+  std::vector<uint8_t> bytes = m_encoder.snapshot(held);
+  const int64_t limit = m_link->max_payload();
+  if (limit > 0 && bytes.size() > static_cast<uint64_t>(limit)) {
+    if (std::has_single_bit(++m_snapshot_too_large))
+      ELDR_LOG(error,
+               "cluster: a snapshot of %zu requests is %zu bytes, the server's max_payload is "
+               "%lld: not sent (lower request_map_capacity or raise max_payload) [%llu so far]",
+               held.size(), bytes.size(), static_cast<long long>(limit),
+               static_cast<unsigned long long>(m_snapshot_too_large));
+    return;
+  }
+  send(std::move(bytes));
+}
+
+// ---- in --------------------------------------------------------------------------
+
+size_t ClusterNode::drain() {
+  if (m_link->take(m_batch) == 0) return 0;
+  const Geometry& geometry = m_service.router().table()->geometry;
+  const uint64_t now = monotonic_ns();
+  const uint64_t now_real = realtime_ns();
+  for (const InboxMessage& in : m_batch) {
+    if (in.subject.size() <= m_prefix.size() ||
+        in.subject.compare(0, m_prefix.size(), m_prefix) != 0) {
+      ++m_foreign_subject;
+      continue;
+    }
+    const std::string_view subject_node = std::string_view(in.subject).substr(m_prefix.size());
+    if (subject_node == node()) continue;  // our own
+    Decoded d = decode_peer_message(in.data, geometry, subject_node);
+    if (!d.ok) {
+      ++m_malformed[static_cast<size_t>(d.error.fault)];
+      if (std::has_single_bit(++m_faults_logged))
+        ELDR_LOG(warn, "cluster: dropped a message on %s (%s): %s [%llu so far]",
+                 in.subject.c_str(), wire_fault_name(d.error.fault), d.error.message.c_str(),
+                 static_cast<unsigned long long>(m_faults_logged));
+      continue;
+    }
+    m_view->apply(d.message, now, now_real);
+  }
+  const size_t n = m_batch.size();
+  m_batch.clear();
+  return n;
+}
+
+// ---- maintenance ----------------------------------------------------------------
+
+std::string ClusterNode::maintain() {
+  const uint64_t now = monotonic_ns();
+  const bool connected = m_link->connected();
+  if (connected != m_was_connected) {
+    if (connected)
+      ELDR_LOG(info, "cluster: connected to NATS at %s", m_link->server().c_str());
+    else
+      ELDR_LOG(warn,
+               "cluster: NATS connection lost: routing on the last view plus this node's own "
+               "bookings, reconnecting");
+    m_was_connected = connected;
+    if (connected) m_next_snapshot_ns = 0;  // tell everyone where we stand at once
+  }
+  if (connected && now >= m_next_snapshot_ns) {
+    send_snapshot();
+    m_next_snapshot_ns = now + uint64_t{m_config.snapshot_ms} * 1'000'000;
+  }
+  for (const std::string& gone : m_view->expire(now))
+    ELDR_LOG(warn, "cluster: node %s silent for %u ms: its bookings expired", gone.c_str(),
+             m_config.peer_timeout_ms);
+  m_service.anticipate_peers(m_config.anticipate ? static_cast<uint32_t>(m_view->peers()) : 0,
+                             m_view->view_age_ms());
+  ClusterGauge g;
+  const PeerViewCounters& c = m_view->counters();
+  const NatsLinkCounters l = m_link->counters();
+  g.connected = connected;
+  g.peers = m_view->peers();
+  g.peer_bookings = m_view->bookings();
+  g.twins = m_service.twins_pending();
+  g.view_age_ms = m_view->view_age_ms();
+  for (size_t k = 0; k < 4; ++k) g.received[k] = c.applied[k];
+  g.published = l.published;
+  g.publish_failed = l.publish_failed;
+  g.dropped = l.dropped;
+  g.malformed = m_malformed;
+  g.foreign_subject = m_foreign_subject;
+  g.lost = c.lost;
+  g.stale = c.stale;
+  g.refused = c.refused;
+  g.unknown_release = c.unknown_release;
+  g.repaired = c.repaired;
+  g.expired_peers = c.expired_peers;
+  g.restarts = c.restarts;
+  g.disconnects = l.disconnects;
+  g.reconnects = l.reconnects;
+  g.snapshot_too_large = m_snapshot_too_large;
+  m_metrics.set_cluster(g);
+  return status_json(now);
+}
+
+std::string ClusterNode::status_json(uint64_t now_ns) const {
+  nlohmann::json j;
+  j["connected"] = m_link->connected();
+  j["server"] = m_link->server();
+  j["node"] = node();
+  j["pool"] = m_config.pool;
+  j["incarnation"] = m_encoder.incarnation();
+  j["view_age_ms"] = m_view->view_age_ms();
+  j["peer_bookings"] = m_view->bookings();
+  j["twins"] = m_service.twins_pending();
+  // The pool's shared table (JetStream key-value) is not built yet: every
+  // node routes with its local table, and says so.
+  j["table_source"] = "local";
+  j["table_revision"] = nullptr;
+  j["peers"] = nlohmann::json::array();
+  for (const PeerInfo& p : m_view->info(now_ns))
+    j["peers"].push_back({{"name", p.node},
+                          {"last_seen_age_ms", p.last_seen_age_ms},
+                          {"bookings", p.bookings},
+                          {"view_age_ms", p.view_age_ms}});
+  std::string text = j.dump();
+  // The status cell holds 16 KiB: with hundreds of peers, the list is cut.
+  if (text.size() > 16000) {
+    j["peers"] = nlohmann::json::array();
+    j["peers_truncated"] = m_view->peers();
+    text = j.dump();
+  }
+  return text;
+}
+
+}  // namespace eldr::sidecar

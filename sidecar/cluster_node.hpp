@@ -1,0 +1,74 @@
+// This eldrd as one node of a pool: it publishes its own bookings and the
+// load reports its engines send (cluster_wire.hpp over nats_link.hpp),
+// applies every other node's (peer_view.hpp), sends a snapshot of its
+// requests in flight every snapshot_ms, and tells the service how many peers
+// to anticipate and how late it hears of them (PeerTwins). Everything but
+// the publishing runs on the consumer thread; a message arriving wakes it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "metrics.hpp"
+#include "nats_link.hpp"
+#include "peer_view.hpp"
+#include "service.hpp"
+
+namespace eldr::sidecar {
+
+class ClusterNode final : public ClusterPublisher {
+ public:
+  // Starts connecting (unreachable servers are retried in the background:
+  // the node routes alone meanwhile). `wake` ends the consumer's idle wait.
+  static Result<std::unique_ptr<ClusterNode>> create(const ClusterConfig& config, Service& service,
+                                                     Metrics& metrics, std::function<void()> wake);
+  ~ClusterNode() override;  // leaves the service's pool first
+
+  // ---- consumer thread ----
+  // Applies the messages that arrived; returns how many.
+  size_t drain();
+  // Every maintenance tick: snapshot when due, peer expiry, anticipation,
+  // gauges. Returns the status object for eldr status (JSON).
+  std::string maintain();
+
+  // ---- ClusterPublisher (consumer thread, from the service) ----
+  void booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) override;
+  void released(uint64_t key) override;
+  void reported(const PeerLoad& load) override;
+
+  const std::string& node() const noexcept { return m_encoder.node(); }
+  const PeerView& view() const noexcept { return *m_view; }
+  bool connected() const noexcept { return m_link->connected(); }
+
+ private:
+  ClusterNode(const ClusterConfig& config, std::string node, Service& service, Metrics& metrics);
+  void send(std::vector<uint8_t> bytes);
+  void send_snapshot();
+  std::string status_json(uint64_t now_ns) const;
+
+  ClusterConfig m_config;
+  Service& m_service;
+  Metrics& m_metrics;
+  PeerEncoder m_encoder;
+  std::string m_subject;  // ours
+  std::string m_prefix;   // "eldr.<pool>.node."
+  std::unique_ptr<NatsLink> m_link;
+  std::optional<PeerView> m_view;
+  std::vector<InboxMessage> m_batch;
+  uint64_t m_next_snapshot_ns = 0;
+  std::array<uint64_t, kWireFaults> m_malformed{};
+  uint64_t m_foreign_subject = 0;
+  uint64_t m_snapshot_too_large = 0;
+  uint64_t m_faults_logged = 0;
+  bool m_was_connected = false;
+};
+
+// The host name as a node name ([A-Za-z0-9_-], at most 64 characters).
+std::string default_node_name();
+
+}  // namespace eldr::sidecar

@@ -1,0 +1,233 @@
+#include "cluster_wire.hpp"
+
+#include <time.h>
+
+#include <cstring>
+
+#include "eldr/cluster_msg_generated.h"
+
+namespace eldr::sidecar {
+
+namespace {
+
+bool name_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-';
+}
+
+bool is_name(std::string_view name) noexcept {
+  if (name.empty() || name.size() > kMaxClusterName) return false;
+  for (char c : name)
+    if (!name_char(c)) return false;
+  return true;
+}
+
+Decoded fail(WireFault fault, std::string message) {
+  Decoded d;
+  d.error = {fault, std::move(message)};
+  return d;
+}
+
+// The worker ids the router accepts.
+bool worker_ok(int32_t worker) noexcept { return worker >= 0; }
+
+}  // namespace
+
+Status validate_cluster_name(std::string_view what, std::string_view name) {
+  if (is_name(name)) return Status::ok();
+  return {Errc::invalid_argument, std::string(what) + " '" + std::string(name) + "' must be 1.." +
+                                      std::to_string(kMaxClusterName) +
+                                      " characters of [A-Za-z0-9_-] (it is a NATS subject token)"};
+}
+
+std::string node_subject(std::string_view pool, std::string_view node) {
+  return "eldr." + std::string(pool) + ".node." + std::string(node);
+}
+
+std::string pool_nodes_subject(std::string_view pool) {
+  return "eldr." + std::string(pool) + ".node.*";
+}
+
+const char* peer_kind_name(PeerKind kind) noexcept {
+  switch (kind) {
+    case PeerKind::book:
+      return "book";
+    case PeerKind::release:
+      return "release";
+    case PeerKind::load:
+      return "load";
+    case PeerKind::snapshot:
+      return "snapshot";
+  }
+  return "?";
+}
+
+const char* wire_fault_name(WireFault fault) noexcept {
+  switch (fault) {
+    case WireFault::not_a_message:
+      return "not_a_message";
+    case WireFault::version:
+      return "version";
+    case WireFault::bad_field:
+      return "bad_field";
+    case WireFault::shape:
+      return "shape";
+    case WireFault::subject:
+      return "subject";
+  }
+  return "?";
+}
+
+uint64_t realtime_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+Decoded decode_peer_message(std::span<const uint8_t> bytes, const Geometry& geometry,
+                            std::string_view subject_node) {
+  if (bytes.size() < 8 || bytes.size() > (size_t{64} << 20))
+    return fail(WireFault::not_a_message,
+                "message of " + std::to_string(bytes.size()) + " bytes is no ClusterMsg");
+  // The verifier checks alignment relative to the buffer's start, and a
+  // client library's buffer need not be 8-aligned: copy into one that is.
+  std::vector<uint64_t> aligned((bytes.size() + 7) / 8);
+  std::memcpy(aligned.data(), bytes.data(), bytes.size());
+  const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
+  if (!fb::ClusterMsgBufferHasIdentifier(data))
+    return fail(WireFault::not_a_message,
+                "no ClusterMsg identifier \"" + std::string(fb::ClusterMsgIdentifier()) + "\"");
+  flatbuffers::Verifier::Options opts;
+  opts.max_depth = 4;
+  opts.max_tables = 8;
+  flatbuffers::Verifier verifier(data, bytes.size(), opts);
+  if (!fb::VerifyClusterMsgBuffer(verifier))
+    return fail(WireFault::not_a_message, "ClusterMsg failed FlatBuffers verification");
+  const fb::ClusterMsg* m = fb::GetClusterMsg(data);
+  if (m->version() != kClusterWireVersion)
+    return fail(WireFault::version, "ClusterMsg version " + std::to_string(m->version()) +
+                                        ", this node speaks " +
+                                        std::to_string(kClusterWireVersion));
+  Decoded d;
+  PeerMessage& out = d.message;
+  if (m->node() == nullptr) return fail(WireFault::bad_field, "ClusterMsg without a node name");
+  out.head.node.assign(m->node()->data(), m->node()->size());
+  if (!is_name(out.head.node))
+    return fail(WireFault::bad_field, "node name is not a subject token");
+  if (!subject_node.empty() && subject_node != out.head.node)
+    return fail(WireFault::subject, "message of node '" + out.head.node +
+                                        "' on the subject of node '" + std::string(subject_node) +
+                                        "'");
+  out.head.incarnation = m->incarnation();
+  out.head.sequence = m->sequence();
+  out.head.sent_ns = m->sent_ns();
+  if (out.head.incarnation == 0 || out.head.sequence == 0)
+    return fail(WireFault::bad_field, "incarnation and sequence must be nonzero");
+  // A union's type may come without its value: the verifier lets that pass.
+  if (m->body() == nullptr) return fail(WireFault::bad_field, "ClusterMsg without a body");
+  switch (m->body_type()) {
+    case fb::Body::BookMsg: {
+      const fb::BookMsg* b = m->body_as_BookMsg();
+      out.kind = PeerKind::book;
+      out.key = b->key();
+      out.worker = b->worker();
+      if (!worker_ok(out.worker)) return fail(WireFault::bad_field, "booking of a negative worker");
+      if (b->layers() != geometry.layers || b->experts() != geometry.experts)
+        return fail(WireFault::shape, "booking footprint is " + std::to_string(b->layers()) + "x" +
+                                          std::to_string(b->experts()) + ", the table is " +
+                                          geometry.to_string());
+      const auto* counts = b->counts();
+      if (counts == nullptr || counts->size() != geometry.cells())
+        return fail(WireFault::bad_field,
+                    "booking footprint has " + std::to_string(counts ? counts->size() : 0) +
+                        " counts, the table needs " + std::to_string(geometry.cells()));
+      out.counts.assign(counts->begin(), counts->end());
+      for (int16_t c : out.counts)
+        if (c < 0) return fail(WireFault::bad_field, "booking footprint has a negative count");
+      break;
+    }
+    case fb::Body::ReleaseMsg:
+      out.kind = PeerKind::release;
+      out.key = m->body_as_ReleaseMsg()->key();
+      break;
+    case fb::Body::LoadMsg: {
+      const fb::LoadMsg* l = m->body_as_LoadMsg();
+      out.kind = PeerKind::load;
+      out.load = {l->worker(), l->running(), l->kv_usage(), l->batch_size(), l->step_ms()};
+      if (!worker_ok(out.load.worker))
+        return fail(WireFault::bad_field, "load report of a negative worker");
+      if (!(out.load.kv_usage >= 0.0f && out.load.kv_usage <= 1.0f))
+        return fail(WireFault::bad_field, "load report kv_usage outside [0, 1]");
+      break;
+    }
+    case fb::Body::SnapshotMsg: {
+      const fb::SnapshotMsg* s = m->body_as_SnapshotMsg();
+      out.kind = PeerKind::snapshot;
+      const size_t n = s->keys() ? s->keys()->size() : 0;
+      if ((s->workers() ? s->workers()->size() : 0) != n)
+        return fail(WireFault::bad_field, "snapshot keys and workers differ in length");
+      out.held.reserve(n);
+      for (size_t i = 0; i < n; ++i) {
+        const int32_t w = s->workers()->Get(static_cast<flatbuffers::uoffset_t>(i));
+        if (!worker_ok(w)) return fail(WireFault::bad_field, "snapshot names a negative worker");
+        out.held.emplace_back(s->keys()->Get(static_cast<flatbuffers::uoffset_t>(i)), w);
+      }
+      break;
+    }
+    default:
+      return fail(WireFault::bad_field, "ClusterMsg without a known body");
+  }
+  d.ok = true;
+  return d;
+}
+
+namespace {
+
+template <class Body>
+std::vector<uint8_t> finish(flatbuffers::FlatBufferBuilder& fbb, const PeerEncoder& e,
+                            uint64_t sequence, fb::Body type, flatbuffers::Offset<Body> body) {
+  const auto node = fbb.CreateString(e.node());
+  const auto msg = fb::CreateClusterMsg(fbb, kClusterWireVersion, node, e.incarnation(), sequence,
+                                        realtime_ns(), type, body.Union());
+  fb::FinishClusterMsgBuffer(fbb, msg);
+  return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
+}
+
+}  // namespace
+
+std::vector<uint8_t> PeerEncoder::book(uint64_t key, int32_t worker, const Geometry& geometry,
+                                       std::span<const int16_t> counts) {
+  flatbuffers::FlatBufferBuilder fbb(256 + counts.size() * 2);
+  const auto c = fbb.CreateVector(counts.data(), counts.size());
+  const auto b = fb::CreateBookMsg(fbb, key, worker, geometry.layers, geometry.experts, c);
+  return finish(fbb, *this, ++m_sequence, fb::Body::BookMsg, b);
+}
+
+std::vector<uint8_t> PeerEncoder::release(uint64_t key) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  return finish(fbb, *this, ++m_sequence, fb::Body::ReleaseMsg, fb::CreateReleaseMsg(fbb, key));
+}
+
+std::vector<uint8_t> PeerEncoder::load(const PeerLoad& l) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  const auto b = fb::CreateLoadMsg(fbb, l.worker, l.running, l.kv_usage, l.batch_size, l.step_ms);
+  return finish(fbb, *this, ++m_sequence, fb::Body::LoadMsg, b);
+}
+
+std::vector<uint8_t> PeerEncoder::snapshot(std::span<const std::pair<uint64_t, int32_t>> held) {
+  flatbuffers::FlatBufferBuilder fbb(snapshot_bytes(held.size()));
+  std::vector<uint64_t> keys;
+  std::vector<int32_t> workers;
+  keys.reserve(held.size());
+  workers.reserve(held.size());
+  for (const auto& [k, w] : held) {
+    keys.push_back(k);
+    workers.push_back(w);
+  }
+  const auto kv = fbb.CreateVector(keys);
+  const auto wv = fbb.CreateVector(workers);
+  return finish(fbb, *this, ++m_sequence, fb::Body::SnapshotMsg,
+                fb::CreateSnapshotMsg(fbb, kv, wv));
+}
+
+}  // namespace eldr::sidecar

@@ -1,0 +1,107 @@
+// The messages eldrd nodes of one pool exchange (schema/cluster_msg.fbs):
+// subjects, names, encoding and a decoder that trusts nothing. No NATS here:
+// this is bytes in, checked values out, so it is tested and fuzzed alone.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "eldr/geometry.hpp"
+#include "eldr/status.hpp"
+
+namespace eldr::sidecar {
+
+inline constexpr uint32_t kClusterWireVersion = 1;
+inline constexpr size_t kMaxClusterName = 64;
+
+// Node and pool names become NATS subject tokens: 1..64 of [A-Za-z0-9_-].
+Status validate_cluster_name(std::string_view what, std::string_view name);
+// eldr.<pool>.node.<node>, and the wildcard every node subscribes to.
+std::string node_subject(std::string_view pool, std::string_view node);
+std::string pool_nodes_subject(std::string_view pool);
+
+enum class PeerKind : uint8_t { book = 0, release = 1, load = 2, snapshot = 3 };
+const char* peer_kind_name(PeerKind kind) noexcept;
+
+// Why a message was dropped (a metric label each).
+enum class WireFault : uint8_t {
+  not_a_message = 0,  // not a verifiable ClusterMsg
+  version = 1,        // another kClusterWireVersion
+  bad_field = 2,      // a field out of its range (name, key, worker, counts, arrays)
+  shape = 3,          // a footprint of another geometry than this node's table
+  subject = 4,        // the node named inside is not the one of the subject
+};
+inline constexpr size_t kWireFaults = 5;
+const char* wire_fault_name(WireFault fault) noexcept;
+
+struct PeerHeader {
+  std::string node;
+  uint64_t incarnation = 0;
+  uint64_t sequence = 0;
+  uint64_t sent_ns = 0;  // CLOCK_REALTIME
+};
+
+struct PeerLoad {
+  int32_t worker = -1;
+  uint32_t running = 0;
+  float kv_usage = 0.0f;
+  uint32_t batch_size = 0;
+  float step_ms = 0.0f;
+};
+
+struct PeerMessage {
+  PeerHeader head;
+  PeerKind kind = PeerKind::book;
+  uint64_t key = 0;                                // book, release
+  int32_t worker = -1;                             // book
+  std::vector<int16_t> counts;                     // book: [L][E] of the geometry
+  PeerLoad load;                                   // load
+  std::vector<std::pair<uint64_t, int32_t>> held;  // snapshot: key, worker
+};
+
+struct DecodeError {
+  WireFault fault;
+  std::string message;
+};
+
+// Decodes and checks one message. `geometry`: the table's (a footprint must
+// match it); `subject_node`: the node token of the subject it came on
+// (empty: not checked).
+struct Decoded {
+  bool ok = false;
+  PeerMessage message;
+  DecodeError error{WireFault::not_a_message, {}};
+};
+Decoded decode_peer_message(std::span<const uint8_t> bytes, const Geometry& geometry,
+                            std::string_view subject_node);
+
+// Encodes messages of one sender: the header fields are its own, the
+// sequence counts up from 1.
+class PeerEncoder {
+ public:
+  PeerEncoder(std::string node, uint64_t incarnation) noexcept
+      : m_node(std::move(node)), m_incarnation(incarnation) {}
+  std::vector<uint8_t> book(uint64_t key, int32_t worker, const Geometry& geometry,
+                            std::span<const int16_t> counts);
+  std::vector<uint8_t> release(uint64_t key);
+  std::vector<uint8_t> load(const PeerLoad& load);
+  std::vector<uint8_t> snapshot(std::span<const std::pair<uint64_t, int32_t>> held);
+  uint64_t sequence() const noexcept { return m_sequence; }  // the last one sent
+  const std::string& node() const noexcept { return m_node; }
+  uint64_t incarnation() const noexcept { return m_incarnation; }
+  // Bytes of a snapshot of n requests (what the server's max_payload must hold).
+  static size_t snapshot_bytes(size_t n) noexcept { return 1024 + n * 12; }
+
+ private:
+  std::string m_node;
+  uint64_t m_incarnation;
+  uint64_t m_sequence = 0;
+};
+
+uint64_t realtime_ns() noexcept;
+
+}  // namespace eldr::sidecar

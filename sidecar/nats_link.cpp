@@ -1,0 +1,204 @@
+#include "nats_link.hpp"
+
+#include <nats/nats.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+namespace eldr::sidecar {
+
+bool nats_supported() noexcept { return true; }
+
+namespace {
+
+Status nats_error(const std::string& what, natsStatus s) {
+  return {Errc::io, what + ": " + natsStatus_GetText(s)};
+}
+
+}  // namespace
+
+struct NatsLink::Impl {
+  NatsLinkOptions options;
+  natsOptions* opts = nullptr;
+  natsConnection* nc = nullptr;
+  natsSubscription* sub = nullptr;
+
+  mutable std::mutex inbox_mutex;
+  std::deque<InboxMessage> inbox;
+
+  std::atomic<uint64_t> received{0}, dropped{0}, published{0}, publish_failed{0};
+  std::atomic<uint64_t> disconnects{0}, reconnects{0};
+  std::atomic<int64_t> max_payload{0};
+
+  // Shutdown: the library calls back on its own threads, so `this` must
+  // outlive the subscription's last delivery and the connection's close.
+  std::mutex done_mutex;
+  std::condition_variable done_cv;
+  bool sub_complete = false;
+  bool closed = false;
+
+  static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
+    auto* self = static_cast<Impl*>(closure);
+    InboxMessage m;
+    m.subject = natsMsg_GetSubject(msg);
+    const auto* data = reinterpret_cast<const uint8_t*>(natsMsg_GetData(msg));
+    m.data.assign(data, data + natsMsg_GetDataLength(msg));
+    natsMsg_Destroy(msg);
+    self->received.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard lock(self->inbox_mutex);
+      if (self->inbox.size() >= self->options.inbox_limit) {
+        self->dropped.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      self->inbox.push_back(std::move(m));
+    }
+    if (self->options.on_message) self->options.on_message();
+  }
+  static void on_connected(natsConnection* nc, void* closure) {
+    auto* self = static_cast<Impl*>(closure);
+    self->max_payload.store(natsConnection_GetMaxPayload(nc), std::memory_order_relaxed);
+  }
+  static void on_disconnected(natsConnection*, void* closure) {
+    static_cast<Impl*>(closure)->disconnects.fetch_add(1, std::memory_order_relaxed);
+  }
+  static void on_reconnected(natsConnection* nc, void* closure) {
+    auto* self = static_cast<Impl*>(closure);
+    self->reconnects.fetch_add(1, std::memory_order_relaxed);
+    self->max_payload.store(natsConnection_GetMaxPayload(nc), std::memory_order_relaxed);
+  }
+  static void on_closed(natsConnection*, void* closure) {
+    auto* self = static_cast<Impl*>(closure);
+    std::lock_guard lock(self->done_mutex);
+    self->closed = true;
+    self->done_cv.notify_all();
+  }
+  static void on_sub_complete(void* closure) {
+    auto* self = static_cast<Impl*>(closure);
+    std::lock_guard lock(self->done_mutex);
+    self->sub_complete = true;
+    self->done_cv.notify_all();
+  }
+  static void on_error(natsConnection*, natsSubscription* sub, natsStatus err, void* closure) {
+    // Slow consumer: the library dropped messages past the pending limits
+    // (the snapshots repair what they carried).
+    if (sub != nullptr && err == NATS_SLOW_CONSUMER)
+      static_cast<Impl*>(closure)->dropped.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  ~Impl() {
+    if (sub != nullptr) {
+      if (natsSubscription_Unsubscribe(sub) == NATS_OK) {
+        std::unique_lock lock(done_mutex);
+        done_cv.wait_for(lock, std::chrono::seconds(2), [&] { return sub_complete; });
+      }
+    }
+    if (nc != nullptr) {
+      natsConnection_Close(nc);
+      std::unique_lock lock(done_mutex);
+      done_cv.wait_for(lock, std::chrono::seconds(2), [&] { return closed; });
+    }
+    if (sub != nullptr) natsSubscription_Destroy(sub);
+    if (nc != nullptr) natsConnection_Destroy(nc);
+    if (opts != nullptr) natsOptions_Destroy(opts);
+  }
+};
+
+Result<std::unique_ptr<NatsLink>> NatsLink::open(const NatsLinkOptions& o) {
+  if (o.urls.empty()) return Status{Errc::invalid_argument, "no NATS server URL"};
+  auto impl = std::make_unique<Impl>();
+  impl->options = o;
+  Impl* m = impl.get();
+  if (natsStatus s = natsOptions_Create(&m->opts); s != NATS_OK)
+    return nats_error("cannot create NATS options", s);
+  std::vector<const char*> urls;
+  for (const std::string& u : o.urls) urls.push_back(u.c_str());
+  natsStatus s = natsOptions_SetServers(m->opts, urls.data(), static_cast<int>(urls.size()));
+  if (s != NATS_OK) return nats_error("NATS server URLs refused", s);
+  // Reconnect forever, every 250 ms (with jitter, so nodes do not stampede a
+  // restarted server); a dead connection is noticed within ~2 s of pings.
+  if (s == NATS_OK) s = natsOptions_SetName(m->opts, o.name.c_str());
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(m->opts, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(m->opts, 250);
+  if (s == NATS_OK) s = natsOptions_SetReconnectJitter(m->opts, 100, 1000);
+  if (s == NATS_OK) s = natsOptions_SetTimeout(m->opts, 1000);
+  if (s == NATS_OK) s = natsOptions_SetPingInterval(m->opts, 1000);
+  if (s == NATS_OK) s = natsOptions_SetMaxPingsOut(m->opts, 2);
+  if (s == NATS_OK) s = natsOptions_SetReconnectBufSize(m->opts, 8 << 20);
+  if (s == NATS_OK) s = natsOptions_SetNoEcho(m->opts, true);  // our own messages stay away
+  if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(m->opts, true, Impl::on_connected, m);
+  if (s == NATS_OK) s = natsOptions_SetDisconnectedCB(m->opts, Impl::on_disconnected, m);
+  if (s == NATS_OK) s = natsOptions_SetReconnectedCB(m->opts, Impl::on_reconnected, m);
+  if (s == NATS_OK) s = natsOptions_SetClosedCB(m->opts, Impl::on_closed, m);
+  if (s == NATS_OK) s = natsOptions_SetErrorHandler(m->opts, Impl::on_error, m);
+  if (s != NATS_OK) return nats_error("NATS options refused", s);
+  s = natsConnection_Connect(&m->nc, m->opts);
+  // Not yet connected: the library keeps trying (RetryOnFailedConnect).
+  if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED)
+    return nats_error("cannot start the NATS connection", s);
+  if (s == NATS_OK) Impl::on_connected(m->nc, m);
+  if (!o.subscribe.empty()) {
+    s = natsConnection_Subscribe(&m->sub, m->nc, o.subscribe.c_str(), Impl::on_msg, m);
+    if (s == NATS_OK) s = natsSubscription_SetPendingLimits(m->sub, 1 << 16, 256 << 20);
+    if (s == NATS_OK) s = natsSubscription_SetOnCompleteCB(m->sub, Impl::on_sub_complete, m);
+    if (s != NATS_OK) return nats_error("cannot subscribe to " + o.subscribe, s);
+  }
+  return std::unique_ptr<NatsLink>(new NatsLink(std::move(impl)));
+}
+
+NatsLink::NatsLink(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+NatsLink::~NatsLink() = default;
+
+bool NatsLink::connected() const noexcept {
+  return natsConnection_Status(m_impl->nc) == NATS_CONN_STATUS_CONNECTED;
+}
+
+Status NatsLink::publish(std::string_view subject, std::span<const uint8_t> data) {
+  const std::string subj(subject);
+  const natsStatus s =
+      natsConnection_Publish(m_impl->nc, subj.c_str(), data.data(), static_cast<int>(data.size()));
+  if (s != NATS_OK) {
+    m_impl->publish_failed.fetch_add(1, std::memory_order_relaxed);
+    return nats_error("publish on " + subj, s);
+  }
+  m_impl->published.fetch_add(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+size_t NatsLink::take(std::vector<InboxMessage>& out) {
+  out.clear();
+  std::lock_guard lock(m_impl->inbox_mutex);
+  out.reserve(m_impl->inbox.size());
+  for (auto& m : m_impl->inbox) out.push_back(std::move(m));
+  m_impl->inbox.clear();
+  return out.size();
+}
+
+int64_t NatsLink::max_payload() const noexcept {
+  return m_impl->max_payload.load(std::memory_order_relaxed);
+}
+
+NatsLinkCounters NatsLink::counters() const noexcept {
+  const Impl& m = *m_impl;
+  constexpr auto r = std::memory_order_relaxed;
+  int64_t lib_dropped = 0;
+  if (m.sub != nullptr) (void)natsSubscription_GetDropped(m.sub, &lib_dropped);
+  return {m.received.load(r),
+          m.dropped.load(r) + static_cast<uint64_t>(std::max<int64_t>(lib_dropped, 0)),
+          m.published.load(r),
+          m.publish_failed.load(r),
+          m.disconnects.load(r),
+          m.reconnects.load(r)};
+}
+
+std::string NatsLink::server() const {
+  char url[256] = {};
+  if (!connected() || natsConnection_GetConnectedUrl(m_impl->nc, url, sizeof(url)) != NATS_OK)
+    return {};
+  return url;
+}
+
+}  // namespace eldr::sidecar

@@ -1,0 +1,348 @@
+// Cluster mode end to end: real nats-server processes (a 3-server cluster on
+// loopback ports) and real eldrd nodes, each with its own instance, driven
+// through shared memory like engines drive them. Every wait is bounded; a
+// watchdog aborts a hung test; every process is killed at the end.
+#include <gtest/gtest.h>
+#include <nats/nats.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eldr/cluster_table.hpp"
+#include "eldr/shm.hpp"
+#include "process_support.hpp"
+#include "temp_dir.hpp"
+#include "test_tables.hpp"
+
+namespace eldr::sidecar {
+namespace {
+
+using namespace std::chrono_literals;
+using eldr::testing::eventually;
+using eldr::testing::free_loopback_port;
+using eldr::testing::http_get;
+using eldr::testing::read_file;
+using eldr::testing::spawn;
+using eldr::testing::SteadyClock;
+using eldr::testing::wait_exit;
+using eldr::testing::Watchdog;
+
+struct Server {
+  std::string port, cluster_port, log;
+  pid_t pid = -1;
+  std::string url() const { return "nats://127.0.0.1:" + port; }
+};
+
+struct Node {
+  std::string name, instance, log, metrics_port;
+  pid_t pid = -1;
+};
+
+int g_counter = 0;
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string_view(NATS_SERVER_PATH).empty())
+      GTEST_SKIP() << "nats-server is not installed (scripts/install-deps.sh installs it)";
+    tag = std::to_string(getpid()) + "-" + std::to_string(++g_counter);
+    ASSERT_TRUE(save_table(eldr::testing::axis_table(), table_path).is_ok());
+    std::ofstream(config_path) << "max_clients = 4\nring_bytes = 65536\ndecision_slots = 1024\n"
+                                  "policy = \"eldr\"\ntau = 0.0\n"
+                                  "[cluster]\nsnapshot_ms = 200\npeer_timeout_ms = 1000\n";
+  }
+  void TearDown() override {
+    for (Node& n : nodes) stop_node(n);
+    for (Server& s : servers) stop_server(s);
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+      if (e.path().filename().string().find(tag) != std::string::npos)
+        std::filesystem::remove(e.path());
+    if (HasFailure())
+      for (const Node& n : nodes)
+        std::fprintf(stderr, "--- %s log ---\n%s\n", n.name.c_str(), read_file(n.log).c_str());
+  }
+
+  // n servers routed to each other (one cluster), on fresh loopback ports.
+  void start_servers(int n) {
+    servers.resize(static_cast<size_t>(n));
+    for (Server& s : servers) {
+      s.port = free_loopback_port();
+      s.cluster_port = free_loopback_port();
+    }
+    for (size_t i = 0; i < servers.size(); ++i) start_server(i);
+  }
+  void start_server(size_t i) {
+    Server& s = servers[i];
+    s.log = dir.file("nats-" + std::to_string(i) + ".log");
+    std::vector<std::string> args = {NATS_SERVER_PATH, "-a", "127.0.0.1", "-p", s.port};
+    if (servers.size() > 1) {
+      std::string routes;
+      for (size_t j = 0; j < servers.size(); ++j)
+        if (j != i)
+          routes += std::string(routes.empty() ? "" : ",") +
+                    "nats://127.0.0.1:" + servers[j].cluster_port;
+      args.insert(args.end(), {"--cluster_name", "eldr-test-" + tag, "--cluster",
+                               "nats://127.0.0.1:" + s.cluster_port, "--routes", routes});
+    }
+    s.pid = spawn(args, s.log);
+    ASSERT_GT(s.pid, 0);
+  }
+  void stop_server(Server& s) {
+    if (s.pid <= 0) return;
+    kill(s.pid, SIGKILL);
+    (void)wait_exit(s.pid);
+    s.pid = -1;
+  }
+  std::string urls() const {
+    std::string out;
+    for (const Server& s : servers) out += (out.empty() ? "" : ",") + s.url();
+    return out;
+  }
+
+  Node& start_node(const std::string& name) {
+    Node& n = nodes.emplace_back();
+    n.name = name;
+    n.instance = "cl-" + tag + "-" + name;
+    n.log = dir.file(name + ".log");
+    n.metrics_port = free_loopback_port();
+    n.pid = spawn(
+        {ELDRD_PATH, "--config", config_path, "--instance", n.instance, "--table", table_path,
+         "--nats", urls(), "--node", name, "--pool", "p" + tag, "--metrics-port", n.metrics_port},
+        n.log);
+    EXPECT_GT(n.pid, 0);
+    EXPECT_TRUE(eventually([&] {
+      auto s = shm::read_snapshot(n.instance);
+      return s && s->state == "ready";
+    })) << name
+        << " did not become ready";
+    return n;
+  }
+  void stop_node(Node& n) {
+    if (n.pid <= 0) return;
+    kill(n.pid, SIGKILL);
+    (void)wait_exit(n.pid);
+    n.pid = -1;
+  }
+
+  static nlohmann::json cluster_of(const Node& n) {
+    auto s = shm::read_snapshot(n.instance);
+    if (!s || s->cluster.empty()) return {};
+    return nlohmann::json::parse(s->cluster, nullptr, false);
+  }
+  static bool sees_peers(const Node& n, size_t peers) {
+    const auto c = cluster_of(n);
+    return c.is_object() && c.value("connected", false) && c["peers"].size() == peers;
+  }
+  // Requests in flight over all workers: (pool-wide, this node's own).
+  static std::pair<uint64_t, uint64_t> inflight(const Node& n) {
+    auto s = shm::read_snapshot(n.instance);
+    uint64_t all = 0, local = 0;
+    if (s)
+      for (const auto& w : s->workers) {
+        all += w.inflight;
+        local += w.inflight_local;
+      }
+    return {all, local};
+  }
+  static uint32_t running_of(const Node& n, int32_t worker) {
+    auto s = shm::read_snapshot(n.instance);
+    if (s)
+      for (const auto& w : s->workers)
+        if (w.worker == worker) return w.running;
+    return UINT32_MAX;
+  }
+  static std::unique_ptr<shm::Client> client_of(const Node& n) {
+    auto c = shm::Client::open(n.instance);
+    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+    return c ? std::move(*c) : nullptr;
+  }
+  // A footprint whose top worker is 100 + cell; its decision.
+  static Result<shm::DecisionIn> route(shm::Client& c, const std::string& id, int cell) {
+    std::vector<int16_t> counts(8, 0);
+    counts[static_cast<size_t>(cell)] = 5;
+    shm::FootprintOut f;
+    f.request_id = id;
+    f.layers = 2;
+    f.experts = 4;
+    f.counts = counts;
+    ELDR_TRY(c.push_footprint(f));
+    return c.wait_decision(id, 2000);
+  }
+  static uint64_t metric(const Node& n, const std::string& line_prefix) {
+    const std::string body = http_get(n.metrics_port, "/metrics");
+    const size_t at = body.find("\n" + line_prefix + " ");
+    if (at == std::string::npos) return UINT64_MAX;
+    return std::stoull(body.substr(at + line_prefix.size() + 2));
+  }
+
+  Watchdog watchdog{80s};
+  eldr::testing::TempDir dir{"eldr_cluster_e2e"};
+  std::string table_path = dir.file("table.eldr");
+  std::string config_path = dir.file("eldrd.toml");
+  std::string tag;
+  std::vector<Server> servers;
+  std::vector<Node> nodes;
+};
+
+TEST_F(ClusterTest, bookings_and_load_reports_reach_every_node_of_a_three_server_cluster) {
+  start_servers(3);
+  nodes.reserve(3);
+  Node& a = start_node("a");
+  Node& b = start_node("b");
+  Node& c = start_node("c");
+  for (const Node* n : {&a, &b, &c})
+    ASSERT_TRUE(eventually([&] { return sees_peers(*n, 2); }, 15s))
+        << n->name << ": " << cluster_of(*n).dump();
+  auto client = client_of(a);
+  ASSERT_TRUE(client);
+  std::vector<uint64_t> tokens;
+  for (int i = 0; i < 10; ++i) {
+    auto d = route(*client, "r" + std::to_string(i), i % 4);
+    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+    EXPECT_EQ(d->worker, 100 + i % 4);
+    tokens.push_back(d->completion_token);
+  }
+  EXPECT_TRUE(eventually([&] { return inflight(a) == std::pair<uint64_t, uint64_t>{10, 10}; }));
+  for (const Node* n : {&b, &c})
+    EXPECT_TRUE(eventually([&] {
+      return inflight(*n) == std::pair<uint64_t, uint64_t>{10, 0};
+    })) << n->name
+        << " counts " << inflight(*n).first;
+  // An engine reports to b; a and c hear it.
+  auto at_b = client_of(b);
+  ASSERT_TRUE(at_b);
+  ASSERT_TRUE(at_b->push_worker_report(103, 7, 0.25f).is_ok());
+  for (const Node* n : {&a, &c})
+    EXPECT_TRUE(eventually([&] { return running_of(*n, 103) == 7u; })) << n->name;
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(
+        client->push_complete("r" + std::to_string(i), tokens[static_cast<size_t>(i)]).is_ok());
+  // The report set 103 to 7 (it had r3 and r7): 3 + 3 + 2 + 7 = 15 in flight,
+  // then r0..r4 completed on 100, 101, 102, 103 and 100: 10 are left.
+  for (const Node* n : {&a, &b, &c})
+    EXPECT_TRUE(eventually([&] { return inflight(*n).first == 10; }))
+        << n->name << " counts " << inflight(*n).first;
+  const auto status = cluster_of(a);
+  EXPECT_EQ(status["node"], "a");
+  EXPECT_EQ(status["pool"], "p" + tag);
+  EXPECT_EQ(status["table_source"], "local");
+  EXPECT_GE(metric(b, "eldr_cluster_messages_received_total{kind=\"book\"}"), 10u);
+  EXPECT_EQ(metric(b, "eldr_cluster_connected"), 1u);
+}
+
+TEST_F(ClusterTest, one_server_of_three_down_interrupts_nothing) {
+  start_servers(3);
+  nodes.reserve(2);
+  Node& a = start_node("a");
+  Node& b = start_node("b");
+  ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
+  // Take down the server a is on: its client moves to another by itself.
+  const std::string on = cluster_of(a).value("server", "");
+  size_t down = 0;
+  for (size_t i = 0; i < servers.size(); ++i)
+    if (on.find(":" + servers[i].port) != std::string::npos) down = i;
+  stop_server(servers[down]);
+  auto client = client_of(a);
+  ASSERT_TRUE(client);
+  for (int i = 0; i < 8; ++i) {
+    auto d = route(*client, "s" + std::to_string(i), 0);
+    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  }
+  EXPECT_TRUE(eventually([&] { return inflight(b).first == 8; }, 5s))
+      << "b counts " << inflight(b).first << "; a: " << cluster_of(a).dump();
+  EXPECT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 5s));
+}
+
+TEST_F(ClusterTest, a_sigkilled_nodes_bookings_expire_everywhere_else) {
+  start_servers(1);
+  nodes.reserve(3);
+  Node& a = start_node("a");
+  Node& b = start_node("b");
+  ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
+  {
+    auto client = client_of(b);
+    ASSERT_TRUE(client);
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(route(*client, "k" + std::to_string(i), 1).is_ok());
+  }
+  ASSERT_TRUE(eventually([&] { return inflight(a).first == 6; }));
+  stop_node(b);
+  // peer_timeout_ms = 1000: gone within ~1.1 s, well inside the budget.
+  EXPECT_TRUE(eventually([&] { return inflight(a).first == 0 && sees_peers(a, 0); }, 5s))
+      << cluster_of(a).dump();
+  EXPECT_EQ(metric(a, "eldr_cluster_peers_expired_total"), 1u);
+}
+
+TEST_F(ClusterTest, routing_goes_on_while_nats_is_down_and_views_resync_after_it_returns) {
+  start_servers(1);
+  nodes.reserve(2);
+  Node& a = start_node("a");
+  Node& b = start_node("b");
+  ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
+  auto client = client_of(a);
+  ASSERT_TRUE(client);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(route(*client, "x" + std::to_string(i), 2).is_ok());
+  ASSERT_TRUE(eventually([&] { return inflight(b).first == 4; }));
+  stop_server(servers[0]);
+  ASSERT_TRUE(eventually([&] { return !cluster_of(a).value("connected", true); }, 10s));
+  // No broker: a routes on, with its own bookings and its last view.
+  for (int i = 4; i < 12; ++i) {
+    auto d = route(*client, "x" + std::to_string(i), 2);
+    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+    EXPECT_EQ(d->worker, 102);
+  }
+  EXPECT_TRUE(eventually([&] { return inflight(a).second == 12; }));
+  start_server(0);  // same port
+  const auto back = SteadyClock::now();
+  ASSERT_TRUE(eventually([&] { return inflight(b).first == 12; }, 10s))
+      << "b counts " << inflight(b).first << "; " << cluster_of(b).dump();
+  const auto resync_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - back).count();
+  std::fprintf(stderr, "views re-synced %lld ms after the server came back\n",
+               static_cast<long long>(resync_ms));
+  EXPECT_GE(metric(a, "eldr_cluster_reconnects_total"), 1u);
+}
+
+// Publishes raw bytes on a subject of the pool, like a broken or hostile peer.
+void publish_raw(const std::string& url, const std::string& subject,
+                 const std::vector<uint8_t>& bytes) {
+  natsConnection* nc = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&nc, url.c_str()), NATS_OK);
+  ASSERT_EQ(
+      natsConnection_Publish(nc, subject.c_str(), bytes.data(), static_cast<int>(bytes.size())),
+      NATS_OK);
+  ASSERT_EQ(natsConnection_FlushTimeout(nc, 2000), NATS_OK);
+  natsConnection_Destroy(nc);
+}
+
+TEST_F(ClusterTest, malformed_messages_on_the_pool_subjects_are_counted_and_ignored) {
+  start_servers(1);
+  nodes.reserve(2);
+  Node& a = start_node("a");
+  Node& b = start_node("b");
+  ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
+  const std::string prefix = "eldr.p" + tag + ".node.";
+  std::vector<uint8_t> noise(300);
+  for (size_t i = 0; i < noise.size(); ++i) noise[i] = static_cast<uint8_t>(i * 37 + 11);
+  publish_raw(servers[0].url(), prefix + "evil", noise);
+  publish_raw(servers[0].url(), prefix + "evil", {});
+  publish_raw(servers[0].url(), prefix + "evil", {'E', 'L', 'C', 'L', 0, 0, 0, 0, 1, 2, 3});
+  ASSERT_TRUE(eventually([&] {
+    return metric(a, "eldr_cluster_malformed_total{fault=\"not_a_message\"}") == 3;
+  })) << http_get(a.metrics_port, "/metrics");
+  EXPECT_TRUE(eventually(
+      [&] { return metric(b, "eldr_cluster_malformed_total{fault=\"not_a_message\"}") == 3; }));
+  // Both still route and still hear each other.
+  auto client = client_of(b);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(route(*client, "after", 3).is_ok());
+  EXPECT_TRUE(eventually([&] { return inflight(a).first == 1; }));
+  EXPECT_TRUE(sees_peers(a, 1));
+  EXPECT_EQ(metric(a, "eldr_cluster_peers"), 1u);  // "evil" never became a peer
+}
+
+}  // namespace
+}  // namespace eldr::sidecar
