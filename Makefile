@@ -6,7 +6,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 30
 FUZZ_SEED ?= 1
-FUZZ_TARGETS ?= npy table json ring capi decode
+FUZZ_TARGETS ?= npy table json ring capi decode cluster
 SOAK_SECONDS ?= 120
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
@@ -14,7 +14,7 @@ ELDR := $(BUILD)/tools/eldr
 PYTHON ?= /usr/bin/python3
 WHEEL_DIR ?= $(BUILD)/wheels
 
-.PHONY: all deps configure build wheel test test-full test-soak test-unit test-asan test-tsan test-fuzz lint demo bench sim-table sim-matrix sim-routers clean
+.PHONY: all deps configure build wheel test test-full test-soak test-unit test-asan test-tsan test-fuzz lint demo bench bench-cluster sim-table sim-matrix sim-routers clean
 
 all: build
 
@@ -123,6 +123,11 @@ sim-matrix: configure
 # Several routers sharing the pool with stale views (issue 18): every policy
 # x 2 workloads x utilization 50/75 % x 1/2/4/8 routers x 0/10/50/200 ms.
 # Writes docs/sim_routers.{md,json} (about 2 minutes here).
+# Cluster mode on loopback: a booking at one node counted at another, and NATS
+# stopped for 10 s under load (scripts/bench-cluster.py; needs nats-server).
+bench-cluster: build
+	$(PYTHON) scripts/bench-cluster.py --build $(BUILD)
+
 sim-routers: configure
 	cmake --build $(BUILD) -j $(JOBS) --target eldr_cli
 	$(PYTHON) tools/sim_routers.py $(ELDR) docs/sim_routers 10000 2

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -205,11 +206,23 @@ std::string ClusterNode::status_json(uint64_t now_ns) const {
   // node routes with its local table, and says so.
   j["table_source"] = "local";
   j["table_revision"] = nullptr;
+  // Publish-to-counted delays of the latest bookings (same clock on one
+  // host; across hosts it includes their clock offset).
+  std::vector<float> delays = m_view->booking_delays_ms();
+  if (!delays.empty()) {
+    std::sort(delays.begin(), delays.end());
+    const auto at = [&](double q) {
+      return delays[std::min(delays.size() - 1, static_cast<size_t>(q * delays.size()))];
+    };
+    j["booking_delay_ms"] = {
+        {"samples", delays.size()}, {"p50", at(0.5)}, {"p99", at(0.99)}, {"max", delays.back()}};
+  }
   j["peers"] = nlohmann::json::array();
   for (const PeerInfo& p : m_view->info(now_ns))
     j["peers"].push_back({{"name", p.node},
                           {"last_seen_age_ms", p.last_seen_age_ms},
                           {"bookings", p.bookings},
+                          {"bookings_applied", p.bookings_applied},
                           {"view_age_ms", p.view_age_ms}});
   std::string text = j.dump();
   // The status cell holds 16 KiB: with hundreds of peers, the list is cut.

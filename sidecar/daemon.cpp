@@ -112,9 +112,11 @@ void Daemon::run(const std::atomic<bool>& stop, const std::function<void()>& tic
   uint32_t idle = 0;
   uint64_t next_maintain = monotonic_ns() + kMaintainPeriodNs;
   while (!stop.load(std::memory_order_relaxed)) {
-    size_t work = m_host->poll(*m_service);
-    if (m_cluster) work += m_cluster->drain();
-    if (work != 0) {
+    // Only ring records reset the idle back-off: the peers' messages come
+    // with a wake-up of their own (Host::wake), and spinning after each
+    // would burn a core per node for every message the pool sends.
+    if (m_cluster) (void)m_cluster->drain();
+    if (m_host->poll(*m_service) != 0) {
       idle = 0;
     } else {
       back_off(idle, *m_host);

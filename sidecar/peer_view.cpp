@@ -1,7 +1,6 @@
 #include "peer_view.hpp"
 
 #include <algorithm>
-#include <unordered_set>
 
 namespace eldr::sidecar {
 
@@ -46,6 +45,11 @@ void PeerView::apply(const PeerMessage& m, uint64_t now_ns, uint64_t now_real_ns
   switch (m.kind) {
     case PeerKind::book:
       book(peer, m.key, m.worker, m.counts);
+      ++peer.books;
+      if (m_delays.size() < kDelaySamples)
+        m_delays.push_back(static_cast<float>(age_ms));
+      else
+        m_delays[m_next_delay++ % kDelaySamples] = static_cast<float>(age_ms);
       break;
     case PeerKind::release:
       release(peer, m.key);
@@ -136,7 +140,7 @@ std::vector<PeerInfo> PeerView::info(uint64_t now_ns) const {
   out.reserve(m_peers.size());
   for (const auto& [name, p] : m_peers)
     out.push_back({name, now_ns > p.last_seen_ns ? (now_ns - p.last_seen_ns) / 1'000'000 : 0,
-                   static_cast<uint32_t>(p.bookings.size()), p.view_age_ms});
+                   static_cast<uint32_t>(p.bookings.size()), p.books, p.view_age_ms});
   std::sort(out.begin(), out.end(),
             [](const PeerInfo& a, const PeerInfo& b) { return a.node < b.node; });
   return out;

@@ -39,8 +39,9 @@ struct PeerViewCounters {
 struct PeerInfo {
   std::string node;
   uint64_t last_seen_age_ms = 0;
-  uint32_t bookings = 0;     // its requests in flight, as this node counts them
-  double view_age_ms = 0.0;  // how old its messages are on arrival (smoothed)
+  uint32_t bookings = 0;          // its requests in flight, as this node counts them
+  uint64_t bookings_applied = 0;  // its bookings applied here since this node heard of it
+  double view_age_ms = 0.0;       // how old its messages are on arrival (smoothed)
 };
 
 class PeerView {
@@ -67,6 +68,10 @@ class PeerView {
   // Per worker: the peers' requests in flight there.
   std::unordered_map<int32_t, uint32_t> bookings_by_worker() const;
   const PeerViewCounters& counters() const noexcept { return m_counters; }
+  // The most recent bookings' delays (ms) from their node's publish to this
+  // router counting them, at most kDelaySamples (eldr bench cluster).
+  static constexpr size_t kDelaySamples = 4096;
+  const std::vector<float>& booking_delays_ms() const noexcept { return m_delays; }
 
  private:
   struct Booking {
@@ -79,6 +84,7 @@ class PeerView {
     uint64_t last_seen_ns = 0;
     double view_age_ms = 0.0;
     bool aged = false;                               // view_age_ms holds a sample
+    uint64_t books = 0;                              // bookings applied
     std::unordered_map<uint64_t, Booking> bookings;  // the peer's key -> ours
   };
   void book(Peer& peer, uint64_t key, int32_t worker, std::span<const int16_t> counts);
@@ -97,6 +103,8 @@ class PeerView {
   // the service's keys (counting from 1) nor PeerTwins' (bit 63).
   uint64_t m_next_id = uint64_t{1} << 62;
   PeerViewCounters m_counters;
+  std::vector<float> m_delays;  // a ring of kDelaySamples
+  size_t m_next_delay = 0;
 };
 
 }  // namespace eldr::sidecar

@@ -170,11 +170,6 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
   const uint64_t token = completion_token(key);
   m_requests.push(f.request_id, {decision->worker_id, key, token, f.client_pid});
   ++m_local_inflight[decision->worker_id];
-  if (m_publisher) m_publisher->booked(key, decision->worker_id, counts);
-  // Twins are bounded so that they never take the request records that
-  // peers' bookings and our own requests need.
-  if (m_twins.pending() < kMaxPeerTwins)
-    (void)m_twins.after_route(*m_router, decision->worker_id, counts, now_ms);
   shm::DecisionIn out;
   out.status = static_cast<int32_t>(Errc::ok);
   out.worker = decision->worker_id;
@@ -188,6 +183,13 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
   m_sink.publish(f.request_id, out);
   m_metrics.count_routed(decision->worker_index, decision->policy);
   m_metrics.observe_latency(out.latency_ns);
+  // The pool hears of the pick after its gateway: encoding the footprint and
+  // handing it to NATS is not on the decision's path.
+  if (m_publisher) m_publisher->booked(key, decision->worker_id, counts);
+  // Twins are bounded so that they never take the request records that
+  // peers' bookings and our own requests need.
+  if (m_twins.pending() < kMaxPeerTwins)
+    (void)m_twins.after_route(*m_router, decision->worker_id, counts, now_ms);
   if (m_refit) m_refit->keep(counts);
 }
 

@@ -18,5 +18,6 @@ void register_loadgen_command(CLI::App& app);
 void register_bench_ring_command(CLI::App& bench);             // bench ring, under `bench`
 void register_bench_ring_throughput_command(CLI::App& bench);  // bench ring-throughput
 void register_bench_decode_command(CLI::App& bench);           // bench decode
+void register_bench_cluster_command(CLI::App& bench);          // bench cluster
 
 }  // namespace eldr::cli

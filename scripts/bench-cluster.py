@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Cluster-mode benchmarks on loopback (make bench-cluster).
+
+Starts a nats-server and two eldrd nodes (a, b) of one pool, then measures:
+  1. a booking routed at a, counted by b's router (eldr bench cluster);
+  2. NATS stopped for --outage-s seconds under load at a: routing requests
+     that fail (eldr loadgen), and how long after the server is back until
+     both nodes are connected again and have heard from each other.
+Prints one JSON object. Everything it starts is stopped at the end."""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def status(cli, instance):
+    out = subprocess.run([cli, "status", "--instance", instance, "--json"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        return None
+    return json.loads(out.stdout)
+
+
+def wait_for(pred, budget_s, what):
+    deadline = time.monotonic() + budget_s
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.01)
+    raise SystemExit(f"bench-cluster: {what} within {budget_s} s failed")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--outage-s", type=float, default=10.0)
+    ap.add_argument("--rate", type=int, default=1000)
+    args = ap.parse_args()
+    cli = os.path.join(args.build, "tools", "eldr")
+    eldrd = os.path.join(args.build, "sidecar", "eldrd")
+    nats = shutil.which("nats-server") or "/usr/sbin/nats-server"
+    tmp = tempfile.mkdtemp(prefix="eldr-bench-cluster-")
+    port = free_port()
+    url = f"nats://127.0.0.1:{port}"
+    tag = str(os.getpid())
+    procs = []
+
+    def start_nats():
+        p = subprocess.Popen([nats, "-a", "127.0.0.1", "-p", str(port)],
+                             stdout=open(os.path.join(tmp, "nats.log"), "a"), stderr=subprocess.STDOUT)
+        procs.append(p)
+        return p
+
+    def peer_of(s, name):
+        c = (s or {}).get("cluster", {})
+        return next((p for p in c.get("peers", []) if p["name"] == name), None)
+
+    server = start_nats()
+    nodes = {}
+    try:
+        for name in ("a", "b"):
+            inst = f"bench-{tag}-{name}"
+            nodes[name] = inst
+            procs.append(subprocess.Popen(
+                [eldrd, "--instance", inst, "--nats", url, "--node", name, "--pool", f"bench{tag}",
+                 "--log-level", "warn"],
+                stdout=open(os.path.join(tmp, f"{name}.log"), "w"), stderr=subprocess.STDOUT))
+        wait_for(lambda: peer_of(status(cli, nodes["a"]), "b") and peer_of(status(cli, nodes["b"]), "a"),
+                 30, "the two nodes seeing each other")
+        bench = subprocess.run([cli, "bench", "cluster", "--from", nodes["a"], "--to", nodes["b"],
+                                "--requests", "4096", "--rate", str(args.rate), "--json"],
+                               capture_output=True, text=True, check=True)
+        result = {"booking": json.loads(bench.stdout)}
+
+        # Outage under load: loadgen at a for the outage and some seconds around it.
+        total = int(args.rate * (args.outage_s + 6))
+        load = subprocess.Popen([cli, "loadgen", "--instance", nodes["a"], "--requests", str(total),
+                                 "--rate", str(args.rate), "--complete", "--json"],
+                                stdout=subprocess.PIPE, text=True)
+        time.sleep(2.0)
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+        time.sleep(args.outage_s)
+        back = time.monotonic()
+        server = start_nats()
+
+        def resynced():
+            sa, sb = status(cli, nodes["a"]), status(cli, nodes["b"])
+            elapsed_ms = (time.monotonic() - back) * 1000
+            pa, pb = peer_of(sa, "b"), peer_of(sb, "a")
+            return (sa and sb and sa["cluster"]["connected"] and sb["cluster"]["connected"]
+                    and pa and pb and pa["last_seen_age_ms"] < elapsed_ms
+                    and pb["last_seen_age_ms"] < elapsed_ms)
+
+        wait_for(resynced, 30, "re-sync after the outage")
+        resync_ms = (time.monotonic() - back) * 1000
+        out, _ = load.communicate(timeout=120)
+        lg = json.loads(out.strip().splitlines()[-1])
+        result["outage"] = {"outage_s": args.outage_s, "rate": args.rate, "requests": lg["requests"],
+                            "failed": lg["failed"], "resync_ms": round(resync_ms, 1),
+                            "route_p50_us": lg["p50_ns"] / 1e3, "route_p99_us": lg["p99_ns"] / 1e3}
+        print(json.dumps(result))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

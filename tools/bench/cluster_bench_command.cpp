@@ -1,0 +1,134 @@
+// eldr bench cluster: how soon a booking made on one eldrd node is counted
+// by another node of its pool. Routes requests through node A's ring (and
+// completes each), then reads node B's record of the delay from A's publish
+// to B's router counting the booking (its last 4096 bookings, same clock on
+// one host), next to A's own shared-memory round trip. One JSON line.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli_common.hpp"
+#include "commands.hpp"
+#include "eldr/shm.hpp"
+#include "footprint_pool.hpp"
+#include "round_trip.hpp"
+
+namespace eldr::cli {
+
+namespace {
+
+struct ClusterBenchArgs {
+  std::string from, to, model = "qwen3-30b-a3b";
+  uint64_t requests = 4096;
+  uint32_t rate = 1000;  // requests per second at A; 0 = one after another
+  bool json = false;
+};
+
+Result<nlohmann::json> cluster_status(const std::string& instance) {
+  auto s = shm::read_snapshot(instance);
+  if (!s) return s.status();
+  if (s->cluster.empty())
+    return Status{Errc::state, "instance " + instance + " is in no pool (eldrd without --nats)"};
+  auto j = nlohmann::json::parse(s->cluster, nullptr, false);
+  if (!j.is_object()) return Status{Errc::corrupt, "instance " + instance + ": unreadable status"};
+  return j;
+}
+
+// Bookings of `peer` that the node of `status` has applied.
+uint64_t books_applied(const nlohmann::json& status, const std::string& peer) {
+  for (const auto& p : status.value("peers", nlohmann::json::array()))
+    if (p.value("name", "") == peer) return p.value("bookings_applied", uint64_t{0});
+  return 0;
+}
+
+int run_bench_cluster(const ClusterBenchArgs& a) {
+  auto from_status = cluster_status(a.from);
+  if (!from_status) return report(from_status.status());
+  auto to_status = cluster_status(a.to);
+  if (!to_status) return report(to_status.status());
+  const std::string node = from_status->value("node", "");
+  if ((*from_status)["pool"] != (*to_status)["pool"])
+    return report({Errc::state, a.from + " and " + a.to + " are in different pools"});
+  const uint64_t before = books_applied(*to_status, node);
+  auto pool = footprint_pool(a.model, 64, 13);
+  if (!pool) return report(pool.status());
+  auto client = shm::Client::open(a.from);
+  if (!client) return report(client.status());
+  shm::Client& c = **client;
+  std::vector<uint64_t> ring_ns;
+  ring_ns.reserve(a.requests);
+  uint64_t ring_full = 0;
+  const std::string prefix = "cbench-" + std::to_string(getpid()) + "-";
+  const auto start = Clock::now();
+  for (uint64_t i = 0; i < a.requests; ++i) {
+    if (a.rate != 0)
+      std::this_thread::sleep_until(start + std::chrono::microseconds(i * 1'000'000 / a.rate));
+    const std::string id = prefix + std::to_string(i);
+    auto rt = round_trip(c, footprint_of(*pool, i, id), 2000, ring_full);
+    if (!rt) return report(rt.status());
+    if (rt->decision.status != 0)
+      return report(
+          {static_cast<Errc>(rt->decision.status),
+           "node " + a.from + " answered with an error (is its table for " + a.model + "?)"});
+    ring_ns.push_back(rt->ns);
+    if (Status s = c.push_complete(id, rt->decision.completion_token); !s) return report(s);
+  }
+  // B must have applied every booking of this run before its delays are read.
+  nlohmann::json after;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    auto s = cluster_status(a.to);
+    if (!s) return report(s.status());
+    after = *s;
+    if (books_applied(after, node) >= before + a.requests) break;
+    if (Clock::now() > deadline)
+      return report({Errc::timeout, a.to + " applied " +
+                                        std::to_string(books_applied(after, node) - before) +
+                                        " of the " + std::to_string(a.requests) +
+                                        " bookings within 5 s (is it connected?)"});
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const auto delay = after.value("booking_delay_ms", nlohmann::json::object());
+  const double ring_p50_us = static_cast<double>(percentile(ring_ns, 50)) / 1e3;
+  const double ring_p99_us = static_cast<double>(percentile(ring_ns, 99)) / 1e3;
+  if (a.json) {
+    nlohmann::json j;
+    j["booking_counted_at_peer_ms"] = delay;
+    j["ring_round_trip_us"] = {{"p50", ring_p50_us}, {"p99", ring_p99_us}};
+    j["requests"] = a.requests;
+    j["rate"] = a.rate;
+    j["from"] = a.from;
+    j["to"] = a.to;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%llu requests routed at %s (%u/s), their bookings counted at %s:\n",
+                static_cast<unsigned long long>(a.requests), a.from.c_str(), a.rate, a.to.c_str());
+    std::printf("  booking -> counted at peer  p50 %8.3f ms  p99 %8.3f ms  max %8.3f ms (%llu)\n",
+                delay.value("p50", 0.0), delay.value("p99", 0.0), delay.value("max", 0.0),
+                static_cast<unsigned long long>(delay.value("samples", uint64_t{0})));
+    std::printf("  ring round trip at %-8s  p50 %8.3f us  p99 %8.3f us\n", a.from.c_str(),
+                ring_p50_us, ring_p99_us);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_bench_cluster_command(CLI::App& bench) {
+  auto a = std::make_shared<ClusterBenchArgs>();
+  auto* cmd = bench.add_subcommand(
+      "cluster", "a booking routed at one eldrd node, counted at another of its pool");
+  cmd->add_option("--from", a->from, "instance of the node that routes")->required();
+  cmd->add_option("--to", a->to, "instance of the node that counts")->required();
+  cmd->add_option("--requests", a->requests, "at least 4096: the peer keeps the last 4096 delays")
+      ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 24));
+  cmd->add_option("--rate", a->rate, "requests per second at the first node, 0 = back to back");
+  cmd->add_option("--model", a->model, "model preset (geometry of the nodes' tables)");
+  cmd->add_flag("--json", a->json, "one JSON line");
+  cmd->callback([a] { g_exit_code = run_bench_cluster(*a); });
+}
+
+}  // namespace eldr::cli
