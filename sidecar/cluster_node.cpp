@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "log.hpp"
+#include "pool_table.hpp"
 
 namespace eldr::sidecar {
 
@@ -65,12 +67,15 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const ClusterConfig& co
   if (!link) return link.status();
   n->m_link = std::move(*link);
   service.join_pool(n.get());
+  n->m_table_thread = std::thread([p = n.get()] { p->table_loop(); });
   ELDR_LOG(info, "cluster: node %s of pool %s, NATS %s%s", node.c_str(), config.pool.c_str(),
            config.nats.front().c_str(), config.nats.size() > 1 ? " (and others)" : "");
   return n;
 }
 
 ClusterNode::~ClusterNode() {
+  m_stop.store(true);
+  if (m_table_thread.joinable()) m_table_thread.join();
   m_service.join_pool(nullptr);
   m_service.anticipate_peers(0, 0.0);
   m_view.reset();  // its bookings leave the router
@@ -202,10 +207,15 @@ std::string ClusterNode::status_json(uint64_t now_ns) const {
   j["view_age_ms"] = m_view->view_age_ms();
   j["peer_bookings"] = m_view->bookings();
   j["twins"] = m_service.twins_pending();
-  // The pool's shared table (JetStream key-value) is not built yet: every
-  // node routes with its local table, and says so.
-  j["table_source"] = "local";
-  j["table_revision"] = nullptr;
+  const uint64_t revision = m_table_revision.load();
+  j["table_source"] = revision != 0 ? "pool" : "local";
+  j["table_revision"] = revision != 0 ? nlohmann::json(revision) : nlohmann::json(nullptr);
+  j["table_epoch"] = m_service.table_epoch();
+  j["table_errors"] = m_table_errors.load();
+  {
+    std::lock_guard lock(m_table_mutex);
+    if (!m_table_error.empty()) j["table_error"] = m_table_error;
+  }
   // Publish-to-counted delays of the latest bookings (same clock on one
   // host; across hosts it includes their clock offset).
   std::vector<float> delays = m_view->booking_delays_ms();
@@ -232,6 +242,93 @@ std::string ClusterNode::status_json(uint64_t now_ns) const {
     text = j.dump();
   }
   return text;
+}
+
+// ---- the pool's table --------------------------------------------------------------
+
+void ClusterNode::note_table_error(const Status& s) {
+  const uint64_t n = m_table_errors.fetch_add(1) + 1;
+  {
+    std::lock_guard lock(m_table_mutex);
+    m_table_error = s.to_string();
+  }
+  if (std::has_single_bit(n))
+    ELDR_LOG(warn, "cluster: pool table: %s [%llu so far]", s.to_string().c_str(),
+             static_cast<unsigned long long>(n));
+}
+
+void ClusterNode::table_loop() {
+  const auto pause = [this](int ms) {
+    for (int waited = 0; waited < ms && !m_stop.load(); waited += 20)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  const std::string bucket = pool_bucket(m_config.pool);
+  std::unique_ptr<KeyValue> kv;
+  bool watching = false;
+  uint64_t reconnects_seen = 0;
+  uint64_t refused = 0;  // the last revision this node's router refused (another geometry)
+  while (!m_stop.load()) {
+    if (!m_link->connected()) {
+      pause(100);
+      continue;
+    }
+    if (!kv) {
+      auto opened = m_link->key_value(bucket, static_cast<int>(m_config.table_replicas));
+      if (!opened) {
+        note_table_error(opened.status());
+        pause(1000);
+        continue;
+      }
+      kv = std::move(*opened);
+      watching = false;
+    }
+    // The 3.4 client's watchers stall silently after a reconnect: a new one
+    // after each (it delivers the latest value first, so nothing is missed).
+    const uint64_t reconnects = m_link->counters().reconnects;
+    if (!watching || reconnects != reconnects_seen) {
+      if (Status s = kv->watch(kPoolTableKey); !s) {
+        note_table_error(s);
+        pause(500);
+        continue;
+      }
+      watching = true;
+      reconnects_seen = reconnects;
+    }
+    auto entry = kv->next(250);
+    if (!entry) {
+      watching = false;  // re-create it
+      pause(200);
+      continue;
+    }
+    if (!*entry || (*entry)->deleted ||
+        (*entry)->revision <= std::max(m_table_revision.load(), refused))
+      continue;
+    auto pool_table = read_pool_table(*kv, **entry);
+    if (!pool_table) {
+      // not_found: a newer table replaced this one's chunks; its manifest comes next.
+      if (pool_table.status().code() != Errc::not_found) note_table_error(pool_table.status());
+      continue;
+    }
+    const uint64_t before = m_service.table_epoch();
+    Status s = m_service.swap_table(
+        std::make_shared<const ClusterTable>(std::move(pool_table->table)), pool_table->epoch());
+    if (!s) {
+      refused = pool_table->revision;  // not tried again; a later one is
+      note_table_error(Status{s.code(), "revision " + std::to_string(pool_table->revision) +
+                                            " refused, the current table keeps routing: " +
+                                            s.message()});
+      continue;
+    }
+    m_table_revision.store(pool_table->revision);
+    {
+      std::lock_guard lock(m_table_mutex);
+      m_table_error.clear();
+    }
+    ELDR_LOG(info, "cluster: the pool's table revision %llu: table epoch %llu -> %llu",
+             static_cast<unsigned long long>(pool_table->revision),
+             static_cast<unsigned long long>(before),
+             static_cast<unsigned long long>(m_service.table_epoch()));
+  }
 }
 
 }  // namespace eldr::sidecar

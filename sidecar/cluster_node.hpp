@@ -6,11 +6,14 @@
 // the publishing runs on the consumer thread; a message arriving wakes it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "config.hpp"
@@ -42,6 +45,8 @@ class ClusterNode final : public ClusterPublisher {
   void reported(const PeerLoad& load) override;
 
   const std::string& node() const noexcept { return m_encoder.node(); }
+  // The revision of the pool's table this node routes with; 0: its local one.
+  uint64_t table_revision() const noexcept { return m_table_revision.load(); }
   const PeerView& view() const noexcept { return *m_view; }
   bool connected() const noexcept { return m_link->connected(); }
 
@@ -50,6 +55,10 @@ class ClusterNode final : public ClusterPublisher {
   void send(std::vector<uint8_t> bytes);
   void send_snapshot();
   std::string status_json(uint64_t now_ns) const;
+  // The table watcher's thread: the pool's table bucket, watched, each new
+  // revision read, checked and swapped in at the pool's epoch.
+  void table_loop();
+  void note_table_error(const Status& s);
 
   ClusterConfig m_config;
   Service& m_service;
@@ -66,6 +75,13 @@ class ClusterNode final : public ClusterPublisher {
   uint64_t m_snapshot_too_large = 0;
   uint64_t m_faults_logged = 0;
   bool m_was_connected = false;
+
+  std::thread m_table_thread;
+  std::atomic<bool> m_stop{false};
+  std::atomic<uint64_t> m_table_revision{0};
+  std::atomic<uint64_t> m_table_errors{0};
+  mutable std::mutex m_table_mutex;
+  std::string m_table_error;  // the last one, for eldr status
 };
 
 // The host name as a node name ([A-Za-z0-9_-], at most 64 characters).

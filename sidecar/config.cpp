@@ -176,6 +176,8 @@ Status read_cluster(std::string_view source, const toml::table& table, ClusterCo
       ELDR_TRY(read_uint(source, key, node, cluster.max_peer_bookings, 1, 1u << 22));
     } else if (k == "anticipate") {
       ELDR_TRY(read_bool(source, key, node, cluster.anticipate));
+    } else if (k == "table_replicas") {
+      ELDR_TRY(read_uint(source, key, node, cluster.table_replicas, 0, 5));
     } else {
       return bad_value(source, key, "unknown key");
     }

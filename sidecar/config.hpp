@@ -44,6 +44,9 @@ struct ClusterConfig {
   uint32_t peer_timeout_ms = 3000;        // a node silent this long: its bookings expire
   uint32_t max_peer_bookings = 1u << 16;  // all peers' requests in flight, together
   bool anticipate = true;                 // PeerTwins: count the peers' picks not heard of yet
+  // Copies of the pool's table bucket (JetStream key-value) when a node
+  // creates it; 0: as many as the NATS cluster has servers, at most 3.
+  uint32_t table_replicas = 0;
   bool enabled() const noexcept { return !nats.empty(); }
 };
 

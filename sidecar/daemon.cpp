@@ -136,6 +136,16 @@ void Daemon::run(const std::atomic<bool>& stop, const std::function<void()>& tic
 }
 
 Status Daemon::reload() {
+  // In a pool that has a table, the pool's is the one: a local file would
+  // make this node route differently from the others.
+  if (m_cluster && m_cluster->table_revision() != 0) {
+    ELDR_LOG(warn, "reload refused: this node routes with the pool's table (revision %llu); "
+                   "publish a new one with eldr table publish",
+             static_cast<unsigned long long>(m_cluster->table_revision()));
+    return {Errc::state, "this node routes with the pool's table (revision " +
+                             std::to_string(m_cluster->table_revision()) +
+                             "): publish with eldr table publish"};
+  }
   if (m_config.table.empty()) {
     ELDR_LOG(warn, "reload: no table file configured (running on a synthetic table)");
     return {Errc::state, "no table file configured (running on a synthetic table)"};

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <thread>
 
 namespace eldr::sidecar {
 
@@ -199,6 +200,160 @@ std::string NatsLink::server() const {
   if (!connected() || natsConnection_GetConnectedUrl(m_impl->nc, url, sizeof(url)) != NATS_OK)
     return {};
   return url;
+}
+
+bool NatsLink::wait_connected(int64_t timeout_ms) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!connected()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+size_t NatsLink::known_servers() const {
+  char** servers = nullptr;
+  int count = 0;
+  if (natsConnection_GetServers(m_impl->nc, &servers, &count) != NATS_OK) return 1;
+  for (int i = 0; i < count; ++i) free(servers[i]);
+  free(servers);
+  return static_cast<size_t>(std::max(count, 1));
+}
+
+// ---- key-value ------------------------------------------------------------------
+
+namespace {
+
+// The library's last error text for a failed call (it says more than the code).
+std::string last_error_text(natsStatus s) {
+  natsStatus code = s;
+  const char* text = nats_GetLastError(&code);
+  return text != nullptr && *text != '\0' ? std::string(text) : natsStatus_GetText(s);
+}
+
+bool is_wrong_sequence(const std::string& text) {
+  return text.find("wrong last sequence") != std::string::npos ||
+         text.find("key exists") != std::string::npos;
+}
+
+}  // namespace
+
+struct KeyValue::Impl {
+  jsCtx* js = nullptr;
+  kvStore* kv = nullptr;
+  kvWatcher* watcher = nullptr;
+  std::string bucket;
+  ~Impl() {
+    if (watcher != nullptr) {
+      (void)kvWatcher_Stop(watcher);
+      kvWatcher_Destroy(watcher);
+    }
+    if (kv != nullptr) kvStore_Destroy(kv);
+    if (js != nullptr) jsCtx_Destroy(js);
+  }
+  Status failed(const std::string& what, natsStatus s) const {
+    const std::string text = last_error_text(s);
+    return {is_wrong_sequence(text) ? Errc::state : Errc::io,
+            what + " in bucket " + bucket + ": " + text};
+  }
+  static Entry entry_of(kvEntry* e) {
+    Entry out;
+    out.revision = kvEntry_Revision(e);
+    const auto* v = static_cast<const uint8_t*>(kvEntry_Value(e));
+    out.value.assign(v, v + kvEntry_ValueLen(e));
+    out.deleted = kvEntry_Operation(e) != kvOp_Put;
+    return out;
+  }
+};
+
+KeyValue::KeyValue(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+KeyValue::~KeyValue() = default;
+
+Result<std::unique_ptr<KeyValue>> NatsLink::key_value(const std::string& bucket, int replicas) {
+  auto impl = std::make_unique<KeyValue::Impl>();
+  impl->bucket = bucket;
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = 2000;
+  if (natsStatus s = natsConnection_JetStream(&impl->js, m_impl->nc, &jo); s != NATS_OK)
+    return nats_error("cannot open JetStream", s);
+  natsStatus s = js_KeyValue(&impl->kv, impl->js, bucket.c_str());
+  if (s == NATS_NOT_FOUND) {
+    kvConfig cfg;
+    kvConfig_Init(&cfg);
+    cfg.Bucket = bucket.c_str();
+    cfg.History = 4;
+    cfg.Replicas = replicas > 0 ? replicas : static_cast<int>(std::min<size_t>(3, known_servers()));
+    s = js_CreateKeyValue(&impl->kv, impl->js, &cfg);
+    // Another node created it in between: open that one.
+    if (s != NATS_OK) s = js_KeyValue(&impl->kv, impl->js, bucket.c_str());
+  }
+  if (s != NATS_OK) return impl->failed("cannot open the key-value bucket", s);
+  return std::unique_ptr<KeyValue>(new KeyValue(std::move(impl)));
+}
+
+Result<std::optional<KeyValue::Entry>> KeyValue::get(const std::string& key) {
+  kvEntry* e = nullptr;
+  const natsStatus s = kvStore_Get(&e, m_impl->kv, key.c_str());
+  if (s == NATS_NOT_FOUND) return std::optional<Entry>{};
+  if (s != NATS_OK) return m_impl->failed("get " + key, s);
+  Entry out = Impl::entry_of(e);
+  kvEntry_Destroy(e);
+  return std::optional<Entry>{std::move(out)};
+}
+
+Result<uint64_t> KeyValue::put(const std::string& key, std::span<const uint8_t> value) {
+  uint64_t rev = 0;
+  const natsStatus s = kvStore_Put(&rev, m_impl->kv, key.c_str(), value.data(),
+                                   static_cast<int>(value.size()));
+  if (s != NATS_OK) return m_impl->failed("put " + key, s);
+  return rev;
+}
+
+Result<uint64_t> KeyValue::create(const std::string& key, std::span<const uint8_t> value) {
+  uint64_t rev = 0;
+  const natsStatus s = kvStore_Create(&rev, m_impl->kv, key.c_str(), value.data(),
+                                      static_cast<int>(value.size()));
+  if (s != NATS_OK) return m_impl->failed("create " + key, s);
+  return rev;
+}
+
+Result<uint64_t> KeyValue::update(const std::string& key, std::span<const uint8_t> value,
+                                  uint64_t last) {
+  uint64_t rev = 0;
+  const natsStatus s = kvStore_Update(&rev, m_impl->kv, key.c_str(), value.data(),
+                                      static_cast<int>(value.size()), last);
+  if (s != NATS_OK) return m_impl->failed("update " + key, s);
+  return rev;
+}
+
+Status KeyValue::erase(const std::string& key) {
+  const natsStatus s = kvStore_Delete(m_impl->kv, key.c_str());
+  if (s != NATS_OK) return m_impl->failed("delete " + key, s);
+  return Status::ok();
+}
+
+Status KeyValue::watch(const std::string& key) {
+  if (m_impl->watcher != nullptr) {
+    (void)kvWatcher_Stop(m_impl->watcher);
+    kvWatcher_Destroy(m_impl->watcher);
+    m_impl->watcher = nullptr;
+  }
+  const natsStatus s = kvStore_Watch(&m_impl->watcher, m_impl->kv, key.c_str(), nullptr);
+  if (s != NATS_OK) return m_impl->failed("watch " + key, s);
+  return Status::ok();
+}
+
+Result<std::optional<KeyValue::Entry>> KeyValue::next(int64_t timeout_ms) {
+  if (m_impl->watcher == nullptr) return Status{Errc::state, "no key is watched"};
+  kvEntry* e = nullptr;
+  const natsStatus s = kvWatcher_Next(&e, m_impl->watcher, timeout_ms);
+  if (s == NATS_TIMEOUT) return std::optional<Entry>{};
+  if (s != NATS_OK) return m_impl->failed("watch", s);
+  if (e == nullptr) return std::optional<Entry>{};  // "initial values delivered"
+  Entry out = Impl::entry_of(e);
+  kvEntry_Destroy(e);
+  return std::optional<Entry>{std::move(out)};
 }
 
 }  // namespace eldr::sidecar

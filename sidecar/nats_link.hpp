@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,6 +44,43 @@ struct NatsLinkCounters {
   uint64_t reconnects = 0;
 };
 
+// One JetStream key-value bucket over a NatsLink's connection (libnats'
+// kvStore), with bytes in and out. Calls block (bounded by the library's
+// JetStream timeout); use it off the consumer thread.
+class KeyValue {
+ public:
+  ~KeyValue();
+  KeyValue(const KeyValue&) = delete;
+  KeyValue& operator=(const KeyValue&) = delete;
+
+  struct Entry {
+    uint64_t revision = 0;
+    std::vector<uint8_t> value;
+    bool deleted = false;  // a delete or purge marker
+  };
+  // The key's latest value; nullopt when the key does not exist.
+  Result<std::optional<Entry>> get(const std::string& key);
+  Result<uint64_t> put(const std::string& key, std::span<const uint8_t> value);
+  // Only if the key does not exist (Errc::state when it does).
+  Result<uint64_t> create(const std::string& key, std::span<const uint8_t> value);
+  // Only if the key's latest revision is `last` (Errc::state when not).
+  Result<uint64_t> update(const std::string& key, std::span<const uint8_t> value, uint64_t last);
+  Status erase(const std::string& key);
+  // (Re)starts watching `key`: next() returns its latest value first, then
+  // every change. The 3.4 client's watchers stall silently after a
+  // reconnect, so the caller re-creates them (NatsLink::counters().reconnects).
+  Status watch(const std::string& key);
+  // The next change of the watched key; nullopt when none came within timeout_ms.
+  Result<std::optional<Entry>> next(int64_t timeout_ms);
+
+  struct Impl;
+
+ private:
+  friend class NatsLink;
+  explicit KeyValue(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> m_impl;
+};
+
 class NatsLink {
  public:
   // Starts connecting and returns at once: servers that cannot be reached
@@ -64,6 +102,13 @@ class NatsLink {
   NatsLinkCounters counters() const noexcept;
   // The server the connection is on, or "" when disconnected.
   std::string server() const;
+  // Waits until connected (true) or timeout_ms passed (false).
+  bool wait_connected(int64_t timeout_ms) const;
+  // Servers the client knows (given and discovered): the cluster's size.
+  size_t known_servers() const;
+  // The bucket, created when missing with `replicas` copies (0: as many as
+  // the cluster has servers, at most 3).
+  Result<std::unique_ptr<KeyValue>> key_value(const std::string& bucket, int replicas = 0);
 
   struct Impl;
 

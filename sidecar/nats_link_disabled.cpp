@@ -28,4 +28,26 @@ int64_t NatsLink::max_payload() const noexcept { return 0; }
 NatsLinkCounters NatsLink::counters() const noexcept { return {}; }
 std::string NatsLink::server() const { return {}; }
 
+bool NatsLink::wait_connected(int64_t) const { return false; }
+size_t NatsLink::known_servers() const { return 0; }
+Result<std::unique_ptr<KeyValue>> NatsLink::key_value(const std::string&, int) {
+  return Status{Errc::unsupported, "no NATS support in this build"};
+}
+
+struct KeyValue::Impl {};
+KeyValue::KeyValue(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+KeyValue::~KeyValue() = default;
+namespace {
+Status no_kv() { return {Errc::unsupported, "no NATS support in this build"}; }
+}  // namespace
+Result<std::optional<KeyValue::Entry>> KeyValue::get(const std::string&) { return no_kv(); }
+Result<uint64_t> KeyValue::put(const std::string&, std::span<const uint8_t>) { return no_kv(); }
+Result<uint64_t> KeyValue::create(const std::string&, std::span<const uint8_t>) { return no_kv(); }
+Result<uint64_t> KeyValue::update(const std::string&, std::span<const uint8_t>, uint64_t) {
+  return no_kv();
+}
+Status KeyValue::erase(const std::string&) { return no_kv(); }
+Status KeyValue::watch(const std::string&) { return no_kv(); }
+Result<std::optional<KeyValue::Entry>> KeyValue::next(int64_t) { return no_kv(); }
+
 }  // namespace eldr::sidecar

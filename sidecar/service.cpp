@@ -389,9 +389,17 @@ std::vector<shm::Host::WorkerRow> Service::maintain() {
 
 // ---- tables -------------------------------------------------------------------------
 
-Status Service::swap_table(std::shared_ptr<const ClusterTable> table) {
+Status Service::swap_table(std::shared_ptr<const ClusterTable> table,
+                           std::optional<uint64_t> epoch) {
   if (!table) return {Errc::invalid_argument, "no table"};
-  Status s = m_router->swap_table(std::move(table));
+  if (table->geometry.top_k != this->table().geometry.top_k && table->geometry.top_k != 0 &&
+      this->table().geometry.top_k != 0) {
+    m_metrics.count_reload(false);
+    return {Errc::shape_mismatch, "new table has top-k " + std::to_string(table->geometry.top_k) +
+                                      ", the running one " +
+                                      std::to_string(this->table().geometry.top_k)};
+  }
+  Status s = m_router->swap_table(std::move(table), epoch);
   m_metrics.count_reload(s.is_ok());
   if (s) m_metrics.set_table_epoch(m_router->table_epoch());
   return s;
@@ -402,13 +410,6 @@ Status Service::reload(const std::string& path) {
   if (!loaded) {
     m_metrics.count_reload(false);
     return loaded.status();
-  }
-  if (loaded->geometry.top_k != table().geometry.top_k && table().geometry.top_k != 0 &&
-      loaded->geometry.top_k != 0) {
-    m_metrics.count_reload(false);
-    return {Errc::shape_mismatch, "new table has top-k " + std::to_string(loaded->geometry.top_k) +
-                                      ", the running one " +
-                                      std::to_string(table().geometry.top_k)};
   }
   return swap_table(std::make_shared<const ClusterTable>(std::move(*loaded)));
 }

@@ -93,7 +93,9 @@ class Service final : public shm::RecordHandler {
   // Any thread: load + validate a table file and swap it in (same geometry);
   // routing continues on the old table until the new one is complete.
   Status reload(const std::string& path);
-  Status swap_table(std::shared_ptr<const ClusterTable> table);
+  // epoch: the pool's (cluster mode), above the current one; else the next.
+  Status swap_table(std::shared_ptr<const ClusterTable> table,
+                    std::optional<uint64_t> epoch = std::nullopt);
   // Any thread: fit a table on the recent footprints (refit.window), aligned
   // to the current table's workers, and swap it in. Errc::state when fewer
   // than refit.min_samples footprints were seen.

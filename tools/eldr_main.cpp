@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   eldr::cli::register_sim_command(app);
   eldr::cli::register_status_commands(app);
   eldr::cli::register_loadgen_command(app);
+  eldr::cli::register_table_commands(app);
   eldr::cli::register_bench_ring_command(*app.get_subcommand("bench"));
   eldr::cli::register_bench_ring_throughput_command(*app.get_subcommand("bench"));
   eldr::cli::register_bench_decode_command(*app.get_subcommand("bench"));

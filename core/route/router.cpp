@@ -383,9 +383,17 @@ Status Router::remove_worker(int32_t worker_id) {
 }
 
 Status Router::swap_table(std::shared_ptr<const ClusterTable> table) {
+  return swap_table(std::move(table), std::nullopt);
+}
+
+Status Router::swap_table(std::shared_ptr<const ClusterTable> table,
+                          std::optional<uint64_t> epoch_wanted) {
   if (!table) return {Errc::invalid_argument, "swap_table needs a table"};
   ELDR_TRY(table->validate());
   std::lock_guard lock(m_admin);
+  if (epoch_wanted && *epoch_wanted <= m_epoch.load())
+    return {Errc::state, "table epoch " + std::to_string(*epoch_wanted) +
+                             " is not above the current " + std::to_string(m_epoch.load())};
   const auto current = m_scoring.load();
   const Geometry& a = current->table->geometry;
   const Geometry& b = table->geometry;
@@ -401,7 +409,9 @@ Status Router::swap_table(std::shared_ptr<const ClusterTable> table) {
   for (int32_t id : table->worker_ids) missing += !find_slot(id).is_ok();
   if (n + missing > m_options.max_workers)
     return {Errc::capacity, "the new table's workers do not fit in max_workers"};
-  const uint64_t epoch = m_epoch.fetch_add(1) + 1;
+  // Under m_admin: nothing else moves the epoch between the check and here.
+  const uint64_t epoch = epoch_wanted ? *epoch_wanted : m_epoch.load() + 1;
+  m_epoch.store(epoch);
   auto scoring = Scoring::build(table, epoch);
   for (uint32_t i = 0; i < n; ++i) {
     Slot& s = m_slots[i];

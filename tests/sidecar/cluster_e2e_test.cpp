@@ -6,6 +6,7 @@
 #include <nats/nats.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -67,7 +68,10 @@ class ClusterTest : public ::testing::Test {
   }
 
   // n servers routed to each other (one cluster), on fresh loopback ports.
-  void start_servers(int n) {
+  // jetstream: each server with JetStream and a store of its own (the
+  // pool's table bucket lives there).
+  void start_servers(int n, bool with_jetstream = false) {
+    jetstream = with_jetstream;
     servers.resize(static_cast<size_t>(n));
     for (Server& s : servers) {
       s.port = free_loopback_port();
@@ -78,7 +82,10 @@ class ClusterTest : public ::testing::Test {
   void start_server(size_t i) {
     Server& s = servers[i];
     s.log = dir.file("nats-" + std::to_string(i) + ".log");
-    std::vector<std::string> args = {NATS_SERVER_PATH, "-a", "127.0.0.1", "-p", s.port};
+    std::vector<std::string> args = {NATS_SERVER_PATH, "-a", "127.0.0.1", "-p", s.port,
+                                     "-n",             "n" + std::to_string(i) + "-" + tag};
+    if (jetstream)
+      args.insert(args.end(), {"-js", "--store_dir", dir.file("js-" + std::to_string(i))});
     if (servers.size() > 1) {
       std::string routes;
       for (size_t j = 0; j < servers.size(); ++j)
@@ -133,6 +140,10 @@ class ClusterTest : public ::testing::Test {
     if (!s || s->cluster.empty()) return {};
     return nlohmann::json::parse(s->cluster, nullptr, false);
   }
+  static bool connected(const Node& n) {
+    const auto c = cluster_of(n);
+    return c.is_object() && c.value("connected", false);
+  }
   static bool sees_peers(const Node& n, size_t peers) {
     const auto c = cluster_of(n);
     return c.is_object() && c.value("connected", false) && c["peers"].size() == peers;
@@ -179,6 +190,36 @@ class ClusterTest : public ::testing::Test {
     return std::stoull(body.substr(at + line_prefix.size() + 2));
   }
 
+  // eldr table publish|show; its output, *exit_code set.
+  std::string table_cli(const std::vector<std::string>& args, int* exit_code) const {
+    std::string cmd = ELDR_CLI_PATH;
+    cmd += " table";
+    for (const auto& a : args) cmd += " '" + a + "'";
+    cmd += " --nats '" + urls() + "' --pool p" + tag + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int status = pclose(p);
+    *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return out;
+  }
+  static uint64_t table_revision(const Node& n) {
+    const auto c = cluster_of(n);
+    return c.is_object() && c["table_revision"].is_number() ? c["table_revision"].get<uint64_t>()
+                                                            : 0;
+  }
+  // The axis table with its workers in reverse: cell c's top worker is 103 - c.
+  std::string reversed_table() {
+    ClusterTable t = eldr::testing::axis_table();
+    std::reverse(t.worker_ids.begin(), t.worker_ids.end());
+    const std::string path = dir.file("reversed.eldr");
+    EXPECT_TRUE(save_table(t, path).is_ok());
+    return path;
+  }
+
+  bool jetstream = false;
   Watchdog watchdog{80s};
   eldr::testing::TempDir dir{"eldr_cluster_e2e"};
   std::string table_path = dir.file("table.eldr");
@@ -287,7 +328,7 @@ TEST_F(ClusterTest, routing_goes_on_while_nats_is_down_and_views_resync_after_it
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(route(*client, "x" + std::to_string(i), 2).is_ok());
   ASSERT_TRUE(eventually([&] { return inflight(b).first == 4; }));
   stop_server(servers[0]);
-  ASSERT_TRUE(eventually([&] { return !cluster_of(a).value("connected", true); }, 10s));
+  ASSERT_TRUE(eventually([&] { return !connected(a); }, 10s));
   // No broker: a routes on, with its own bookings and its last view.
   for (int i = 4; i < 12; ++i) {
     auto d = route(*client, "x" + std::to_string(i), 2);
@@ -342,6 +383,108 @@ TEST_F(ClusterTest, malformed_messages_on_the_pool_subjects_are_counted_and_igno
   EXPECT_TRUE(eventually([&] { return inflight(a).first == 1; }));
   EXPECT_TRUE(sees_peers(a, 1));
   EXPECT_EQ(metric(a, "eldr_cluster_peers"), 1u);  // "evil" never became a peer
+}
+
+TEST_F(ClusterTest, a_published_table_reaches_every_node_at_the_same_epoch) {
+  start_servers(3, true);
+  nodes.reserve(3);
+  Node& a = start_node("a");
+  Node& b = start_node("b");
+  Node& c = start_node("c");
+  for (const Node* n : {&a, &b, &c})
+    ASSERT_TRUE(eventually([&] { return sees_peers(*n, 2); }, 15s)) << n->name;
+  {
+    auto client = client_of(c);
+    ASSERT_TRUE(client);
+    auto d = route(*client, "before", 0);
+    ASSERT_TRUE(d.is_ok());
+    EXPECT_EQ(d->worker, 100);  // the local table
+  }
+  int rc = 0;
+  const std::string out = table_cli({"publish", reversed_table()}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const auto published = SteadyClock::now();
+  const size_t at = out.find("revision ");
+  ASSERT_NE(at, std::string::npos) << out;
+  uint64_t revision = std::stoull(out.substr(at + 9));
+  for (const Node* n : {&a, &b, &c})
+    EXPECT_TRUE(eventually([&] { return table_revision(*n) == revision; }, 10s))
+        << n->name << ": " << cluster_of(*n).dump();
+  std::fprintf(stderr, "every node routes with revision %llu %lld ms after the first publish\n",
+               static_cast<unsigned long long>(revision),
+               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          SteadyClock::now() - published)
+                                          .count()));
+  // Once the bucket is there (the first publish created it), a switch takes
+  // the watchers' delivery only. Published twice: the reversed table again.
+  ASSERT_EQ(table_cli({"publish", table_path}, &rc).find("published"), 0u);
+  ASSERT_TRUE(eventually([&] { return table_revision(a) > revision; }, 10s));
+  const std::string again = table_cli({"publish", reversed_table()}, &rc);
+  ASSERT_EQ(rc, 0) << again;
+  const auto republished = SteadyClock::now();
+  revision = std::stoull(again.substr(again.find("revision ") + 9));
+  for (const Node* n : {&a, &b, &c})
+    EXPECT_TRUE(eventually([&] { return table_revision(*n) == revision; }, 10s)) << n->name;
+  const auto switch_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             SteadyClock::now() - republished)
+                             .count();
+  std::fprintf(stderr, "every node routes with revision %llu %lld ms after the publish\n",
+               static_cast<unsigned long long>(revision), static_cast<long long>(switch_ms));
+  for (const Node* n : {&a, &b, &c}) {
+    auto client = client_of(*n);
+    ASSERT_TRUE(client);
+    auto d = route(*client, "after-" + n->name, 0);
+    ASSERT_TRUE(d.is_ok());
+    EXPECT_EQ(d->worker, 103) << n->name;
+    EXPECT_EQ(d->table_epoch, (uint64_t{1} << 40) + revision) << n->name;
+  }
+  // A write against a revision that is no longer the pool's is refused.
+  const std::string stale =
+      table_cli({"publish", "--expect-revision", std::to_string(revision - 1), table_path}, &rc);
+  EXPECT_NE(rc, 0) << stale;
+  EXPECT_NE(stale.find("another table was published"), std::string::npos) << stale;
+  // A table of another geometry is refused before anything is written.
+  ClusterTable other = eldr::testing::axis_table();
+  other.geometry = {3, 4, 1};
+  other.layer_mask = {0, 1, 2};
+  other.idf.assign(12, 1.0f);
+  other.centroids.assign(4 * 12, 0.0f);
+  for (uint32_t w = 0; w < 4; ++w) other.centroids[w * 12 + w] = 1.0f;
+  const std::string other_path = dir.file("other.eldr");
+  ASSERT_TRUE(save_table(other, other_path).is_ok());
+  const std::string shape = table_cli({"publish", other_path}, &rc);
+  EXPECT_NE(rc, 0) << shape;
+  EXPECT_NE(shape.find("its nodes would refuse it"), std::string::npos) << shape;
+  const std::string show = table_cli({"show"}, &rc);
+  EXPECT_EQ(rc, 0) << show;
+  EXPECT_NE(show.find("revision " + std::to_string(revision)), std::string::npos) << show;
+  // A local reload would split the pool: refused while it has a table.
+  EXPECT_EQ(kill(a.pid, SIGHUP), 0);
+  EXPECT_TRUE(eventually([&] { return read_file(a.log).find("reload refused") != std::string::npos; }));
+}
+
+TEST_F(ClusterTest, the_table_watcher_follows_the_bucket_across_a_server_restart) {
+  start_servers(1, true);
+  nodes.reserve(1);
+  Node& a = start_node("a");
+  ASSERT_TRUE(eventually([&] { return connected(a); }, 15s));
+  int rc = 0;
+  std::string out = table_cli({"publish", reversed_table()}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  ASSERT_TRUE(eventually([&] { return table_revision(a) != 0; }, 10s)) << cluster_of(a).dump();
+  const uint64_t first = table_revision(a);
+  stop_server(servers[0]);
+  ASSERT_TRUE(eventually([&] { return !connected(a); }, 10s));
+  start_server(0);  // same port, same store
+  ASSERT_TRUE(eventually([&] { return connected(a); }, 10s));
+  out = table_cli({"publish", table_path}, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(eventually([&] { return table_revision(a) > first; }, 10s)) << cluster_of(a).dump();
+  auto client = client_of(a);
+  ASSERT_TRUE(client);
+  auto d = route(*client, "back", 0);
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->worker, 100);  // the axis table again
 }
 
 }  // namespace

@@ -185,6 +185,9 @@ class Router {
   // Hot swap of the cluster table (same geometry); workers named in the new
   // table take its centroids, others keep routing with no cluster (score 0).
   Status swap_table(std::shared_ptr<const ClusterTable> table);
+  // The same at a given epoch, which must be above the current one (the
+  // routers of a pool switch to the pool's table at the same epoch).
+  Status swap_table(std::shared_ptr<const ClusterTable> table, std::optional<uint64_t> epoch);
 
   uint32_t worker_slots() const noexcept;
   std::vector<WorkerInfo> workers() const;
