@@ -3,7 +3,9 @@
 
 Starts a nats-server and two eldrd nodes (a, b) of one pool, then measures:
   1. a booking routed at a, counted by b's router (eldr bench cluster);
-  2. NATS stopped for --outage-s seconds under load at a: routing requests
+  2. eldr table publish -> both nodes route with the new revision (five
+     publishes, alternating two tables fitted on synthetic footprints);
+  3. NATS stopped for --outage-s seconds under load at a: routing requests
      that fail (eldr loadgen), and how long after the server is back until
      both nodes are connected again and have heard from each other.
 Prints one JSON object. Everything it starts is stopped at the end."""
@@ -58,7 +60,8 @@ def main():
     procs = []
 
     def start_nats():
-        p = subprocess.Popen([nats, "-a", "127.0.0.1", "-p", str(port)],
+        p = subprocess.Popen([nats, "-a", "127.0.0.1", "-p", str(port), "-js", "--store_dir",
+                              os.path.join(tmp, "js")],
                              stdout=open(os.path.join(tmp, "nats.log"), "a"), stderr=subprocess.STDOUT)
         procs.append(p)
         return p
@@ -67,6 +70,17 @@ def main():
         c = (s or {}).get("cluster", {})
         return next((p for p in c.get("peers", []) if p["name"] == name), None)
 
+    # Two tables of the daemon's geometry: the nodes start on the first.
+    tables = []
+    for seed in (1, 2):
+        out = os.path.join(tmp, f"synth{seed}")
+        subprocess.run([cli, "synth", "--model", "qwen3-30b-a3b", "-n", "400", "--seed", str(seed),
+                        "--out-dir", out], check=True, capture_output=True)
+        table = os.path.join(tmp, f"table{seed}.eldr")
+        subprocess.run([cli, "fit", "--prefill", os.path.join(out, "prefill.npy"), "-k", "8",
+                        "-o", table, "--model", "qwen3-30b-a3b", "--seed", str(seed)],
+                       check=True, capture_output=True)
+        tables.append(table)
     server = start_nats()
     nodes = {}
     try:
@@ -74,8 +88,8 @@ def main():
             inst = f"bench-{tag}-{name}"
             nodes[name] = inst
             procs.append(subprocess.Popen(
-                [eldrd, "--instance", inst, "--nats", url, "--node", name, "--pool", f"bench{tag}",
-                 "--log-level", "warn"],
+                [eldrd, "--instance", inst, "--table", tables[0], "--nats", url, "--node", name,
+                 "--pool", f"bench{tag}", "--log-level", "warn"],
                 stdout=open(os.path.join(tmp, f"{name}.log"), "w"), stderr=subprocess.STDOUT))
         wait_for(lambda: peer_of(status(cli, nodes["a"]), "b") and peer_of(status(cli, nodes["b"]), "a"),
                  30, "the two nodes seeing each other")
@@ -83,6 +97,20 @@ def main():
                                 "--requests", "4096", "--rate", str(args.rate), "--json"],
                                capture_output=True, text=True, check=True)
         result = {"booking": json.loads(bench.stdout)}
+
+        def revision(inst):
+            c = (status(cli, inst) or {}).get("cluster", {})
+            return c.get("table_revision") or 0
+
+        switch_ms = []
+        for i in range(5):
+            out = subprocess.run([cli, "table", "publish", "--nats", url, "--pool", f"bench{tag}",
+                                  tables[(i + 1) % 2]], capture_output=True, text=True, check=True)
+            t0 = time.monotonic()
+            rev = int(out.stdout.split("revision ")[1].split()[0])
+            wait_for(lambda: all(revision(nodes[n]) == rev for n in nodes), 10, "table switch")
+            switch_ms.append(round((time.monotonic() - t0) * 1000, 1))
+        result["table_publish_to_every_node_ms"] = switch_ms
 
         # Outage under load: loadgen at a for the outage and some seconds around it.
         total = int(args.rate * (args.outage_s + 6))

@@ -47,7 +47,7 @@ ClusterNode::ClusterNode(const ClusterConfig& config, std::string node, Service&
 
 Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const ClusterConfig& config,
                                                          Service& service, Metrics& metrics,
-                                                         std::function<void()> wake) {
+                                                         std::function<void()> wake, bool refit) {
   const std::string node = config.node.empty() ? default_node_name() : config.node;
   ELDR_TRY(validate_cluster_name("node", node));
   ELDR_TRY(validate_cluster_name("pool", config.pool));
@@ -58,6 +58,10 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const ClusterConfig& co
   vo.max_bookings = config.max_peer_bookings;
   n->m_view.emplace(service.shared_router(), service.router().table()->geometry, vo,
                     [s = &service](const PeerLoad& l) { s->apply_peer_load(l); });
+  n->m_refit = refit;
+  if (refit)
+    n->m_view->on_booked_footprint(
+        [s = &service](std::span<const int16_t> counts) { s->keep_for_refit(counts); });
   NatsLinkOptions lo;
   lo.urls = config.nats;
   lo.name = "eldrd " + config.pool + "/" + node;
@@ -215,6 +219,10 @@ std::string ClusterNode::status_json(uint64_t now_ns) const {
   {
     std::lock_guard lock(m_table_mutex);
     if (!m_table_error.empty()) j["table_error"] = m_table_error;
+    if (m_refit)
+      j["refit_lease"] = {{"held_here", m_lease_held.load()},
+                          {"holder", m_lease_holder.empty() ? nlohmann::json(nullptr)
+                                                            : nlohmann::json(m_lease_holder)}};
   }
   // Publish-to-counted delays of the latest bookings (same clock on one
   // host; across hosts it includes their clock offset).
@@ -294,6 +302,7 @@ void ClusterNode::table_loop() {
       watching = true;
       reconnects_seen = reconnects;
     }
+    if (m_refit) lease_tick(monotonic_ns());
     auto entry = kv->next(250);
     if (!entry) {
       watching = false;  // re-create it
@@ -314,9 +323,9 @@ void ClusterNode::table_loop() {
         std::make_shared<const ClusterTable>(std::move(pool_table->table)), pool_table->epoch());
     if (!s) {
       refused = pool_table->revision;  // not tried again; a later one is
-      note_table_error(Status{s.code(), "revision " + std::to_string(pool_table->revision) +
-                                            " refused, the current table keeps routing: " +
-                                            s.message()});
+      note_table_error(
+          Status{s.code(), "revision " + std::to_string(pool_table->revision) +
+                               " refused, the current table keeps routing: " + s.message()});
       continue;
     }
     m_table_revision.store(pool_table->revision);
@@ -329,6 +338,87 @@ void ClusterNode::table_loop() {
              static_cast<unsigned long long>(before),
              static_cast<unsigned long long>(m_service.table_epoch()));
   }
+}
+
+// ---- the refit lease ------------------------------------------------------------------
+
+void ClusterNode::lease_tick(uint64_t now_ns) {
+  constexpr uint64_t kRenewNs = 1'000'000'000;
+  constexpr uint64_t kLeaseNs = kLeaseMs * 1'000'000;
+  if (m_lease_held.load() && now_ns - m_lease_seen_ns < kRenewNs) return;
+  if (!m_lease_kv) {
+    auto kv = m_link->key_value(pool_bucket(m_config.pool) + "_lease",
+                                static_cast<int>(m_config.table_replicas));
+    if (!kv) {
+      note_table_error(kv.status());
+      return;
+    }
+    m_lease_kv = std::move(*kv);
+  }
+  const nlohmann::json me = {{"node", node()}, {"incarnation", m_encoder.incarnation()}};
+  const std::string text = me.dump();
+  const std::span<const uint8_t> value(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+  const auto set_holder = [this](const std::string& holder) {
+    std::lock_guard lock(m_table_mutex);
+    m_lease_holder = holder;
+  };
+  if (m_lease_held.load()) {
+    auto renewed = m_lease_kv->update("refit", value, m_lease_revision);
+    if (renewed) {
+      m_lease_revision = *renewed;
+      m_lease_seen_ns = now_ns;
+      return;
+    }
+    // Lost it (another node took it), or cannot reach the bucket: a lease
+    // not renewed within kLeaseMs is anyone's, so stop refitting well before.
+    if (renewed.status().code() == Errc::state || now_ns - m_lease_seen_ns > kLeaseNs / 2) {
+      m_lease_held.store(false);
+      set_holder("");
+      ELDR_LOG(warn, "cluster: refit lease lost: %s", renewed.status().to_string().c_str());
+    }
+    return;
+  }
+  auto current = m_lease_kv->get("refit");
+  if (!current) return;
+  bool take = false;
+  uint64_t last = 0;
+  if (!*current || (*current)->deleted) {
+    take = true;
+  } else {
+    const auto holder = nlohmann::json::parse((*current)->value, nullptr, false);
+    set_holder(holder.is_object() ? holder.value("node", std::string("?")) : "?");
+    if ((*current)->revision != m_lease_revision) {
+      m_lease_revision = (*current)->revision;  // renewed since we last looked
+      m_lease_seen_ns = now_ns;
+    } else if (now_ns - m_lease_seen_ns > kLeaseNs) {
+      take = true;  // its holder stopped renewing
+      last = (*current)->revision;
+    }
+  }
+  if (!take) return;
+  auto taken =
+      last == 0 ? m_lease_kv->create("refit", value) : m_lease_kv->update("refit", value, last);
+  if (!taken) return;  // another node was faster
+  m_lease_revision = *taken;
+  m_lease_seen_ns = now_ns;
+  m_lease_held.store(true);
+  set_holder(node());
+  ELDR_LOG(info, "cluster: this node holds the pool's refit lease (revision %llu)",
+           static_cast<unsigned long long>(*taken));
+}
+
+Status ClusterNode::publish_table(std::shared_ptr<const ClusterTable> table) {
+  if (!m_lease_held.load()) return {Errc::state, "this node does not hold the refit lease"};
+  auto kv =
+      m_link->key_value(pool_bucket(m_config.pool), static_cast<int>(m_config.table_replicas));
+  if (!kv) return kv.status();
+  const int64_t payload = m_link->max_payload();
+  auto revision = publish_pool_table(**kv, *table, std::nullopt,
+                                     static_cast<size_t>(std::max<int64_t>(payload - 8192, 1024)));
+  if (!revision) return revision.status();
+  ELDR_LOG(info, "cluster: refit published as the pool's table revision %llu",
+           static_cast<unsigned long long>(*revision));
+  return Status::ok();
 }
 
 }  // namespace eldr::sidecar

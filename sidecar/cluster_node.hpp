@@ -28,8 +28,11 @@ class ClusterNode final : public ClusterPublisher {
  public:
   // Starts connecting (unreachable servers are retried in the background:
   // the node routes alone meanwhile). `wake` ends the consumer's idle wait.
+  // refit: the daemon's online refit is on; then this node competes for the
+  // pool's refit lease, and only its holder refits (publish_table).
   static Result<std::unique_ptr<ClusterNode>> create(const ClusterConfig& config, Service& service,
-                                                     Metrics& metrics, std::function<void()> wake);
+                                                     Metrics& metrics, std::function<void()> wake,
+                                                     bool refit = false);
   ~ClusterNode() override;  // leaves the service's pool first
 
   // ---- consumer thread ----
@@ -45,6 +48,11 @@ class ClusterNode final : public ClusterPublisher {
   void reported(const PeerLoad& load) override;
 
   const std::string& node() const noexcept { return m_encoder.node(); }
+  // Whether this node holds the pool's refit lease now (any thread).
+  bool holds_refit_lease() const noexcept { return m_lease_held.load(); }
+  // Any thread: publishes `table` as the pool's table (the refit's install);
+  // every node, this one included, swaps it in from the bucket.
+  Status publish_table(std::shared_ptr<const ClusterTable> table);
   // The revision of the pool's table this node routes with; 0: its local one.
   uint64_t table_revision() const noexcept { return m_table_revision.load(); }
   const PeerView& view() const noexcept { return *m_view; }
@@ -59,6 +67,9 @@ class ClusterNode final : public ClusterPublisher {
   // revision read, checked and swapped in at the pool's epoch.
   void table_loop();
   void note_table_error(const Status& s);
+  // One step of the refit lease (table thread, about every second): take
+  // it when it is free or its holder stopped renewing, renew it when held.
+  void lease_tick(uint64_t now_ns);
 
   ClusterConfig m_config;
   Service& m_service;
@@ -82,6 +93,18 @@ class ClusterNode final : public ClusterPublisher {
   std::atomic<uint64_t> m_table_errors{0};
   mutable std::mutex m_table_mutex;
   std::string m_table_error;  // the last one, for eldr status
+
+  // The refit lease: the key "refit" of the bucket eldr_<pool>_lease. A
+  // holder renews it every second (update on its revision); a revision
+  // that nobody renews for kLeaseMs frees it (the 3.4 client has no per-key
+  // TTL, and this needs no synchronised clocks).
+  static constexpr uint64_t kLeaseMs = 5000;
+  bool m_refit = false;
+  std::unique_ptr<KeyValue> m_lease_kv;
+  std::atomic<bool> m_lease_held{false};
+  uint64_t m_lease_revision = 0;  // ours while held, else the last seen
+  uint64_t m_lease_seen_ns = 0;   // when m_lease_revision was first seen or renewed
+  std::string m_lease_holder;     // under m_table_mutex
 };
 
 // The host name as a node name ([A-Za-z0-9_-], at most 64 characters).

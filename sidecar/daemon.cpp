@@ -58,8 +58,9 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& config,
   if (!service) return service.status();
   d->m_service = std::move(*service);
   if (config.cluster.enabled()) {
-    auto node = ClusterNode::create(config.cluster, *d->m_service, d->m_metrics,
-                                    [h = d->m_host.get()] { h->wake(); });
+    auto node = ClusterNode::create(
+        config.cluster, *d->m_service, d->m_metrics, [h = d->m_host.get()] { h->wake(); },
+        config.refit.enabled);
     if (!node) return node.status();
     d->m_cluster = std::move(*node);
   }
@@ -139,8 +140,9 @@ Status Daemon::reload() {
   // In a pool that has a table, the pool's is the one: a local file would
   // make this node route differently from the others.
   if (m_cluster && m_cluster->table_revision() != 0) {
-    ELDR_LOG(warn, "reload refused: this node routes with the pool's table (revision %llu); "
-                   "publish a new one with eldr table publish",
+    ELDR_LOG(warn,
+             "reload refused: this node routes with the pool's table (revision %llu); "
+             "publish a new one with eldr table publish",
              static_cast<unsigned long long>(m_cluster->table_revision()));
     return {Errc::state, "this node routes with the pool's table (revision " +
                              std::to_string(m_cluster->table_revision()) +
@@ -167,8 +169,20 @@ void Daemon::refit_loop() {
   std::unique_lock lock(m_refit_mutex);
   while (!m_refit_cv.wait_for(lock, period, [this] { return m_refit_stop; })) {
     lock.unlock();
+    // In a pool one node refits, the refit lease's holder, and publishes the
+    // table for every node (its window holds the peers' booked footprints too).
+    if (m_cluster && !m_cluster->holds_refit_lease()) {
+      ELDR_LOG(debug, "online refit skipped: another node of the pool holds the refit lease");
+      lock.lock();
+      continue;
+    }
     const uint64_t before = m_service->table_epoch();
-    Status s = m_service->refit_now();
+    OnlineRefit::Install install;
+    if (m_cluster)
+      install = [c = m_cluster.get()](std::shared_ptr<const ClusterTable> t) {
+        return c->publish_table(std::move(t));
+      };
+    Status s = m_service->refit_now(install);
     if (s)
       ELDR_LOG(info, "online refit on %llu footprints: table epoch %llu -> %llu",
                static_cast<unsigned long long>(

@@ -304,16 +304,16 @@ Result<std::optional<KeyValue::Entry>> KeyValue::get(const std::string& key) {
 
 Result<uint64_t> KeyValue::put(const std::string& key, std::span<const uint8_t> value) {
   uint64_t rev = 0;
-  const natsStatus s = kvStore_Put(&rev, m_impl->kv, key.c_str(), value.data(),
-                                   static_cast<int>(value.size()));
+  const natsStatus s =
+      kvStore_Put(&rev, m_impl->kv, key.c_str(), value.data(), static_cast<int>(value.size()));
   if (s != NATS_OK) return m_impl->failed("put " + key, s);
   return rev;
 }
 
 Result<uint64_t> KeyValue::create(const std::string& key, std::span<const uint8_t> value) {
   uint64_t rev = 0;
-  const natsStatus s = kvStore_Create(&rev, m_impl->kv, key.c_str(), value.data(),
-                                      static_cast<int>(value.size()));
+  const natsStatus s =
+      kvStore_Create(&rev, m_impl->kv, key.c_str(), value.data(), static_cast<int>(value.size()));
   if (s != NATS_OK) return m_impl->failed("create " + key, s);
   return rev;
 }

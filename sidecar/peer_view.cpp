@@ -46,6 +46,7 @@ void PeerView::apply(const PeerMessage& m, uint64_t now_ns, uint64_t now_real_ns
     case PeerKind::book:
       book(peer, m.key, m.worker, m.counts);
       ++peer.books;
+      if (m_footprints) m_footprints(m.counts);
       if (m_delays.size() < kDelaySamples)
         m_delays.push_back(static_cast<float>(age_ms));
       else

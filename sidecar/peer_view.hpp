@@ -56,6 +56,9 @@ class PeerView {
 
   // now_ns: CLOCK_MONOTONIC (last seen); now_real_ns: CLOCK_REALTIME (view age).
   void apply(const PeerMessage& message, uint64_t now_ns, uint64_t now_real_ns);
+  // Each applied booking's footprint also goes here (the refit window).
+  using FootprintSink = std::function<void(std::span<const int16_t>)>;
+  void on_booked_footprint(FootprintSink sink) { m_footprints = std::move(sink); }
   // Drops the peers silent for peer_timeout and releases their bookings.
   // Returns the names dropped.
   std::vector<std::string> expire(uint64_t now_ns);
@@ -96,6 +99,7 @@ class PeerView {
   Geometry m_geometry;
   PeerViewOptions m_options;
   LoadSink m_loads;
+  FootprintSink m_footprints;
   std::vector<int16_t> m_zero_counts;  // a repaired booking's footprint (it was lost)
   std::unordered_map<std::string, Peer> m_peers;
   size_t m_total = 0;

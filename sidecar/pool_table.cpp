@@ -48,8 +48,8 @@ Result<Manifest> parse_manifest(const std::vector<uint8_t>& value) {
   m.id = j["id"].get<std::string>();
   m.bytes = j["bytes"].get<uint64_t>();
   m.chunks = j["chunks"].get<uint32_t>();
-  if (m.id.empty() || m.id.size() > 32 || m.chunks == 0 || m.chunks > kMaxChunks ||
-      m.bytes == 0 || m.bytes > (uint64_t{1} << 32))
+  if (m.id.empty() || m.id.size() > 32 || m.chunks == 0 || m.chunks > kMaxChunks || m.bytes == 0 ||
+      m.bytes > (uint64_t{1} << 32))
     return bad("has impossible values");
   for (char c : m.id)
     if (!std::isxdigit(static_cast<unsigned char>(c))) return bad("has a bad id");
@@ -108,7 +108,8 @@ Result<uint64_t> publish_pool_table(KeyValue& kv, const ClusterTable& table,
                                    {"workers", table.num_clusters()}};
   const std::string text = manifest.dump();
   const std::span<const uint8_t> value(reinterpret_cast<const uint8_t*>(text.data()), text.size());
-  auto written = last == 0 ? kv.create(kPoolTableKey, value) : kv.update(kPoolTableKey, value, last);
+  auto written =
+      last == 0 ? kv.create(kPoolTableKey, value) : kv.update(kPoolTableKey, value, last);
   if (!written) {
     for (size_t i = 0; i < chunks; ++i) (void)kv.erase(chunk_key(id, static_cast<uint32_t>(i)));
     if (written.status().code() != Errc::state) return written.status();
@@ -135,8 +136,10 @@ Result<PoolTable> read_pool_table(KeyValue& kv, const KeyValue::Entry& entry) {
     auto chunk = kv.get(chunk_key(m->id, i));
     if (!chunk) return chunk.status();
     if (!*chunk || (*chunk)->deleted)
-      return Status{Errc::not_found, "chunk " + std::to_string(i) + " of the pool's table "
-                                     "revision " + std::to_string(entry.revision) + " is gone"};
+      return Status{Errc::not_found, "chunk " + std::to_string(i) +
+                                         " of the pool's table "
+                                         "revision " +
+                                         std::to_string(entry.revision) + " is gone"};
     if (bytes.size() + (*chunk)->value.size() > m->bytes)
       return Status{Errc::corrupt, "the pool's table chunks exceed the manifest's size"};
     bytes.insert(bytes.end(), (*chunk)->value.begin(), (*chunk)->value.end());

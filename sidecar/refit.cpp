@@ -41,7 +41,7 @@ OnlineRefit::Window OnlineRefit::copy_window(size_t cells) {
   return w;
 }
 
-Status OnlineRefit::run() {
+Status OnlineRefit::run(const Install& install) {
   std::lock_guard refit_lock(m_refit_mutex);
   const auto current = m_router.table();
   const Geometry& g = current->geometry;
@@ -71,7 +71,8 @@ Status OnlineRefit::run() {
   }
   fitted->fit.source = "eldrd refit";
   m_samples_at_last_refit = seen;
-  Status s = m_router.swap_table(std::make_shared<const ClusterTable>(std::move(*fitted)));
+  auto table = std::make_shared<const ClusterTable>(std::move(*fitted));
+  Status s = install ? install(std::move(table)) : m_router.swap_table(std::move(table));
   m_metrics.count_refit(s.is_ok());
   if (s) m_metrics.set_table_epoch(m_router.table_epoch());
   return s;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -30,10 +31,14 @@ class OnlineRefit {
   // a footprint routed while a refit copies the window out is not kept.
   void keep(std::span<const int16_t> counts);
 
-  // Any thread, one refit at a time: fits on the window and swaps the table
-  // in. Errc::state when fewer than refit.min_samples (or k) footprints were
-  // seen, or none since the last refit.
-  Status run();
+  // Where a fitted table goes: by default swapped into the router; in a
+  // pool, published as the pool's table (every node swaps it in).
+  using Install = std::function<Status(std::shared_ptr<const ClusterTable>)>;
+
+  // Any thread, one refit at a time: fits on the window and installs the
+  // table. Errc::state when fewer than refit.min_samples (or k) footprints
+  // were seen, or none since the last refit.
+  Status run(const Install& install = {});
 
   uint64_t samples_seen() const noexcept { return m_samples_seen.load(); }
 

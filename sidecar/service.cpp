@@ -414,9 +414,9 @@ Status Service::reload(const std::string& path) {
   return swap_table(std::make_shared<const ClusterTable>(std::move(*loaded)));
 }
 
-Status Service::refit_now() {
+Status Service::refit_now(const OnlineRefit::Install& install) {
   if (!m_refit) return {Errc::state, "online refit is disabled"};
-  return m_refit->run();
+  return m_refit->run(install);
 }
 
 }  // namespace eldr::sidecar

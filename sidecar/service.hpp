@@ -99,7 +99,12 @@ class Service final : public shm::RecordHandler {
   // Any thread: fit a table on the recent footprints (refit.window), aligned
   // to the current table's workers, and swap it in. Errc::state when fewer
   // than refit.min_samples footprints were seen.
-  Status refit_now();
+  Status refit_now(const OnlineRefit::Install& install = {});
+  // A peer's booked footprint joins the refit window too: in a pool, the
+  // node that refits sees every node's traffic.
+  void keep_for_refit(std::span<const int16_t> counts) {
+    if (m_refit) m_refit->keep(counts);
+  }
 
   // ---- cluster mode (consumer thread) ----
   // From now on, bookings and reports go to `publisher` too (nullptr: no more).

@@ -15,7 +15,7 @@ void register_demo_command(CLI::App& app);
 void register_sim_command(CLI::App& app);
 void register_status_commands(CLI::App& app);  // status, reload (eldrd)
 void register_loadgen_command(CLI::App& app);
-void register_table_commands(CLI::App& app);  // table publish, table show (NATS)
+void register_table_commands(CLI::App& app);                   // table publish, table show (NATS)
 void register_bench_ring_command(CLI::App& bench);             // bench ring, under `bench`
 void register_bench_ring_throughput_command(CLI::App& bench);  // bench ring-throughput
 void register_bench_decode_command(CLI::App& bench);           // bench decode

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "cli_common.hpp"
-#include "commands.hpp"
 #include "cluster_wire.hpp"
+#include "commands.hpp"
 #include "config.hpp"
 #include "nats_link.hpp"
 #include "pool_table.hpp"
@@ -43,8 +43,7 @@ Result<std::pair<std::unique_ptr<NatsLink>, std::unique_ptr<KeyValue>>> open_buc
                                        std::to_string(a.timeout_ms) + " ms"};
   // A NATS cluster that has just started has no JetStream leader for a
   // moment: opening the bucket is retried until the timeout.
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout_ms);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout_ms);
   for (;;) {
     auto kv = (*link)->key_value(sidecar::pool_bucket(a.pool), static_cast<int>(a.replicas));
     if (kv) return std::pair{std::move(*link), std::move(*kv)};
@@ -79,11 +78,12 @@ int run_publish(const TableArgs& a) {
   if (a.expect_revision >= 0) expect = static_cast<uint64_t>(a.expect_revision);
   auto revision = sidecar::publish_pool_table(*kv, *table, expect, chunk);
   if (!revision) return report(revision.status());
-  std::printf("published %s to pool %s: revision %llu (table epoch %llu on every node), %s, %u "
-              "workers\n",
-              a.file.c_str(), a.pool.c_str(), static_cast<unsigned long long>(*revision),
-              static_cast<unsigned long long>(sidecar::kPoolEpochBase + *revision),
-              table->geometry.to_string().c_str(), table->num_clusters());
+  std::printf(
+      "published %s to pool %s: revision %llu (table epoch %llu on every node), %s, %u "
+      "workers\n",
+      a.file.c_str(), a.pool.c_str(), static_cast<unsigned long long>(*revision),
+      static_cast<unsigned long long>(sidecar::kPoolEpochBase + *revision),
+      table->geometry.to_string().c_str(), table->num_clusters());
   return 0;
 }
 

@@ -82,8 +82,13 @@ class ClusterTest : public ::testing::Test {
   void start_server(size_t i) {
     Server& s = servers[i];
     s.log = dir.file("nats-" + std::to_string(i) + ".log");
-    std::vector<std::string> args = {NATS_SERVER_PATH, "-a", "127.0.0.1", "-p", s.port,
-                                     "-n",             "n" + std::to_string(i) + "-" + tag};
+    std::vector<std::string> args = {NATS_SERVER_PATH,
+                                     "-a",
+                                     "127.0.0.1",
+                                     "-p",
+                                     s.port,
+                                     "-n",
+                                     "n" + std::to_string(i) + "-" + tag};
     if (jetstream)
       args.insert(args.end(), {"-js", "--store_dir", dir.file("js-" + std::to_string(i))});
     if (servers.size() > 1) {
@@ -110,15 +115,16 @@ class ClusterTest : public ::testing::Test {
     return out;
   }
 
-  Node& start_node(const std::string& name) {
+  Node& start_node(const std::string& name) { return start_node(name, config_path); }
+  Node& start_node(const std::string& name, const std::string& config) {
     Node& n = nodes.emplace_back();
     n.name = name;
     n.instance = "cl-" + tag + "-" + name;
     n.log = dir.file(name + ".log");
     n.metrics_port = free_loopback_port();
     n.pid = spawn(
-        {ELDRD_PATH, "--config", config_path, "--instance", n.instance, "--table", table_path,
-         "--nats", urls(), "--node", name, "--pool", "p" + tag, "--metrics-port", n.metrics_port},
+        {ELDRD_PATH, "--config", config, "--instance", n.instance, "--table", table_path, "--nats",
+         urls(), "--node", name, "--pool", "p" + tag, "--metrics-port", n.metrics_port},
         n.log);
     EXPECT_GT(n.pid, 0);
     EXPECT_TRUE(eventually([&] {
@@ -425,9 +431,9 @@ TEST_F(ClusterTest, a_published_table_reaches_every_node_at_the_same_epoch) {
   revision = std::stoull(again.substr(again.find("revision ") + 9));
   for (const Node* n : {&a, &b, &c})
     EXPECT_TRUE(eventually([&] { return table_revision(*n) == revision; }, 10s)) << n->name;
-  const auto switch_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             SteadyClock::now() - republished)
-                             .count();
+  const auto switch_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - republished)
+          .count();
   std::fprintf(stderr, "every node routes with revision %llu %lld ms after the publish\n",
                static_cast<unsigned long long>(revision), static_cast<long long>(switch_ms));
   for (const Node* n : {&a, &b, &c}) {
@@ -460,7 +466,8 @@ TEST_F(ClusterTest, a_published_table_reaches_every_node_at_the_same_epoch) {
   EXPECT_NE(show.find("revision " + std::to_string(revision)), std::string::npos) << show;
   // A local reload would split the pool: refused while it has a table.
   EXPECT_EQ(kill(a.pid, SIGHUP), 0);
-  EXPECT_TRUE(eventually([&] { return read_file(a.log).find("reload refused") != std::string::npos; }));
+  EXPECT_TRUE(
+      eventually([&] { return read_file(a.log).find("reload refused") != std::string::npos; }));
 }
 
 TEST_F(ClusterTest, the_table_watcher_follows_the_bucket_across_a_server_restart) {
@@ -485,6 +492,43 @@ TEST_F(ClusterTest, the_table_watcher_follows_the_bucket_across_a_server_restart
   auto d = route(*client, "back", 0);
   ASSERT_TRUE(d.is_ok());
   EXPECT_EQ(d->worker, 100);  // the axis table again
+}
+
+TEST_F(ClusterTest, one_node_refits_for_the_pool_and_another_takes_over_when_it_dies) {
+  start_servers(1, true);
+  const std::string refit_config = dir.file("refit.toml");
+  std::ofstream(refit_config) << read_file(config_path)
+                              << "[refit]\nenabled = true\nperiod_s = 1\nwindow = 64\n"
+                                 "min_samples = 16\n";
+  nodes.reserve(2);
+  const auto lease = [](const Node& n) {
+    const auto c = cluster_of(n);
+    return c.is_object() && c.contains("refit_lease") ? c["refit_lease"] : nlohmann::json::object();
+  };
+  Node& a = start_node("a", refit_config);
+  ASSERT_TRUE(eventually([&] { return lease(a).value("held_here", false); }, 15s))
+      << cluster_of(a).dump();
+  Node& b = start_node("b", refit_config);
+  ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
+  EXPECT_TRUE(eventually([&] { return lease(b).value("holder", std::string()) == "a"; }))
+      << cluster_of(b).dump();
+  EXPECT_FALSE(lease(b).value("held_here", true));
+  // Traffic at b only: a refits on b's bookings and publishes for both.
+  {
+    auto client = client_of(b);
+    ASSERT_TRUE(client);
+    for (int i = 0; i < 40; ++i)
+      ASSERT_TRUE(route(*client, "f" + std::to_string(i), i % 4).is_ok());
+  }
+  for (const Node* n : {&a, &b})
+    EXPECT_TRUE(eventually([&] { return table_revision(*n) != 0; }, 15s))
+        << n->name << ": " << cluster_of(*n).dump();
+  EXPECT_NE(read_file(a.log).find("refit published"), std::string::npos);
+  EXPECT_EQ(read_file(b.log).find("refit published"), std::string::npos);
+  // The holder dies: b takes the lease once a's stops being renewed (5 s).
+  stop_node(a);
+  EXPECT_TRUE(eventually([&] { return lease(b).value("held_here", false); }, 15s))
+      << cluster_of(b).dump();
 }
 
 }  // namespace
