@@ -171,6 +171,7 @@ int run_daemon(const DaemonConfig& config) {
   sd_notify(0, "STOPPING=1\nSTATUS=stopping");
   signal_thread.join();
   daemon->reset();  // unlinks the segment
+  if (config.cluster.enabled()) nats_shutdown();
   ELDR_LOG(info, "stopped");
   return 0;
 }

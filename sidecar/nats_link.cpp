@@ -13,6 +13,8 @@ namespace eldr::sidecar {
 
 bool nats_supported() noexcept { return true; }
 
+void nats_shutdown() noexcept { (void)nats_CloseAndWait(2000); }
+
 namespace {
 
 Status nats_error(const std::string& what, natsStatus s) {

@@ -20,6 +20,9 @@ namespace eldr::sidecar {
 
 // Whether this build has NATS support.
 bool nats_supported() noexcept;
+// At process exit, after every NatsLink is gone: ends the library's threads
+// and frees its global state.
+void nats_shutdown() noexcept;
 
 struct NatsLinkOptions {
   std::vector<std::string> urls;

@@ -5,6 +5,7 @@
 namespace eldr::sidecar {
 
 bool nats_supported() noexcept { return false; }
+void nats_shutdown() noexcept {}
 
 struct NatsLink::Impl {};
 

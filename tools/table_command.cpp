@@ -121,12 +121,18 @@ void register_table_commands(CLI::App& app) {
                       "copies of the bucket if it is created now (0: min(3, servers))");
   publish->add_option("--timeout-ms", a->timeout_ms, "how long to wait for a NATS server");
   publish->add_option("file", a->file, "cluster table file (eldr fit)")->required();
-  publish->callback([a] { g_exit_code = run_publish(*a); });
+  publish->callback([a] {
+    g_exit_code = run_publish(*a);
+    sidecar::nats_shutdown();
+  });
   auto* show = table->add_subcommand("show", "the pool's table: revision, model, geometry");
   show->add_option("--nats", a->nats, "URL[,URL...] of the pool's NATS servers")->required();
   show->add_option("--pool", a->pool, "the pool's name");
   show->add_option("--timeout-ms", a->timeout_ms, "how long to wait for a NATS server");
-  show->callback([a] { g_exit_code = run_show(*a); });
+  show->callback([a] {
+    g_exit_code = run_show(*a);
+    sidecar::nats_shutdown();
+  });
 }
 
 }  // namespace eldr::cli
