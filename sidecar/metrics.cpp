@@ -139,66 +139,69 @@ std::string label(const char* key, const std::string& value) {
 }
 
 void render_cluster(std::string& out, const ClusterGauge& c) {
-  family(out, "eldr_cluster_connected", "gauge", "1 while this node is connected to NATS.");
-  sample(out, "eldr_cluster_connected", "", uint64_t{c.connected});
-  family(out, "eldr_cluster_peers", "gauge", "Other nodes of the pool heard of recently.");
-  sample(out, "eldr_cluster_peers", "", c.peers);
-  family(out, "eldr_cluster_peer_bookings", "gauge",
-         "The other nodes' requests in flight, as this node counts them.");
-  sample(out, "eldr_cluster_peer_bookings", "", c.peer_bookings);
-  family(out, "eldr_cluster_twins", "gauge",
-         "Anticipated picks of the other nodes, booked until their bookings can have arrived.");
-  sample(out, "eldr_cluster_twins", "", c.twins);
-  family(out, "eldr_cluster_view_age_seconds", "gauge",
-         "How old the other nodes' messages are when they arrive (the slowest peer, smoothed).");
-  sample(out, "eldr_cluster_view_age_seconds", "", c.view_age_ms / 1000.0);
+  // Unlabelled families, one sample each.
+  struct Plain {
+    const char* name;
+    const char* type;
+    const char* help;
+    double value;
+  };
+  const auto d = [](uint64_t v) { return static_cast<double>(v); };
+  const Plain plain[] = {
+      {"eldr_cluster_connected", "gauge", "1 while this node is connected to NATS.",
+       c.connected ? 1.0 : 0.0},
+      {"eldr_cluster_peers", "gauge", "Other nodes of the pool heard of recently.", d(c.peers)},
+      {"eldr_cluster_peer_bookings", "gauge",
+       "The other nodes' requests in flight, as this node counts them.", d(c.peer_bookings)},
+      {"eldr_cluster_twins", "gauge",
+       "Anticipated picks of the other nodes, booked until their bookings can have arrived.",
+       d(c.twins)},
+      {"eldr_cluster_view_age_seconds", "gauge",
+       "How old the other nodes' messages are when they arrive (the slowest peer, smoothed).",
+       c.view_age_ms / 1000.0},
+      {"eldr_cluster_messages_published_total", "counter", "Messages this node sent.",
+       d(c.published)},
+      {"eldr_cluster_publish_failed_total", "counter",
+       "Messages NATS refused to send (disconnected past its buffer); snapshots repair them.",
+       d(c.publish_failed)},
+      {"eldr_cluster_messages_dropped_total", "counter",
+       "Messages dropped before decoding (inbox or client library full).", d(c.dropped)},
+      {"eldr_cluster_messages_lost_total", "counter",
+       "Gaps in the other nodes' sequences: messages that never arrived.", d(c.lost)},
+      {"eldr_cluster_messages_stale_total", "counter",
+       "Messages with a sequence already seen (dropped).", d(c.stale)},
+      {"eldr_cluster_bookings_refused_total", "counter",
+       "Bookings not applied: capacity, a worker this node does not know, a duplicate key.",
+       d(c.refused)},
+      {"eldr_cluster_unknown_releases_total", "counter",
+       "Releases of bookings this node never heard of.", d(c.unknown_release)},
+      {"eldr_cluster_bookings_repaired_total", "counter",
+       "Bookings a snapshot added or removed (their messages were lost).", d(c.repaired)},
+      {"eldr_cluster_peers_expired_total", "counter",
+       "Nodes dropped after their silence exceeded peer_timeout_ms (bookings released).",
+       d(c.expired_peers)},
+      {"eldr_cluster_peer_restarts_total", "counter",
+       "Nodes seen with a new incarnation (their old bookings released).", d(c.restarts)},
+      {"eldr_cluster_disconnects_total", "counter", "Connections to NATS lost.", d(c.disconnects)},
+      {"eldr_cluster_reconnects_total", "counter", "Reconnections to NATS.", d(c.reconnects)},
+      {"eldr_cluster_snapshot_too_large_total", "counter",
+       "Snapshots not sent: larger than the server's max_payload.", d(c.snapshot_too_large)},
+  };
+  for (const Plain& f : plain) {
+    family(out, f.name, f.type, f.help);
+    sample(out, f.name, "", f.value);
+  }
   family(out, "eldr_cluster_messages_received_total", "counter",
          "Messages of other nodes applied, by kind.");
   for (size_t k = 0; k < c.received.size(); ++k)
     sample(out, "eldr_cluster_messages_received_total",
            label("kind", peer_kind_name(static_cast<PeerKind>(k))), c.received[k]);
-  family(out, "eldr_cluster_messages_published_total", "counter", "Messages this node sent.");
-  sample(out, "eldr_cluster_messages_published_total", "", c.published);
-  family(out, "eldr_cluster_publish_failed_total", "counter",
-         "Messages NATS refused to send (disconnected past its buffer); snapshots repair them.");
-  sample(out, "eldr_cluster_publish_failed_total", "", c.publish_failed);
   family(out, "eldr_cluster_malformed_total", "counter",
          "Messages dropped as malformed, by fault (never applied).");
   for (size_t f = 0; f < c.malformed.size(); ++f)
     sample(out, "eldr_cluster_malformed_total",
            label("fault", wire_fault_name(static_cast<WireFault>(f))), c.malformed[f]);
   sample(out, "eldr_cluster_malformed_total", label("fault", "foreign_subject"), c.foreign_subject);
-  family(out, "eldr_cluster_messages_dropped_total", "counter",
-         "Messages dropped before decoding (inbox or client library full).");
-  sample(out, "eldr_cluster_messages_dropped_total", "", c.dropped);
-  family(out, "eldr_cluster_messages_lost_total", "counter",
-         "Gaps in the other nodes' sequences: messages that never arrived.");
-  sample(out, "eldr_cluster_messages_lost_total", "", c.lost);
-  family(out, "eldr_cluster_messages_stale_total", "counter",
-         "Messages with a sequence already seen (dropped).");
-  sample(out, "eldr_cluster_messages_stale_total", "", c.stale);
-  family(out, "eldr_cluster_bookings_refused_total", "counter",
-         "Bookings not applied: capacity, a worker this node does not know, a duplicate key.");
-  sample(out, "eldr_cluster_bookings_refused_total", "", c.refused);
-  family(out, "eldr_cluster_unknown_releases_total", "counter",
-         "Releases of bookings this node never heard of.");
-  sample(out, "eldr_cluster_unknown_releases_total", "", c.unknown_release);
-  family(out, "eldr_cluster_bookings_repaired_total", "counter",
-         "Bookings a snapshot added or removed (their messages were lost).");
-  sample(out, "eldr_cluster_bookings_repaired_total", "", c.repaired);
-  family(out, "eldr_cluster_peers_expired_total", "counter",
-         "Nodes dropped after their silence exceeded peer_timeout_ms (bookings released).");
-  sample(out, "eldr_cluster_peers_expired_total", "", c.expired_peers);
-  family(out, "eldr_cluster_peer_restarts_total", "counter",
-         "Nodes seen with a new incarnation (their old bookings released).");
-  sample(out, "eldr_cluster_peer_restarts_total", "", c.restarts);
-  family(out, "eldr_cluster_disconnects_total", "counter", "Connections to NATS lost.");
-  sample(out, "eldr_cluster_disconnects_total", "", c.disconnects);
-  family(out, "eldr_cluster_reconnects_total", "counter", "Reconnections to NATS.");
-  sample(out, "eldr_cluster_reconnects_total", "", c.reconnects);
-  family(out, "eldr_cluster_snapshot_too_large_total", "counter",
-         "Snapshots not sent: larger than the server's max_payload.");
-  sample(out, "eldr_cluster_snapshot_too_large_total", "", c.snapshot_too_large);
 }
 
 }  // namespace
