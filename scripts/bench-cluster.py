@@ -94,7 +94,8 @@ def main():
         wait_for(lambda: peer_of(status(cli, nodes["a"]), "b") and peer_of(status(cli, nodes["b"]), "a"),
                  30, "the two nodes seeing each other")
         bench = subprocess.run([cli, "bench", "cluster", "--from", nodes["a"], "--to", nodes["b"],
-                                "--requests", "4096", "--rate", str(args.rate), "--json"],
+                                "--requests", "4096", "--rate", str(args.rate), "--nats", url,
+                                "--json"],
                                capture_output=True, text=True, check=True)
         result = {"booking": json.loads(bench.stdout)}
 

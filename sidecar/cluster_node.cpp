@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "eldr/route_msg_generated.h"
+#include "eldr/shm/records.hpp"
 #include "log.hpp"
 #include "pool_table.hpp"
 
@@ -43,7 +46,9 @@ ClusterNode::ClusterNode(const ClusterConfig& config, std::string node, Service&
       m_metrics(metrics),
       m_encoder(std::move(node), random_incarnation()),
       m_subject(node_subject(config.pool, m_encoder.node())),
-      m_prefix("eldr." + config.pool + ".node.") {}
+      m_prefix("eldr." + config.pool + ".node."),
+      m_route_subject(route_subject(config.pool)),
+      m_complete_subject(complete_subject(config.pool, m_encoder.node())) {}
 
 Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const ClusterConfig& config,
                                                          Service& service, Metrics& metrics,
@@ -65,7 +70,11 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const ClusterConfig& co
   NatsLinkOptions lo;
   lo.urls = config.nats;
   lo.name = "eldrd " + config.pool + "/" + node;
-  lo.subscribe = pool_nodes_subject(config.pool);
+  // The nodes' messages; requests to route (one node of the pool answers
+  // each: a queue group); completes of the requests this node routed so.
+  lo.subscribe = {{pool_nodes_subject(config.pool), ""},
+                  {route_subject(config.pool), "eldr"},
+                  {complete_subject(config.pool, node), ""}};
   lo.on_message = std::move(wake);
   auto link = NatsLink::open(lo);
   if (!link) return link.status();
@@ -126,6 +135,14 @@ size_t ClusterNode::drain() {
   const uint64_t now = monotonic_ns();
   const uint64_t now_real = realtime_ns();
   for (const InboxMessage& in : m_batch) {
+    if (in.subject == m_route_subject) {
+      serve_route(in);
+      continue;
+    }
+    if (in.subject == m_complete_subject) {
+      serve_complete(in);
+      continue;
+    }
     if (in.subject.size() <= m_prefix.size() ||
         in.subject.compare(0, m_prefix.size(), m_prefix) != 0) {
       ++m_foreign_subject;
@@ -147,6 +164,65 @@ size_t ClusterNode::drain() {
   const size_t n = m_batch.size();
   m_batch.clear();
   return n;
+}
+
+// ---- route over NATS ----------------------------------------------------------------
+
+void ClusterNode::serve_route(const InboxMessage& in) {
+  if (in.reply.empty()) {
+    ++m_remote_malformed;  // a publish, not a request: nobody would hear the decision
+    return;
+  }
+  // The ring's FootprintMsg, checked by the ring's own decoder (8-aligned copy).
+  std::vector<uint64_t> aligned((in.data.size() + 7) / 8);
+  if (!in.data.empty()) std::memcpy(aligned.data(), in.data.data(), in.data.size());
+  shm::detail::DecodedRecord record;
+  const Status s = shm::detail::decode_record(
+      shm::RecordType::footprint, shm::detail::kFootprintSchema,
+      {reinterpret_cast<const uint8_t*>(aligned.data()), in.data.size()}, record);
+  shm::DecisionIn d;
+  std::string message;
+  std::string request_id;
+  if (!s) {
+    ++m_remote_malformed;
+    d.status = static_cast<int32_t>(s.code());
+    d.worker = -1;
+    message = s.message();
+  } else {
+    ++m_remote_routes;
+    shm::FootprintIn f = record.footprint;
+    f.client = UINT32_MAX;  // not a ring's
+    f.client_pid = 0;       // nobody may complete it without the token
+    f.seen_ns = monotonic_ns();
+    request_id.assign(f.request_id);
+    d = m_service.route_remote(f);
+    if (d.status != 0) message = "the daemon rejected the footprint";
+  }
+  flatbuffers::FlatBufferBuilder fbb(256);
+  const auto msg = fbb.CreateString(message);
+  const auto id = fbb.CreateString(request_id);
+  const auto routed_by = fbb.CreateString(node());
+  fb::FinishRouteReplyBuffer(
+      fbb, fb::CreateRouteReply(fbb, d.status, msg, id, d.worker, d.similarity, d.band_size,
+                                d.policy, d.table_epoch, d.completion_token, routed_by));
+  (void)m_link->publish(in.reply, {fbb.GetBufferPointer(), fbb.GetSize()});
+}
+
+void ClusterNode::serve_complete(const InboxMessage& in) {
+  std::vector<uint64_t> aligned((in.data.size() + 7) / 8);
+  if (!in.data.empty()) std::memcpy(aligned.data(), in.data.data(), in.data.size());
+  const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
+  flatbuffers::Verifier verifier(data, in.data.size());
+  const fb::RouteComplete* c =
+      in.data.size() >= 8 && verifier.VerifyBuffer<fb::RouteComplete>(nullptr)
+          ? flatbuffers::GetRoot<fb::RouteComplete>(data)
+          : nullptr;
+  if (c == nullptr || c->request_id() == nullptr || c->completion_token() == 0 ||
+      !shm::validate_request_id(c->request_id()->string_view()).is_ok()) {
+    ++m_remote_malformed;  // a complete over NATS must carry the request's token
+    return;
+  }
+  m_service.on_complete_ex({UINT32_MAX, 0, c->request_id()->string_view(), c->completion_token()});
 }
 
 // ---- maintenance ----------------------------------------------------------------
@@ -197,6 +273,8 @@ std::string ClusterNode::maintain() {
   g.disconnects = l.disconnects;
   g.reconnects = l.reconnects;
   g.snapshot_too_large = m_snapshot_too_large;
+  g.remote_routes = m_remote_routes;
+  g.remote_malformed = m_remote_malformed;
   m_metrics.set_cluster(g);
   return status_json(now);
 }
@@ -283,7 +361,13 @@ void ClusterNode::table_loop() {
     if (!kv) {
       auto opened = m_link->key_value(bucket, static_cast<int>(m_config.table_replicas));
       if (!opened) {
-        note_table_error(opened.status());
+        const Status& why = opened.status();
+        note_table_error(why.message().find("No responders") == std::string::npos
+                             ? why
+                             : Status{why.code(), why.message() +
+                                                      " (is JetStream enabled on the servers? "
+                                                      "the pool's table needs it; this node "
+                                                      "routes with its local table meanwhile)"});
         pause(1000);
         continue;
       }

@@ -62,6 +62,10 @@ class ClusterNode final : public ClusterPublisher {
   ClusterNode(const ClusterConfig& config, std::string node, Service& service, Metrics& metrics);
   void send(std::vector<uint8_t> bytes);
   void send_snapshot();
+  // eldr.<pool>.route: a FootprintMsg in, routed here, a RouteReply out.
+  void serve_route(const InboxMessage& in);
+  // eldr.<pool>.complete.<node>: a RouteComplete of a request routed so.
+  void serve_complete(const InboxMessage& in);
   std::string status_json(uint64_t now_ns) const;
   // The table watcher's thread: the pool's table bucket, watched, each new
   // revision read, checked and swapped in at the pool's epoch.
@@ -77,6 +81,10 @@ class ClusterNode final : public ClusterPublisher {
   PeerEncoder m_encoder;
   std::string m_subject;  // ours
   std::string m_prefix;   // "eldr.<pool>.node."
+  std::string m_route_subject;
+  std::string m_complete_subject;   // ours
+  uint64_t m_remote_routes = 0;     // footprints routed over NATS
+  uint64_t m_remote_malformed = 0;  // route or complete requests refused as malformed
   std::unique_ptr<NatsLink> m_link;
   std::optional<PeerView> m_view;
   std::vector<InboxMessage> m_batch;

@@ -48,6 +48,12 @@ std::string pool_nodes_subject(std::string_view pool) {
   return "eldr." + std::string(pool) + ".node.*";
 }
 
+std::string route_subject(std::string_view pool) { return "eldr." + std::string(pool) + ".route"; }
+
+std::string complete_subject(std::string_view pool, std::string_view node) {
+  return "eldr." + std::string(pool) + ".complete." + std::string(node);
+}
+
 const char* peer_kind_name(PeerKind kind) noexcept {
   switch (kind) {
     case PeerKind::book:

@@ -23,6 +23,10 @@ Status validate_cluster_name(std::string_view what, std::string_view name);
 // eldr.<pool>.node.<node>, and the wildcard every node subscribes to.
 std::string node_subject(std::string_view pool, std::string_view node);
 std::string pool_nodes_subject(std::string_view pool);
+// Route over NATS: requests to eldr.<pool>.route, completes to
+// eldr.<pool>.complete.<node> (shm/schema/route_msg.fbs).
+std::string route_subject(std::string_view pool);
+std::string complete_subject(std::string_view pool, std::string_view node);
 
 enum class PeerKind : uint8_t { book = 0, release = 1, load = 2, snapshot = 3 };
 const char* peer_kind_name(PeerKind kind) noexcept;

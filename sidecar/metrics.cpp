@@ -186,6 +186,11 @@ void render_cluster(std::string& out, const ClusterGauge& c) {
       {"eldr_cluster_reconnects_total", "counter", "Reconnections to NATS.", d(c.reconnects)},
       {"eldr_cluster_snapshot_too_large_total", "counter",
        "Snapshots not sent: larger than the server's max_payload.", d(c.snapshot_too_large)},
+      {"eldr_cluster_remote_routes_total", "counter",
+       "Footprints routed for gateways over NATS (eldr.<pool>.route).", d(c.remote_routes)},
+      {"eldr_cluster_remote_malformed_total", "counter",
+       "Route or complete requests over NATS refused as malformed (answered with the error).",
+       d(c.remote_malformed)},
   };
   for (const Plain& f : plain) {
     family(out, f.name, f.type, f.help);

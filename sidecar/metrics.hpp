@@ -97,6 +97,7 @@ struct ClusterGauge {
   uint64_t lost = 0, stale = 0, refused = 0, unknown_release = 0, repaired = 0;
   uint64_t expired_peers = 0, restarts = 0, disconnects = 0, reconnects = 0;
   uint64_t snapshot_too_large = 0;
+  uint64_t remote_routes = 0, remote_malformed = 0;  // route over NATS
 };
 
 class Metrics {

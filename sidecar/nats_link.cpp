@@ -27,7 +27,7 @@ struct NatsLink::Impl {
   NatsLinkOptions options;
   natsOptions* opts = nullptr;
   natsConnection* nc = nullptr;
-  natsSubscription* sub = nullptr;
+  std::vector<natsSubscription*> subs;
 
   mutable std::mutex inbox_mutex;
   std::deque<InboxMessage> inbox;
@@ -40,13 +40,14 @@ struct NatsLink::Impl {
   // outlive the subscription's last delivery and the connection's close.
   std::mutex done_mutex;
   std::condition_variable done_cv;
-  bool sub_complete = false;
+  size_t subs_complete = 0;
   bool closed = false;
 
   static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
     auto* self = static_cast<Impl*>(closure);
     InboxMessage m;
     m.subject = natsMsg_GetSubject(msg);
+    if (const char* reply = natsMsg_GetReply(msg); reply != nullptr) m.reply = reply;
     const auto* data = reinterpret_cast<const uint8_t*>(natsMsg_GetData(msg));
     m.data.assign(data, data + natsMsg_GetDataLength(msg));
     natsMsg_Destroy(msg);
@@ -82,7 +83,7 @@ struct NatsLink::Impl {
   static void on_sub_complete(void* closure) {
     auto* self = static_cast<Impl*>(closure);
     std::lock_guard lock(self->done_mutex);
-    self->sub_complete = true;
+    ++self->subs_complete;
     self->done_cv.notify_all();
   }
   static void on_error(natsConnection*, natsSubscription* sub, natsStatus err, void* closure) {
@@ -93,18 +94,19 @@ struct NatsLink::Impl {
   }
 
   ~Impl() {
-    if (sub != nullptr) {
-      if (natsSubscription_Unsubscribe(sub) == NATS_OK) {
-        std::unique_lock lock(done_mutex);
-        done_cv.wait_for(lock, std::chrono::seconds(2), [&] { return sub_complete; });
-      }
+    size_t unsubscribed = 0;
+    for (natsSubscription* sub : subs) unsubscribed += natsSubscription_Unsubscribe(sub) == NATS_OK;
+    if (unsubscribed != 0) {
+      std::unique_lock lock(done_mutex);
+      done_cv.wait_for(lock, std::chrono::seconds(2),
+                       [&] { return subs_complete >= unsubscribed; });
     }
     if (nc != nullptr) {
       natsConnection_Close(nc);
       std::unique_lock lock(done_mutex);
       done_cv.wait_for(lock, std::chrono::seconds(2), [&] { return closed; });
     }
-    if (sub != nullptr) natsSubscription_Destroy(sub);
+    for (natsSubscription* sub : subs) natsSubscription_Destroy(sub);
     if (nc != nullptr) natsConnection_Destroy(nc);
     if (opts != nullptr) natsOptions_Destroy(opts);
   }
@@ -143,11 +145,17 @@ Result<std::unique_ptr<NatsLink>> NatsLink::open(const NatsLinkOptions& o) {
   if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED)
     return nats_error("cannot start the NATS connection", s);
   if (s == NATS_OK) Impl::on_connected(m->nc, m);
-  if (!o.subscribe.empty()) {
-    s = natsConnection_Subscribe(&m->sub, m->nc, o.subscribe.c_str(), Impl::on_msg, m);
-    if (s == NATS_OK) s = natsSubscription_SetPendingLimits(m->sub, 1 << 16, 256 << 20);
-    if (s == NATS_OK) s = natsSubscription_SetOnCompleteCB(m->sub, Impl::on_sub_complete, m);
-    if (s != NATS_OK) return nats_error("cannot subscribe to " + o.subscribe, s);
+  for (const NatsLinkOptions::Subscription& want : o.subscribe) {
+    natsSubscription* sub = nullptr;
+    s = want.queue.empty()
+            ? natsConnection_Subscribe(&sub, m->nc, want.subject.c_str(), Impl::on_msg, m)
+            : natsConnection_QueueSubscribe(&sub, m->nc, want.subject.c_str(), want.queue.c_str(),
+                                            Impl::on_msg, m);
+    if (s != NATS_OK) return nats_error("cannot subscribe to " + want.subject, s);
+    m->subs.push_back(sub);
+    s = natsSubscription_SetPendingLimits(sub, 1 << 16, 256 << 20);
+    if (s == NATS_OK) s = natsSubscription_SetOnCompleteCB(sub, Impl::on_sub_complete, m);
+    if (s != NATS_OK) return nats_error("cannot subscribe to " + want.subject, s);
   }
   return std::unique_ptr<NatsLink>(new NatsLink(std::move(impl)));
 }
@@ -188,7 +196,10 @@ NatsLinkCounters NatsLink::counters() const noexcept {
   const Impl& m = *m_impl;
   constexpr auto r = std::memory_order_relaxed;
   int64_t lib_dropped = 0;
-  if (m.sub != nullptr) (void)natsSubscription_GetDropped(m.sub, &lib_dropped);
+  for (natsSubscription* sub : m.subs) {
+    int64_t d = 0;
+    if (natsSubscription_GetDropped(sub, &d) == NATS_OK) lib_dropped += d;
+  }
   return {m.received.load(r),
           m.dropped.load(r) + static_cast<uint64_t>(std::max<int64_t>(lib_dropped, 0)),
           m.published.load(r),

@@ -26,8 +26,14 @@ void nats_shutdown() noexcept;
 
 struct NatsLinkOptions {
   std::vector<std::string> urls;
-  std::string name;       // the connection's name (the server's monitoring shows it)
-  std::string subscribe;  // subject (wildcards allowed) whose messages reach the inbox
+  std::string name;  // the connection's name (the server's monitoring shows it)
+  // Subjects (wildcards allowed) whose messages reach the inbox; with a
+  // queue group, each message goes to one member of the group only.
+  struct Subscription {
+    std::string subject;
+    std::string queue;
+  };
+  std::vector<Subscription> subscribe;
   // Called on a library thread after a message entered the inbox.
   std::function<void()> on_message;
   size_t inbox_limit = 1u << 16;  // messages; beyond, dropped and counted
@@ -35,6 +41,7 @@ struct NatsLinkOptions {
 
 struct InboxMessage {
   std::string subject;
+  std::string reply;  // a request's reply subject, or ""
   std::vector<uint8_t> data;
 };
 

@@ -181,6 +181,7 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
   out.latency_ns = now > f.seen_ns && f.seen_ns != 0 ? now - f.seen_ns : 0;
   out.completion_token = token;
   m_sink.publish(f.request_id, out);
+  if (m_capture) *m_capture = out;
   m_metrics.count_routed(decision->worker_index, decision->policy);
   m_metrics.observe_latency(out.latency_ns);
   // The pool hears of the pick after its gateway: encoding the footprint and
@@ -200,11 +201,12 @@ void Service::reject(std::string_view request_id, Rejection why, const Status& s
     ELDR_LOG(warn, "rejected request '%.*s' (%s): %s [%llu rejections so far]",
              static_cast<int>(request_id.size()), request_id.data(), rejection_name(why),
              status.to_string().c_str(), static_cast<unsigned long long>(m_rejections_logged));
-  if (request_id.empty()) return;  // nothing to address a decision to
   shm::DecisionIn out;
   out.status = static_cast<int32_t>(status.code() == Errc::ok ? Errc::internal : status.code());
   out.worker = -1;
   out.table_epoch = m_router->table_epoch();
+  if (m_capture) *m_capture = out;
+  if (request_id.empty()) return;  // nothing to address a decision to
   m_sink.publish(request_id, out);
 }
 
@@ -217,6 +219,15 @@ Status Service::release(const RequestMap::Held& held) {
     if (--it->second == 0) m_local_inflight.erase(it);
   if (m_publisher) m_publisher->released(held.key);
   return m_router->complete_request(held.key);
+}
+
+shm::DecisionIn Service::route_remote(const shm::FootprintIn& footprint) {
+  shm::DecisionIn out;
+  out.status = static_cast<int32_t>(Errc::internal);  // overwritten by every path
+  m_capture = &out;
+  on_footprint(footprint);
+  m_capture = nullptr;
+  return out;
 }
 
 std::vector<std::pair<uint64_t, int32_t>> Service::local_requests() const {

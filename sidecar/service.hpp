@@ -112,6 +112,10 @@ class Service final : public shm::RecordHandler {
   // A load report another node of the pool received: applied like one of
   // ours (worker health, the router's load), not published again.
   void apply_peer_load(const PeerLoad& load);
+  // A footprint that came over NATS (eldr.<pool>.route): routed like one
+  // from a ring (the decision is also published to the segment) and its
+  // decision returned for the reply.
+  shm::DecisionIn route_remote(const shm::FootprintIn& footprint);
   // Every request this node has in flight (router key, worker), oldest first.
   std::vector<std::pair<uint64_t, int32_t>> local_requests() const;
   // Anticipation of the peers' unseen picks (eldr::PeerTwins): each route
@@ -156,6 +160,7 @@ class Service final : public shm::RecordHandler {
   shm::Host::RouterRow m_router_row;
 
   ClusterPublisher* m_publisher = nullptr;
+  shm::DecisionIn* m_capture = nullptr;  // route_remote: where the decision also goes
   PeerTwins m_twins{0, 0.0};
   // Our requests in flight per worker (inflight_local in eldr status).
   std::unordered_map<int32_t, uint32_t> m_local_inflight;

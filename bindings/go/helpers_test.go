@@ -90,7 +90,7 @@ func fittedTable(t testing.TB, workers uint32) *Table {
 // startDaemon runs eldrd ($ELDRD, set by ctest) on a private instance with a
 // freshly fitted table, and stops it when the test ends. It skips the test
 // only when the binary is absent.
-func startDaemon(t *testing.T, workers uint32) string {
+func startDaemon(t *testing.T, workers uint32, extra ...string) string {
 	t.Helper()
 	bin := os.Getenv("ELDRD")
 	if bin == "" {
@@ -105,8 +105,9 @@ func startDaemon(t *testing.T, workers uint32) string {
 		t.Fatal(err)
 	}
 	instance := fmt.Sprintf("go-%d-%d", os.Getpid(), time.Now().UnixNano()%1000000)
-	cmd := exec.Command(bin, "--instance", instance, "--table", tablePath,
-		"--log-level", "warn", "--metrics-port", "0")
+	args := append([]string{"--instance", instance, "--table", tablePath,
+		"--log-level", "warn", "--metrics-port", "0"}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start eldrd: %v", err)

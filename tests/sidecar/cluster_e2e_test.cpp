@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "eldr/cluster_table.hpp"
+#include "eldr/eldr.h"
 #include "eldr/shm.hpp"
 #include "process_support.hpp"
 #include "temp_dir.hpp"
@@ -533,6 +534,66 @@ TEST_F(ClusterTest, one_node_refits_for_the_pool_and_another_takes_over_when_it_
   stop_node(a);
   EXPECT_TRUE(eventually([&] { return lease(b).value("held_here", false); }, 15s))
       << cluster_of(b).dump();
+}
+
+TEST_F(ClusterTest, a_gateway_without_a_sidecar_routes_through_any_node_over_nats) {
+  start_servers(1);
+  nodes.reserve(2);
+  Node& a = start_node("a");
+  Node& b = start_node("b");
+  ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
+  eldr_pool_t* pool = nullptr;
+  ASSERT_EQ(eldr_pool_open(servers[0].url().c_str(), ("p" + tag).c_str(), 2000, &pool), ELDR_OK)
+      << eldr_last_error_message();
+  std::vector<uint64_t> tokens;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int16_t> counts(8, 0);
+    counts[static_cast<size_t>(i % 4)] = 5;
+    eldr_decision_t d = ELDR_DECISION_INIT;
+    ASSERT_EQ(
+        eldr_pool_route(pool, ("g" + std::to_string(i)).c_str(), counts.data(), 2, 4, 2000, &d),
+        ELDR_OK)
+        << eldr_last_error_message();
+    EXPECT_EQ(d.worker, 100 + i % 4);
+    EXPECT_NE(d.completion_token, 0u);
+    tokens.push_back(d.completion_token);
+  }
+  // Whichever node answered, both count them.
+  for (const Node* n : {&a, &b})
+    EXPECT_TRUE(eventually([&] { return inflight(*n).first == 6; })) << n->name;
+  EXPECT_EQ(inflight(a).second + inflight(b).second, 6u);
+  // The pool's answer to a footprint it cannot route is its error.
+  std::vector<int16_t> wrong(12, 1);
+  eldr_decision_t d = ELDR_DECISION_INIT;
+  EXPECT_EQ(eldr_pool_route(pool, "wrong", wrong.data(), 3, 4, 2000, &d), ELDR_E_SHAPE_MISMATCH);
+  EXPECT_NE(std::string(eldr_last_error_message()).find("rejected"), std::string::npos);
+  EXPECT_EQ(d.worker, -1);  // untouched
+  // Completes go to the node that routed each request.
+  EXPECT_EQ(eldr_pool_complete(pool, "g0", 0), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_pool_complete(pool, "never", 1), ELDR_E_NOT_FOUND);
+  for (int i = 0; i < 6; ++i)
+    ASSERT_EQ(
+        eldr_pool_complete(pool, ("g" + std::to_string(i)).c_str(), tokens[static_cast<size_t>(i)]),
+        ELDR_OK);
+  for (const Node* n : {&a, &b})
+    EXPECT_TRUE(eventually([&] { return inflight(*n).first == 0; })) << n->name;
+  eldr_pool_close(pool);
+  // Garbage on the route subject gets an error answer, never a crash.
+  natsConnection* nc = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&nc, servers[0].url().c_str()), NATS_OK);
+  natsMsg* reply = nullptr;
+  const char junk[] = "not a footprint";
+  ASSERT_EQ(natsConnection_Request(&reply, nc, ("eldr.p" + tag + ".route").c_str(), junk,
+                                   sizeof junk, 2000),
+            NATS_OK);
+  natsMsg_Destroy(reply);
+  natsConnection_Destroy(nc);
+  (void)nats_CloseAndWait(2000);
+  EXPECT_TRUE(eventually([&] {
+    return metric(a, "eldr_cluster_remote_malformed_total") +
+               metric(b, "eldr_cluster_remote_malformed_total") ==
+           1;
+  }));
 }
 
 }  // namespace

@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "eldr/eldr.h"
 #include "eldr/shm.hpp"
 #include "footprint_pool.hpp"
 #include "round_trip.hpp"
@@ -24,8 +26,38 @@ struct ClusterBenchArgs {
   std::string from, to, model = "qwen3-30b-a3b";
   uint64_t requests = 4096;
   uint32_t rate = 1000;  // requests per second at A; 0 = one after another
+  std::string nats;      // given: also time routing over NATS (eldr_pool_route) to the pool
   bool json = false;
 };
+
+// Round trips through the pool over NATS request/reply, each completed.
+Result<std::vector<uint64_t>> pool_round_trips(const ClusterBenchArgs& a, const std::string& pool,
+                                               const SyntheticWorkload& fps) {
+  eldr_pool_t* handle = nullptr;
+  if (eldr_pool_open(a.nats.c_str(), pool.c_str(), 2000, &handle) != ELDR_OK)
+    return Status{Errc::io, eldr_last_error_message()};
+  std::vector<uint64_t> ns;
+  ns.reserve(a.requests);
+  const std::string prefix = "nbench-" + std::to_string(getpid()) + "-";
+  const Geometry g{fps.prefill.layers, fps.prefill.experts, 0};
+  for (uint64_t i = 0; i < a.requests; ++i) {
+    const std::string id = prefix + std::to_string(i);
+    const auto row = fps.prefill.row(i % fps.prefill.n);
+    eldr_decision_t d = ELDR_DECISION_INIT;
+    const auto t0 = Clock::now();
+    const eldr_status_t s =
+        eldr_pool_route(handle, id.c_str(), row.data(), g.layers, g.experts, 2000, &d);
+    if (s != ELDR_OK) {
+      const std::string why = eldr_last_error_message();
+      eldr_pool_close(handle);
+      return Status{static_cast<Errc>(s), why};
+    }
+    ns.push_back(ns_since(t0));
+    (void)eldr_pool_complete(handle, id.c_str(), d.completion_token);
+  }
+  eldr_pool_close(handle);
+  return ns;
+}
 
 Result<nlohmann::json> cluster_status(const std::string& instance) {
   auto s = shm::read_snapshot(instance);
@@ -92,12 +124,22 @@ int run_bench_cluster(const ClusterBenchArgs& a) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const auto delay = after.value("booking_delay_ms", nlohmann::json::object());
+  std::optional<std::vector<uint64_t>> nats_ns;
+  if (!a.nats.empty()) {
+    auto ns = pool_round_trips(a, from_status->value("pool", ""), *pool);
+    if (!ns) return report(ns.status());
+    nats_ns = std::move(*ns);
+  }
   const double ring_p50_us = static_cast<double>(percentile(ring_ns, 50)) / 1e3;
   const double ring_p99_us = static_cast<double>(percentile(ring_ns, 99)) / 1e3;
   if (a.json) {
     nlohmann::json j;
     j["booking_counted_at_peer_ms"] = delay;
     j["ring_round_trip_us"] = {{"p50", ring_p50_us}, {"p99", ring_p99_us}};
+    if (nats_ns)
+      j["nats_route_round_trip_us"] = {
+          {"p50", static_cast<double>(percentile(*nats_ns, 50)) / 1e3},
+          {"p99", static_cast<double>(percentile(*nats_ns, 99)) / 1e3}};
     j["requests"] = a.requests;
     j["rate"] = a.rate;
     j["from"] = a.from;
@@ -111,6 +153,10 @@ int run_bench_cluster(const ClusterBenchArgs& a) {
                 static_cast<unsigned long long>(delay.value("samples", uint64_t{0})));
     std::printf("  ring round trip at %-8s  p50 %8.3f us  p99 %8.3f us\n", a.from.c_str(),
                 ring_p50_us, ring_p99_us);
+    if (nats_ns)
+      std::printf("  route over NATS (closed loop) p50 %8.3f us  p99 %8.3f us\n",
+                  static_cast<double>(percentile(*nats_ns, 50)) / 1e3,
+                  static_cast<double>(percentile(*nats_ns, 99)) / 1e3);
   }
   return 0;
 }
@@ -127,6 +173,8 @@ void register_bench_cluster_command(CLI::App& bench) {
       ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 24));
   cmd->add_option("--rate", a->rate, "requests per second at the first node, 0 = back to back");
   cmd->add_option("--model", a->model, "model preset (geometry of the nodes' tables)");
+  cmd->add_option("--nats", a->nats,
+                  "URL[,URL...]: also time the same requests routed over NATS (closed loop)");
   cmd->add_flag("--json", a->json, "one JSON line");
   cmd->callback([a] { g_exit_code = run_bench_cluster(*a); });
 }

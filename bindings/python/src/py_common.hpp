@@ -166,6 +166,7 @@ void bind_decision(py::module_& m);
 void bind_table(py::module_& m);
 void bind_router(py::module_& m);
 void bind_client(py::module_& m);
+void bind_pool(py::module_& m);
 void bind_gpu(py::module_& m);
 void bind_engines(py::module_& m);
 

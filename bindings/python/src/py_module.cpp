@@ -53,6 +53,7 @@ PYBIND11_MODULE(_eldr, m) {
   bind_table(m);
   bind_router(m);
   bind_client(m);
+  bind_pool(m);
   bind_gpu(m);
   bind_engines(m);
 }

@@ -259,6 +259,33 @@ ELDR_API eldr_status_t eldr_worker_report_ex(eldr_client_t* client,
 /* Admin: add (routable again), drain (no new requests) or remove a worker. */
 ELDR_API eldr_status_t eldr_worker_control(eldr_client_t* client, uint32_t worker, uint32_t op);
 
+/* ---- pool over NATS: routing without a local sidecar --------------------------
+ * A gateway that has a footprint but no eldrd on its node routes through any
+ * node of a pool (eldrd --nats ... --pool NAME): request/reply on
+ * eldr.<pool>.route, answered by one node, which counts the request in flight
+ * like its own until eldr_pool_complete. The handle is thread-safe. A build
+ * without libnats returns UNSUPPORTED from each call. */
+typedef struct eldr_pool eldr_pool_t;
+/* Connects to nats_urls ("nats://a:4222,nats://b:4222"); reconnects by itself.
+ * Errors: INVALID_ARGUMENT, IO (no server), TIMEOUT, UNSUPPORTED. */
+ELDR_API eldr_status_t eldr_pool_open(const char* nats_urls, const char* pool, uint32_t timeout_ms,
+                                      eldr_pool_t** out);
+/* NULL is fine. */
+ELDR_API void eldr_pool_close(eldr_pool_t* pool);
+/* Routes one dense footprint (int16 [layers][experts]); waits at most
+ * timeout_ms (0: 2000) for the answer. out->completion_token is what
+ * eldr_pool_complete presents. Errors: INVALID_ARGUMENT, SHAPE_MISMATCH,
+ * OUT_OF_RANGE, NO_WORKER and the others a node answers with, TIMEOUT,
+ * NO_DAEMON (no node subscribed), CORRUPT (an answer that does not verify). */
+ELDR_API eldr_status_t eldr_pool_route(eldr_pool_t* pool, const char* request_id,
+                                       const int16_t* counts, uint32_t layers, uint32_t experts,
+                                       uint32_t timeout_ms, eldr_decision_t* out);
+/* The request has finished: sent to the node that routed it (the handle keeps
+ * the last 65,536 routed requests' nodes). Errors: INVALID_ARGUMENT (token 0),
+ * NOT_FOUND (not routed by this handle), IO. */
+ELDR_API eldr_status_t eldr_pool_complete(eldr_pool_t* pool, const char* request_id,
+                                          uint64_t completion_token);
+
 /* ---- embedded: cluster tables ------------------------------------------------ */
 
 typedef struct eldr_table eldr_table_t;

@@ -635,6 +635,41 @@ extern "C" {
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct eldr_pool {
+    _unused: [u8; 0],
+}
+pub type eldr_pool_t = eldr_pool;
+extern "C" {
+    pub fn eldr_pool_open(
+        nats_urls: *const ::std::os::raw::c_char,
+        pool: *const ::std::os::raw::c_char,
+        timeout_ms: u32,
+        out: *mut *mut eldr_pool_t,
+    ) -> eldr_status_t;
+}
+extern "C" {
+    pub fn eldr_pool_close(pool: *mut eldr_pool_t);
+}
+extern "C" {
+    pub fn eldr_pool_route(
+        pool: *mut eldr_pool_t,
+        request_id: *const ::std::os::raw::c_char,
+        counts: *const i16,
+        layers: u32,
+        experts: u32,
+        timeout_ms: u32,
+        out: *mut eldr_decision_t,
+    ) -> eldr_status_t;
+}
+extern "C" {
+    pub fn eldr_pool_complete(
+        pool: *mut eldr_pool_t,
+        request_id: *const ::std::os::raw::c_char,
+        completion_token: u64,
+    ) -> eldr_status_t;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct eldr_table {
     _unused: [u8; 0],
 }

@@ -1,0 +1,116 @@
+package eldr
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+
+typedef struct { eldrgo_err err; eldr_pool_t* pool; } eldrgo_pool_result;
+
+static eldrgo_pool_result eldrgo_pool_open(const char* nats, const char* pool, uint32_t timeout_ms) {
+  eldrgo_pool_result r = {{0, NULL}, NULL};
+  r.err = eldrgo_check(eldr_pool_open(nats, pool, timeout_ms, &r.pool));
+  return r;
+}
+
+typedef struct { eldrgo_err err; eldr_decision_t decision; } eldrgo_pool_route_result;
+
+static eldrgo_pool_route_result eldrgo_pool_route(eldr_pool_t* p, _GoString_ id,
+                                                  const int16_t* counts, uint32_t layers,
+                                                  uint32_t experts, uint32_t timeout_ms) {
+  eldrgo_pool_route_result r;
+  r.err.message = NULL;
+  eldr_decision_init(&r.decision);
+  char buf[ELDRGO_MAX_REQUEST_ID + 1];
+  if (!eldrgo_request_id(id, buf)) {
+    r.err = eldrgo_fail(ELDR_E_INVALID_ARGUMENT, "bad request id");
+    return r;
+  }
+  r.err = eldrgo_check(eldr_pool_route(p, buf, counts, layers, experts, timeout_ms, &r.decision));
+  return r;
+}
+
+static eldrgo_err eldrgo_pool_complete(eldr_pool_t* p, _GoString_ id, uint64_t token) {
+  char buf[ELDRGO_MAX_REQUEST_ID + 1];
+  if (!eldrgo_request_id(id, buf)) return eldrgo_fail(ELDR_E_INVALID_ARGUMENT, "bad request id");
+  return eldrgo_check(eldr_pool_complete(p, buf, token));
+}
+*/
+import "C"
+
+import (
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Pool routes through any eldrd node of a pool over NATS (eldrd --nats ...
+// --pool NAME), for a gateway with no eldrd on its node. Safe for concurrent
+// use; Close waits for calls in progress.
+type Pool struct {
+	mu  sync.RWMutex
+	ptr *C.eldr_pool_t
+}
+
+// OpenPool connects to the pool's NATS servers ("nats://a:4222,nats://b:4222").
+// A build without NATS support returns an error with ErrUnsupported.
+func OpenPool(natsURLs, pool string, timeout time.Duration) (*Pool, error) {
+	if abiErr != nil {
+		return nil, abiErr
+	}
+	curls := C.CString(natsURLs)
+	defer C.free(unsafe.Pointer(curls))
+	cpool := C.CString(pool)
+	defer C.free(unsafe.Pointer(cpool))
+	r := C.eldrgo_pool_open(curls, cpool, millis(timeout))
+	if err := toError(r.err); err != nil {
+		return nil, err
+	}
+	return &Pool{ptr: r.pool}, nil
+}
+
+// Close disconnects. Calling it again is a no-op.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ptr != nil {
+		C.eldr_pool_close(p.ptr)
+		p.ptr = nil
+	}
+	return nil
+}
+
+// Route sends the footprint to one node of the pool and returns its
+// decision; a footprint the node rejects is an error carrying its status.
+func (p *Pool) Route(requestID string, fp Footprint, timeout time.Duration) (Decision, error) {
+	if err := validateRequestID(requestID); err != nil {
+		return Decision{}, err
+	}
+	if err := fp.validate(); err != nil {
+		return Decision{}, err
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.ptr == nil {
+		return Decision{}, closedError("pool")
+	}
+	r := C.eldrgo_pool_route(p.ptr, requestID, fp.ptr(), C.uint32_t(fp.Layers),
+		C.uint32_t(fp.Experts), millis(timeout))
+	if err := toError(r.err); err != nil {
+		return Decision{}, err
+	}
+	return decisionFromC(&r.decision), nil
+}
+
+// Complete tells the node that routed requestID that it finished; token is
+// the decision's CompletionToken (required over NATS).
+func (p *Pool) Complete(requestID string, token uint64) error {
+	if err := validateRequestID(requestID); err != nil {
+		return err
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.ptr == nil {
+		return closedError("pool")
+	}
+	return toError(C.eldrgo_pool_complete(p.ptr, requestID, C.uint64_t(token)))
+}

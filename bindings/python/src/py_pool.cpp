@@ -1,0 +1,71 @@
+// eldr.Pool over eldr_pool_*: route through any eldrd node of a pool over
+// NATS, for a gateway without a local sidecar. Calls release the GIL; the
+// handle is shared like Client's (close() waits for calls in flight).
+#include <string>
+
+#include "py_common.hpp"
+
+namespace eldr_py {
+namespace {
+
+class Pool {
+ public:
+  Pool(const std::string& nats, const std::string& pool, uint32_t timeout_ms) : m_pool_name(pool) {
+    py::gil_scoped_release unlocked;
+    const eldr_status_t status =
+        eldr_pool_open(nats.c_str(), pool.c_str(), timeout_ms, m_pool.init_slot());
+    if (status != ELDR_OK) check(status);
+  }
+
+  Decision route(const py::handle& request_id_obj, const py::handle& counts_obj,
+                 uint32_t timeout_ms) {
+    const std::string id = request_id_arg(request_id_obj);
+    const auto counts = as_counts(counts_obj, 2, "counts");
+    const uint32_t layers = extent_u32(counts, 0, "counts");
+    const uint32_t experts = extent_u32(counts, 1, "counts");
+    eldr_decision_t decision;
+    eldr_decision_init(&decision);
+    m_pool.call([&](eldr_pool_t* pool) {
+      return eldr_pool_route(pool, id.c_str(), counts.data(), layers, experts, timeout_ms,
+                             &decision);
+    });
+    return Decision::from_c(decision);
+  }
+
+  void complete(const py::handle& request_id_obj, uint64_t token) {
+    const std::string id = request_id_arg(request_id_obj);
+    m_pool.call([&](eldr_pool_t* pool) { return eldr_pool_complete(pool, id.c_str(), token); });
+  }
+
+  void close() { m_pool.close(); }
+  bool closed() const { return m_pool.closed(); }
+  const std::string& name() const noexcept { return m_pool_name; }
+
+ private:
+  std::string m_pool_name;
+  SharedHandle<eldr_pool_t, eldr_pool_close> m_pool{"pool"};
+};
+
+}  // namespace
+
+void bind_pool(py::module_& m) {
+  py::class_<Pool>(m, "Pool",
+                   "Routing through any eldrd node of a pool over NATS (eldrd --nats ... --pool "
+                   "NAME), for a gateway with no eldrd on its node. Thread-safe; use as a "
+                   "context manager or call close().")
+      .def(py::init<const std::string&, const std::string&, uint32_t>(), py::arg("nats"),
+           py::arg("pool") = "default", py::arg("timeout_ms") = 2000)
+      .def("route", &Pool::route, py::arg("request_id"), py::arg("counts"),
+           py::arg("timeout_ms") = 2000,
+           "Routes a footprint int16 [layers][experts] through one node of the pool; its "
+           "Decision (worker, similarity, table_epoch, completion_token).")
+      .def("complete", &Pool::complete, py::arg("request_id"), py::arg("token"),
+           "The request finished: tells the node that routed it (token: the decision's).")
+      .def_property_readonly("name", &Pool::name)
+      .def_property_readonly("closed", &Pool::closed)
+      .def("close", &Pool::close, "Disconnects. Idempotent.")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](Pool& p, const py::args&) { p.close(); });
+}
+
+}  // namespace eldr_py

@@ -1,0 +1,207 @@
+// eldr_pool_*: route through any eldrd node of a pool over NATS request/reply
+// (cluster mode), for a gateway that has a footprint but no local sidecar.
+// The request is the ring's FootprintMsg, the reply a RouteReply
+// (shm/schema/route_msg.fbs); the complete goes to the node that routed the
+// request, which the handle remembers (bounded, oldest forgotten first).
+#include <nats/nats.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "capi_args.hpp"
+#include "capi_internal.hpp"
+#include "eldr/footprint.hpp"
+#include "eldr/route_msg_generated.h"
+#include "eldr/shm/records.hpp"
+
+struct eldr_pool {
+  natsConnection* nc = nullptr;
+  std::string route_subject;
+  std::string complete_prefix;  // "eldr.<pool>.complete."
+  std::mutex mutex;             // the map below; the connection is thread-safe
+  std::unordered_map<std::string, std::string> node_of;  // request id -> node
+  std::deque<std::string> order;                         // oldest first
+  ~eldr_pool() {
+    if (nc != nullptr) {
+      natsConnection_Close(nc);
+      natsConnection_Destroy(nc);
+    }
+  }
+};
+
+namespace eldr::capi {
+namespace {
+
+constexpr size_t kRemembered = size_t{1} << 16;  // requests whose node a handle keeps
+
+eldr_status_t nats_fail(const char* fn, const std::string& what, natsStatus s) noexcept {
+  natsStatus code = s;
+  const char* text = nats_GetLastError(&code);
+  const std::string detail = text != nullptr && *text != '\0' ? text : natsStatus_GetText(s);
+  return fail(s == NATS_TIMEOUT         ? ELDR_E_TIMEOUT
+              : s == NATS_NO_RESPONDERS ? ELDR_E_NO_DAEMON
+                                        : ELDR_E_IO,
+              std::string(fn) + ": " + what + ": " + detail);
+}
+
+bool pool_name_ok(std::string_view name) noexcept {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '-'))
+      return false;
+  return true;
+}
+
+}  // namespace
+}  // namespace eldr::capi
+
+using eldr::capi::check_request_id;
+using eldr::capi::check_shape;
+using eldr::capi::check_version;
+using eldr::capi::fail;
+using eldr::capi::guarded;
+using eldr::capi::require;
+
+extern "C" {
+
+eldr_status_t eldr_pool_open(const char* nats_urls, const char* pool, uint32_t timeout_ms,
+                             eldr_pool_t** out) {
+  static constexpr const char* fn = "eldr_pool_open";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, nats_urls, "nats_urls")) return s;
+    if (eldr_status_t s = require(fn, pool, "pool")) return s;
+    if (eldr_status_t s = require(fn, out, "out")) return s;
+    if (!eldr::capi::pool_name_ok(pool))
+      return fail(ELDR_E_INVALID_ARGUMENT, std::string(fn) + ": pool '" + pool +
+                                               "' must be 1..64 characters of [A-Za-z0-9_-]");
+    auto handle = std::make_unique<eldr_pool>();
+    natsOptions* opts = nullptr;
+    natsStatus s = natsOptions_Create(&opts);
+    if (s == NATS_OK) s = natsOptions_SetURL(opts, nats_urls);
+    if (s == NATS_OK) s = natsOptions_SetTimeout(opts, timeout_ms == 0 ? 2000 : timeout_ms);
+    if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
+    if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
+    if (s == NATS_OK) s = natsOptions_SetName(opts, "eldr pool client");
+    if (s == NATS_OK) s = natsConnection_Connect(&handle->nc, opts);
+    if (opts != nullptr) natsOptions_Destroy(opts);
+    if (s != NATS_OK)
+      return eldr::capi::nats_fail(fn, std::string("cannot connect to ") + nats_urls, s);
+    handle->route_subject = std::string("eldr.") + pool + ".route";
+    handle->complete_prefix = std::string("eldr.") + pool + ".complete.";
+    *out = handle.release();
+    return ELDR_OK;
+  });
+}
+
+void eldr_pool_close(eldr_pool_t* pool) { delete pool; }
+
+eldr_status_t eldr_pool_route(eldr_pool_t* pool, const char* request_id, const int16_t* counts,
+                              uint32_t layers, uint32_t experts, uint32_t timeout_ms,
+                              eldr_decision_t* out) {
+  static constexpr const char* fn = "eldr_pool_route";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, pool, "pool")) return s;
+    std::string_view id;
+    if (eldr_status_t s = check_request_id(fn, request_id, &id)) return s;
+    if (eldr_status_t s = require(fn, counts, "counts")) return s;
+    if (eldr_status_t s = check_shape(fn, layers, experts)) return s;
+    if (eldr_status_t s = require(fn, out, "out")) return s;
+    if (eldr_status_t s = check_version(fn, "out", out->version, ELDR_DECISION_VERSION)) return s;
+    const eldr::Geometry geometry{layers, experts, 0};
+    const std::span<const int16_t> cells{counts, geometry.cells()};
+    if (eldr::Status s = eldr::validate_footprint(geometry, cells); !s) return fail(fn, s);
+    eldr::shm::FootprintOut f;
+    f.request_id = id;
+    f.layers = layers;
+    f.experts = experts;
+    f.counts = cells;
+    std::vector<uint8_t> request;
+    if (eldr::Status s = eldr::shm::detail::encode_footprint(f, request); !s) return fail(fn, s);
+    natsMsg* reply = nullptr;
+    const natsStatus ns = natsConnection_Request(&reply, pool->nc, pool->route_subject.c_str(),
+                                                 request.data(), static_cast<int>(request.size()),
+                                                 timeout_ms == 0 ? 2000 : timeout_ms);
+    if (ns != NATS_OK)
+      return eldr::capi::nats_fail(fn, "no node of the pool answered on " + pool->route_subject,
+                                   ns);
+    // The reply is as untrusted as anything else: verified, then each field.
+    const int n = natsMsg_GetDataLength(reply);
+    std::vector<uint64_t> aligned((static_cast<size_t>(n) + 7) / 8);
+    if (n > 0) std::memcpy(aligned.data(), natsMsg_GetData(reply), static_cast<size_t>(n));
+    natsMsg_Destroy(reply);
+    const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
+    flatbuffers::Verifier verifier(data, static_cast<size_t>(n));
+    if (n < 8 || !eldr::fb::RouteReplyBufferHasIdentifier(data) ||
+        !eldr::fb::VerifyRouteReplyBuffer(verifier))
+      return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is not a RouteReply");
+    const eldr::fb::RouteReply* r = eldr::fb::GetRouteReply(data);
+    if (r->status() != 0) {
+      const std::string why = r->message() != nullptr ? r->message()->str() : "";
+      return fail(
+          r->status() < 0 && r->status() >= -64 ? r->status() : ELDR_E_CORRUPT,
+          std::string(fn) + ": the pool rejected request '" + std::string(id) + "': " + why);
+    }
+    if (r->node() == nullptr || !eldr::capi::pool_name_ok(r->node()->string_view()) ||
+        r->request_id() == nullptr || r->request_id()->string_view() != id || r->worker() < 0)
+      return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is for another request");
+    {
+      std::lock_guard lock(pool->mutex);
+      auto [it, fresh] = pool->node_of.insert_or_assign(std::string(id), r->node()->str());
+      if (fresh) {
+        pool->order.push_back(it->first);
+        if (pool->order.size() > eldr::capi::kRemembered) {
+          pool->node_of.erase(pool->order.front());
+          pool->order.pop_front();
+        }
+      }
+    }
+    eldr_decision_t d = ELDR_DECISION_INIT;
+    d.worker = r->worker();
+    d.similarity = r->similarity();
+    d.band_size = r->band_size();
+    d.table_epoch = r->table_epoch();
+    d.policy = r->policy();
+    d.status = ELDR_OK;
+    d.completion_token = r->completion_token();
+    *out = d;
+    return ELDR_OK;
+  });
+}
+
+eldr_status_t eldr_pool_complete(eldr_pool_t* pool, const char* request_id,
+                                 uint64_t completion_token) {
+  static constexpr const char* fn = "eldr_pool_complete";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, pool, "pool")) return s;
+    std::string_view id;
+    if (eldr_status_t s = check_request_id(fn, request_id, &id)) return s;
+    if (completion_token == 0)
+      return fail(ELDR_E_INVALID_ARGUMENT,
+                  std::string(fn) + ": a complete over NATS needs the decision's completion token");
+    std::string node;
+    {
+      std::lock_guard lock(pool->mutex);
+      const auto it = pool->node_of.find(std::string(id));
+      if (it == pool->node_of.end())
+        return fail(ELDR_E_NOT_FOUND, std::string(fn) + ": request '" + std::string(id) +
+                                          "' was not routed by this handle (or long ago)");
+      node = it->second;
+      pool->node_of.erase(it);  // its place in `order` is dropped when it comes up
+    }
+    flatbuffers::FlatBufferBuilder fbb(128);
+    const auto rid = fbb.CreateString(id.data(), id.size());
+    fbb.Finish(eldr::fb::CreateRouteComplete(fbb, rid, completion_token));
+    const std::string subject = pool->complete_prefix + node;
+    const natsStatus s = natsConnection_Publish(pool->nc, subject.c_str(), fbb.GetBufferPointer(),
+                                                static_cast<int>(fbb.GetSize()));
+    if (s != NATS_OK) return eldr::capi::nats_fail(fn, "cannot publish on " + subject, s);
+    return ELDR_OK;
+  });
+}
+
+}  // extern "C"

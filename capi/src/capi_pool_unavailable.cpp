@@ -1,0 +1,27 @@
+// eldr_pool_* in a build without libnats: each call says so.
+#include <string>
+
+#include "capi_internal.hpp"
+
+using eldr::capi::fail;
+
+namespace {
+eldr_status_t unsupported(const char* fn) {
+  return fail(ELDR_E_UNSUPPORTED,
+              std::string(fn) + ": this libeldr was built without NATS support (libnats-dev)");
+}
+}  // namespace
+
+extern "C" {
+eldr_status_t eldr_pool_open(const char*, const char*, uint32_t, eldr_pool_t**) {
+  return unsupported("eldr_pool_open");
+}
+void eldr_pool_close(eldr_pool_t*) {}
+eldr_status_t eldr_pool_route(eldr_pool_t*, const char*, const int16_t*, uint32_t, uint32_t,
+                              uint32_t, eldr_decision_t*) {
+  return unsupported("eldr_pool_route");
+}
+eldr_status_t eldr_pool_complete(eldr_pool_t*, const char*, uint64_t) {
+  return unsupported("eldr_pool_complete");
+}
+}  // extern "C"
