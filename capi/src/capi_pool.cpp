@@ -87,6 +87,7 @@ eldr_status_t eldr_pool_open(const char* nats_urls, const char* pool, uint32_t t
     if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
     if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
     if (s == NATS_OK) s = natsOptions_SetName(opts, "eldr pool client");
+    if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, true);
     if (s == NATS_OK) s = natsConnection_Connect(&handle->nc, opts);
     if (opts != nullptr) natsOptions_Destroy(opts);
     if (s != NATS_OK)
