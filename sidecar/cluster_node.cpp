@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -173,9 +172,8 @@ void ClusterNode::serve_route(const InboxMessage& in) {
     ++m_remote_malformed;  // a publish, not a request: nobody would hear the decision
     return;
   }
-  // The ring's FootprintMsg, checked by the ring's own decoder (8-aligned copy).
-  std::vector<uint64_t> aligned((in.data.size() + 7) / 8);
-  if (!in.data.empty()) std::memcpy(aligned.data(), in.data.data(), in.data.size());
+  // The ring's FootprintMsg, checked by the ring's own decoder.
+  const std::vector<uint64_t> aligned = aligned_copy(in.data);
   shm::detail::DecodedRecord record;
   const Status s = shm::detail::decode_record(
       shm::RecordType::footprint, shm::detail::kFootprintSchema,
@@ -209,8 +207,7 @@ void ClusterNode::serve_route(const InboxMessage& in) {
 }
 
 void ClusterNode::serve_complete(const InboxMessage& in) {
-  std::vector<uint64_t> aligned((in.data.size() + 7) / 8);
-  if (!in.data.empty()) std::memcpy(aligned.data(), in.data.data(), in.data.size());
+  const std::vector<uint64_t> aligned = aligned_copy(in.data);
   const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
   flatbuffers::Verifier verifier(data, in.data.size());
   const fb::RouteComplete* c =

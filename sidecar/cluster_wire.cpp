@@ -90,15 +90,18 @@ uint64_t realtime_ns() noexcept {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+std::vector<uint64_t> aligned_copy(std::span<const uint8_t> bytes) {
+  std::vector<uint64_t> out((bytes.size() + 7) / 8);
+  if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
 Decoded decode_peer_message(std::span<const uint8_t> bytes, const Geometry& geometry,
                             std::string_view subject_node) {
   if (bytes.size() < 8 || bytes.size() > (size_t{64} << 20))
     return fail(WireFault::not_a_message,
                 "message of " + std::to_string(bytes.size()) + " bytes is no ClusterMsg");
-  // The verifier checks alignment relative to the buffer's start, and a
-  // client library's buffer need not be 8-aligned: copy into one that is.
-  std::vector<uint64_t> aligned((bytes.size() + 7) / 8);
-  std::memcpy(aligned.data(), bytes.data(), bytes.size());
+  const std::vector<uint64_t> aligned = aligned_copy(bytes);
   const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
   if (!fb::ClusterMsgBufferHasIdentifier(data))
     return fail(WireFault::not_a_message,

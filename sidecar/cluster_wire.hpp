@@ -108,4 +108,8 @@ class PeerEncoder {
 
 uint64_t realtime_ns() noexcept;
 
+// A copy of `bytes` whose start is 8-aligned: the FlatBuffers verifier checks
+// alignment relative to the buffer, and a client library's buffer need not be.
+std::vector<uint64_t> aligned_copy(std::span<const uint8_t> bytes);
+
 }  // namespace eldr::sidecar

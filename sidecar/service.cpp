@@ -169,7 +169,6 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
   const uint64_t key = *hints.request_id;
   const uint64_t token = completion_token(key);
   m_requests.push(f.request_id, {decision->worker_id, key, token, f.client_pid});
-  ++m_local_inflight[decision->worker_id];
   shm::DecisionIn out;
   out.status = static_cast<int32_t>(Errc::ok);
   out.worker = decision->worker_id;
@@ -215,8 +214,6 @@ Status Service::release(const RequestMap::Held& held) {
   // is the map's capacity, and a full map evicts before routing), so
   // not_found cannot come from a request routed untracked. Never fall back
   // to complete(worker): that would take another request's footprint out.
-  if (auto it = m_local_inflight.find(held.worker); it != m_local_inflight.end())
-    if (--it->second == 0) m_local_inflight.erase(it);
   if (m_publisher) m_publisher->released(held.key);
   return m_router->complete_request(held.key);
 }
@@ -356,6 +353,10 @@ std::vector<shm::Host::WorkerRow> Service::maintain() {
   // no request comes (so the counts shown settle).
   m_twins.release_due(*m_router, static_cast<double>(m_clock()) / 1e6);
   const auto workers = m_router->workers();
+  // This node's requests per worker (inflight_local), counted from the
+  // request map here rather than kept up to date on every route and release.
+  std::unordered_map<int32_t, uint32_t> local;
+  m_requests.for_each([&](const RequestMap::Held& h) { ++local[h.worker]; });
   std::vector<shm::Host::WorkerRow> rows;
   std::vector<WorkerGauge> gauges;
   rows.reserve(workers.size());
@@ -371,8 +372,7 @@ std::vector<shm::Host::WorkerRow> Service::maintain() {
     row.inflight = static_cast<uint32_t>(std::max<int64_t>(w.inflight, 0));
     row.routed = w.routed;
     row.batch_experts = static_cast<float>(w.batch_experts);
-    if (auto it = m_local_inflight.find(w.id); it != m_local_inflight.end())
-      row.inflight_local = it->second;
+    if (auto it = local.find(w.id); it != local.end()) row.inflight_local = it->second;
     if (health != nullptr) {
       row.running = health->running;
       row.kv_usage = health->kv_usage;

@@ -162,8 +162,6 @@ class Service final : public shm::RecordHandler {
   ClusterPublisher* m_publisher = nullptr;
   shm::DecisionIn* m_capture = nullptr;  // route_remote: where the decision also goes
   PeerTwins m_twins{0, 0.0};
-  // Our requests in flight per worker (inflight_local in eldr status).
-  std::unordered_map<int32_t, uint32_t> m_local_inflight;
 
   WorkerHealth m_health;                 // uses *m_router: declared after it
   std::unique_ptr<OnlineRefit> m_refit;  // when refit.enabled
