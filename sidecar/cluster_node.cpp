@@ -47,7 +47,8 @@ ClusterNode::ClusterNode(const ClusterConfig& config, std::string node, Service&
       m_subject(node_subject(config.pool, m_encoder.node())),
       m_prefix("eldr." + config.pool + ".node."),
       m_route_subject(route_subject(config.pool)),
-      m_complete_subject(complete_subject(config.pool, m_encoder.node())) {}
+      m_complete_subject(complete_subject(config.pool, m_encoder.node())),
+      m_complete_any_subject(complete_any_subject(config.pool)) {}
 
 Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const ClusterConfig& config,
                                                          Service& service, Metrics& metrics,
@@ -70,10 +71,12 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const ClusterConfig& co
   lo.urls = config.nats;
   lo.name = "eldrd " + config.pool + "/" + node;
   // The nodes' messages; requests to route (one node of the pool answers
-  // each: a queue group); completes of the requests this node routed so.
+  // each: a queue group); completes of the requests this node routed so,
+  // and the ones other nodes' engines sent for whichever node routed them.
   lo.subscribe = {{pool_nodes_subject(config.pool), ""},
                   {route_subject(config.pool), "eldr"},
-                  {complete_subject(config.pool, node), ""}};
+                  {complete_subject(config.pool, node), ""},
+                  {complete_any_subject(config.pool), ""}};
   lo.on_message = std::move(wake);
   auto link = NatsLink::open(lo);
   if (!link) return link.status();
@@ -138,8 +141,8 @@ size_t ClusterNode::drain() {
       serve_route(in);
       continue;
     }
-    if (in.subject == m_complete_subject) {
-      serve_complete(in);
+    if (in.subject == m_complete_subject || in.subject == m_complete_any_subject) {
+      serve_complete(in, in.subject == m_complete_any_subject);
       continue;
     }
     if (in.subject.size() <= m_prefix.size() ||
@@ -189,8 +192,8 @@ void ClusterNode::serve_route(const InboxMessage& in) {
   } else {
     ++m_remote_routes;
     shm::FootprintIn f = record.footprint;
-    f.client = UINT32_MAX;  // not a ring's
-    f.client_pid = 0;       // nobody may complete it without the token
+    f.client = kRemoteClient;  // not a ring's
+    f.client_pid = 0;          // nobody may complete it without the token
     f.seen_ns = monotonic_ns();
     request_id.assign(f.request_id);
     d = m_service.route_remote(f);
@@ -206,7 +209,7 @@ void ClusterNode::serve_route(const InboxMessage& in) {
   (void)m_link->publish(in.reply, {fbb.GetBufferPointer(), fbb.GetSize()});
 }
 
-void ClusterNode::serve_complete(const InboxMessage& in) {
+void ClusterNode::serve_complete(const InboxMessage& in, bool pool_wide) {
   const std::vector<uint64_t> aligned = aligned_copy(in.data);
   const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
   flatbuffers::Verifier verifier(data, in.data.size());
@@ -219,7 +222,24 @@ void ClusterNode::serve_complete(const InboxMessage& in) {
     ++m_remote_malformed;  // a complete over NATS must carry the request's token
     return;
   }
-  m_service.on_complete_ex({UINT32_MAX, 0, c->request_id()->string_view(), c->completion_token()});
+  if (pool_wide) {
+    // Every node hears it; the one holding the request with this token
+    // releases it (our own forwards come back too, and match nothing).
+    if (m_service.complete_for_pool(c->request_id()->string_view(), c->completion_token()))
+      ++m_completes_from_pool;
+    return;
+  }
+  m_service.on_complete_ex(
+      {kRemoteClient, 0, c->request_id()->string_view(), c->completion_token()});
+}
+
+void ClusterNode::forward_complete(std::string_view request_id, uint64_t token) {
+  // The RouteComplete a pool handle sends (serve_complete checks it the same way).
+  flatbuffers::FlatBufferBuilder fbb(128);
+  const auto id = fbb.CreateString(request_id.data(), request_id.size());
+  fbb.Finish(fb::CreateRouteComplete(fbb, id, token));
+  ++m_completes_forwarded;
+  (void)m_link->publish(m_complete_any_subject, {fbb.GetBufferPointer(), fbb.GetSize()});
 }
 
 // ---- maintenance ----------------------------------------------------------------
@@ -272,6 +292,8 @@ std::string ClusterNode::maintain() {
   g.snapshot_too_large = m_snapshot_too_large;
   g.remote_routes = m_remote_routes;
   g.remote_malformed = m_remote_malformed;
+  g.completes_forwarded = m_completes_forwarded;
+  g.completes_from_pool = m_completes_from_pool;
   m_metrics.set_cluster(g);
   return status_json(now);
 }

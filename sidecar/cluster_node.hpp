@@ -46,6 +46,7 @@ class ClusterNode final : public ClusterPublisher {
   void booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) override;
   void released(uint64_t key) override;
   void reported(const PeerLoad& load) override;
+  void forward_complete(std::string_view request_id, uint64_t token) override;
 
   const std::string& node() const noexcept { return m_encoder.node(); }
   // Whether this node holds the pool's refit lease now (any thread).
@@ -64,8 +65,9 @@ class ClusterNode final : public ClusterPublisher {
   void send_snapshot();
   // eldr.<pool>.route: a FootprintMsg in, routed here, a RouteReply out.
   void serve_route(const InboxMessage& in);
-  // eldr.<pool>.complete.<node>: a RouteComplete of a request routed so.
-  void serve_complete(const InboxMessage& in);
+  // eldr.<pool>.complete.<node>: a RouteComplete of a request routed so;
+  // eldr.<pool>.complete (pool_wide): one forwarded by another node.
+  void serve_complete(const InboxMessage& in, bool pool_wide);
   std::string status_json(uint64_t now_ns) const;
   // The table watcher's thread: the pool's table bucket, watched, each new
   // revision read, checked and swapped in at the pool's epoch.
@@ -82,9 +84,12 @@ class ClusterNode final : public ClusterPublisher {
   std::string m_subject;  // ours
   std::string m_prefix;   // "eldr.<pool>.node."
   std::string m_route_subject;
-  std::string m_complete_subject;   // ours
-  uint64_t m_remote_routes = 0;     // footprints routed over NATS
-  uint64_t m_remote_malformed = 0;  // route or complete requests refused as malformed
+  std::string m_complete_subject;  // ours
+  std::string m_complete_any_subject;
+  uint64_t m_completes_forwarded = 0;  // sent to eldr.<pool>.complete
+  uint64_t m_completes_from_pool = 0;  // forwarded by others, released here
+  uint64_t m_remote_routes = 0;        // footprints routed over NATS
+  uint64_t m_remote_malformed = 0;     // route or complete requests refused as malformed
   std::unique_ptr<NatsLink> m_link;
   std::optional<PeerView> m_view;
   std::vector<InboxMessage> m_batch;

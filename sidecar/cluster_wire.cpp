@@ -54,6 +54,10 @@ std::string complete_subject(std::string_view pool, std::string_view node) {
   return "eldr." + std::string(pool) + ".complete." + std::string(node);
 }
 
+std::string complete_any_subject(std::string_view pool) {
+  return "eldr." + std::string(pool) + ".complete";
+}
+
 const char* peer_kind_name(PeerKind kind) noexcept {
   switch (kind) {
     case PeerKind::book:

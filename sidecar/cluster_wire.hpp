@@ -27,6 +27,11 @@ std::string pool_nodes_subject(std::string_view pool);
 // eldr.<pool>.complete.<node> (shm/schema/route_msg.fbs).
 std::string route_subject(std::string_view pool);
 std::string complete_subject(std::string_view pool, std::string_view node);
+// eldr.<pool>.complete: a RouteComplete for whichever node routed the request
+// (every node listens). A node forwards here the token-carrying completes its
+// engines send for requests another node routed, so a decode engine may
+// complete through its own node whatever node decided.
+std::string complete_any_subject(std::string_view pool);
 
 enum class PeerKind : uint8_t { book = 0, release = 1, load = 2, snapshot = 3 };
 const char* peer_kind_name(PeerKind kind) noexcept;

@@ -191,6 +191,13 @@ void render_cluster(std::string& out, const ClusterGauge& c) {
       {"eldr_cluster_remote_malformed_total", "counter",
        "Route or complete requests over NATS refused as malformed (answered with the error).",
        d(c.remote_malformed)},
+      {"eldr_cluster_completes_forwarded_total", "counter",
+       "Completes (with a token) of requests this node does not hold, forwarded to the pool "
+       "(eldr.<pool>.complete) for the node that routed them.",
+       d(c.completes_forwarded)},
+      {"eldr_cluster_completes_from_pool_total", "counter",
+       "Forwarded completes from other nodes that released a request of this node.",
+       d(c.completes_from_pool)},
   };
   for (const Plain& f : plain) {
     family(out, f.name, f.type, f.help);

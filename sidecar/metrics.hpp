@@ -98,6 +98,9 @@ struct ClusterGauge {
   uint64_t expired_peers = 0, restarts = 0, disconnects = 0, reconnects = 0;
   uint64_t snapshot_too_large = 0;
   uint64_t remote_routes = 0, remote_malformed = 0;  // route over NATS
+  // Completes of requests another node routed: sent to the pool, and the
+  // pool's that were ours and released a request here.
+  uint64_t completes_forwarded = 0, completes_from_pool = 0;
 };
 
 class Metrics {

@@ -261,6 +261,15 @@ void Service::on_complete_ex(const shm::CompleteIn& c) {
     return c.completion_token != 0 ? c.completion_token == held.token
                                    : c.client_pid == held.owner_pid;
   });
+  // In a pool, a token-carrying complete that matches no request of ours may
+  // be another node's (its engine completes through us; ids need not be
+  // unique across nodes): the pool hears it, and only the node whose token
+  // it is releases anything.
+  if ((!checked || !checked->taken) && m_publisher && c.completion_token != 0 &&
+      c.client != kRemoteClient) {
+    m_publisher->forward_complete(request_id, c.completion_token);
+    return;
+  }
   if (!checked) {
     // Unknown, or completed already: counted, nothing else changes.
     m_metrics.count_complete_unknown();
@@ -282,6 +291,14 @@ void Service::on_complete_ex(const shm::CompleteIn& c) {
   // by one (never below zero: a worker reset by a load report may already
   // show fewer in flight).
   if (Status s = release(checked->held); !s) m_metrics.count_complete_unknown();
+}
+
+bool Service::complete_for_pool(std::string_view request_id, uint64_t token) {
+  const auto checked = m_requests.take_if(
+      request_id, [&](const RequestMap::Held& held) { return token != 0 && token == held.token; });
+  if (!checked || !checked->taken) return false;
+  if (Status s = release(checked->held); !s) m_metrics.count_complete_unknown();
+  return true;
 }
 
 void Service::on_worker_report(uint32_t client, uint32_t worker, uint32_t running, float kv_usage) {

@@ -45,6 +45,9 @@ class ClusterPublisher {
   virtual void booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) = 0;
   virtual void released(uint64_t key) = 0;
   virtual void reported(const PeerLoad& load) = 0;
+  // A complete with a token for a request this node does not hold: another
+  // node of the pool may have routed it (its engine completes through us).
+  virtual void forward_complete(std::string_view request_id, uint64_t token) = 0;
 };
 
 struct ServiceOptions {
@@ -57,6 +60,9 @@ struct ServiceOptions {
 
   static ServiceOptions from(const DaemonConfig& config);
 };
+
+// The client id of footprints and completes that came over NATS, not from a ring.
+inline constexpr uint32_t kRemoteClient = UINT32_MAX;
 
 // Monotonic nanoseconds (CLOCK_MONOTONIC, the clock of FootprintIn::seen_ns).
 using Clock = std::function<uint64_t()>;
@@ -116,6 +122,10 @@ class Service final : public shm::RecordHandler {
   // from a ring (the decision is also published to the segment) and its
   // decision returned for the reply.
   shm::DecisionIn route_remote(const shm::FootprintIn& footprint);
+  // A complete another node forwarded (eldr.<pool>.complete): releases the
+  // request when this node holds it with this token, and says so. Every node
+  // hears each one, so a miss is normal and counted nowhere.
+  bool complete_for_pool(std::string_view request_id, uint64_t token);
   // Every request this node has in flight (router key, worker), oldest first.
   std::vector<std::pair<uint64_t, int32_t>> local_requests() const;
   // Anticipation of the peers' unseen picks (eldr::PeerTwins): each route

@@ -20,7 +20,8 @@ import (
 	"eldr.dev/eldr"
 )
 
-// Decisions is the part of *eldr.Client the gateway uses.
+// Decisions is the part of *eldr.Client the gateway uses (poolDecisions in
+// main.go adapts an *eldr.Pool to it).
 type Decisions interface {
 	Wait(requestID string, timeout time.Duration) (eldr.Decision, error)
 	Route(requestID string, fp eldr.Footprint, timeout time.Duration) (eldr.Decision, error)
@@ -43,7 +44,10 @@ type Gateway struct {
 	// DecodeURL is the decode endpoint; "{worker}" in it is replaced by the
 	// chosen worker id, so one URL can name a pool of per-worker servers.
 	// The body carries the worker too: POST {"request_id","worker","max_tokens"}.
-	DecodeURL       string
+	DecodeURL string
+	// Eldr is the node's eldrd, or a pool over NATS. nil: the gateway runs on
+	// a node without eldrd and routes by the decision the prefill engine
+	// returns (FlavorEldr only).
 	Eldr            Decisions
 	HTTP            *http.Client
 	DecisionTimeout time.Duration // how long to wait for eldr's decision
@@ -65,12 +69,15 @@ type completionRequest struct {
 }
 
 type completionResponse struct {
-	RequestID     string          `json:"request_id"`
-	Worker        int32           `json:"worker"`
-	Similarity    float32         `json:"similarity"`
-	BandSize      uint32          `json:"band_size"`
-	TableEpoch    uint64          `json:"table_epoch"`
-	RoutedBy      string          `json:"routed_by"` // "eldr" or "fallback"
+	RequestID  string  `json:"request_id"`
+	Worker     int32   `json:"worker"`
+	Similarity float32 `json:"similarity"`
+	BandSize   uint32  `json:"band_size"`
+	TableEpoch uint64  `json:"table_epoch"`
+	RoutedBy   string  `json:"routed_by"` // "eldr" or "fallback"
+	// Where eldr's decision came from: "prefill" (in the prefill engine's
+	// answer) or "gateway" (asked by the gateway itself).
+	DecidedBy     string          `json:"decided_by,omitempty"`
 	PrefillTokens json.RawMessage `json:"prefill_tokens,omitempty"`
 	Text          string          `json:"text"`
 }
@@ -83,6 +90,28 @@ type prefillRequest struct {
 type prefillResponse struct {
 	RequestID string          `json:"request_id"`
 	Tokens    json.RawMessage `json:"tokens"`
+	// The engine's eldr decision for the request, when it returns one
+	// (examples/python-engine does): the gateway need not reach eldrd.
+	Decision *engineDecision `json:"decision,omitempty"`
+}
+
+// engineDecision is the decision as the prefill engine returns it.
+type engineDecision struct {
+	Worker          *int32  `json:"worker"`
+	Similarity      float32 `json:"similarity"`
+	BandSize        uint32  `json:"band_size"`
+	TableEpoch      uint64  `json:"table_epoch"`
+	CompletionToken uint64  `json:"completion_token"`
+}
+
+// decision checks what the engine sent: a worker, and the token the decode
+// engine completes with (it did not push the footprint).
+func (e *engineDecision) decision() (eldr.Decision, error) {
+	if e.Worker == nil || *e.Worker < 0 || e.CompletionToken == 0 {
+		return eldr.Decision{}, errors.New("the prefill engine's decision has no worker or no completion_token")
+	}
+	return eldr.Decision{Worker: *e.Worker, Similarity: e.Similarity, BandSize: e.BandSize,
+		TableEpoch: e.TableEpoch, CompletionToken: e.CompletionToken}, nil
 }
 
 type decodeRequest struct {
@@ -114,6 +143,10 @@ func fail(code int, format string, args ...interface{}) error {
 }
 
 const maxBodyBytes = 8 << 20
+
+// errNoDecision: the prefill engine returned no decision and the gateway has
+// no eldrd of its own to ask.
+var errNoDecision = errors.New("the prefill engine returned no eldr decision, and this gateway has no eldrd (-instance) to ask")
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
@@ -171,17 +204,28 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 	}
 
 	// 1. Prefill, and 2. the decode worker: eldr's decision for this request.
-	resp := &completionResponse{RequestID: req.RequestID, RoutedBy: "eldr"}
+	resp := &completionResponse{RequestID: req.RequestID, RoutedBy: "eldr", DecidedBy: "gateway"}
 	var d eldr.Decision
 	var err error
 	if g.Flavor == "" || g.Flavor == FlavorEldr {
-		// The engine pushes the footprint to eldr as it finishes.
+		// The engine pushes the footprint to eldr as it finishes, and may
+		// return eldr's decision with its answer.
 		var pre prefillResponse
 		if err := g.post(ctx, g.PrefillURL, prefillRequest{req.RequestID, req.PromptTokens}, &pre); err != nil {
 			return nil, fail(http.StatusBadGateway, "prefill: %v", err)
 		}
 		resp.PrefillTokens = pre.Tokens
-		d, err = g.Eldr.Wait(req.RequestID, g.DecisionTimeout)
+		switch {
+		case pre.Decision != nil:
+			resp.DecidedBy = "prefill"
+			if d, err = pre.Decision.decision(); err != nil {
+				return nil, fail(http.StatusBadGateway, "prefill: %v", err)
+			}
+		case g.Eldr != nil:
+			d, err = g.Eldr.Wait(req.RequestID, g.DecisionTimeout)
+		default:
+			err = errNoDecision
+		}
 	} else {
 		var fp eldr.Footprint
 		fp, resp.PrefillTokens, err = g.stockPrefill(ctx, req.RequestID, req.PromptTokens)
@@ -201,6 +245,8 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 		g.fallbacks.Add(1)
 		g.logf("request %s: no eldr decision (%v): fallback routing", req.RequestID, err)
 		resp.Worker, resp.RoutedBy = fallbackWorker(req.RequestID, g.FallbackWorkers), "fallback"
+	case errors.Is(err, errNoDecision):
+		return nil, fail(http.StatusBadGateway, "%v", err)
 	case errors.Is(err, eldr.ErrTimeout):
 		return nil, fail(http.StatusGatewayTimeout, "no eldr decision within %v", g.DecisionTimeout)
 	default:
@@ -215,7 +261,7 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 	url := strings.ReplaceAll(g.DecodeURL, "{worker}", strconv.Itoa(int(resp.Worker)))
 	var out decodeResponse
 	err = g.post(ctx, url, decodeRequest{req.RequestID, resp.Worker, req.MaxTokens, d.CompletionToken}, &out)
-	if g.ReportCompletion && resp.RoutedBy == "eldr" {
+	if g.ReportCompletion && g.Eldr != nil && resp.RoutedBy == "eldr" {
 		// Finished or failed, the request no longer runs on the worker.
 		if cerr := g.Eldr.CompleteWithToken(req.RequestID, d.CompletionToken); cerr != nil {
 			g.logf("request %s: eldr complete: %v", req.RequestID, cerr)

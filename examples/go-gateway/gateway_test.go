@@ -58,7 +58,9 @@ func taskFootprint(task uint32, seed uint64) eldr.Footprint {
 
 // startEldrd runs a private eldrd ($ELDRD, set by ctest) with a table fitted
 // on the task workload; the test is skipped only when the binary is absent.
-func startEldrd(t *testing.T) string {
+// extra: more command-line arguments (a pool's); "--metrics-port" among them
+// replaces the default 0.
+func startEldrd(t *testing.T, extra ...string) string {
 	t.Helper()
 	bin := os.Getenv("ELDRD")
 	if _, err := os.Stat(bin); bin == "" || err != nil {
@@ -79,8 +81,11 @@ func startEldrd(t *testing.T) string {
 	}
 	table.Close()
 	instance := fmt.Sprintf("gw-%d-%d", os.Getpid(), time.Now().UnixNano()%1000000)
-	cmd := exec.Command(bin, "--instance", instance, "--table", path, "--log-level", "warn",
-		"--metrics-port", "0")
+	args := []string{"--instance", instance, "--table", path, "--log-level", "warn"}
+	if !containsArg(extra, "--metrics-port") {
+		args = append(args, "--metrics-port", "0")
+	}
+	cmd := exec.Command(bin, append(args, extra...)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -102,6 +107,15 @@ func startEldrd(t *testing.T) string {
 	}
 	c.Close()
 	return instance
+}
+
+func containsArg(args []string, name string) bool {
+	for _, a := range args {
+		if a == name {
+			return true
+		}
+	}
+	return false
 }
 
 // fakeEngines are emulated prefill and decode servers with the API of

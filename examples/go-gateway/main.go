@@ -11,6 +11,10 @@
 //	go-gateway -flavor sglang -prefill http://127.0.0.1:30000/generate \
 //	  -experts 128 -hidden-layers 48 -top-k 8 -decode ...
 //	go-gateway -flavor vllm -prefill http://127.0.0.1:8000/v1/completions -experts 128 -decode ...
+//
+// On a node without eldrd: -instance "" routes by the decision the prefill
+// engine returns with its answer; -nats URL -pool NAME routes the stock
+// flavors' footprints through any node of an eldrd pool.
 package main
 
 import (
@@ -51,7 +55,10 @@ func main() {
 	prefill := flag.String("prefill", "http://127.0.0.1:9000/v1/prefill", "prefill engine endpoint")
 	decode := flag.String("decode", "http://127.0.0.1:9001/v1/decode",
 		"decode endpoint; {worker} in it is replaced by the chosen worker id")
-	instance := flag.String("instance", "default", "eldrd instance")
+	instance := flag.String("instance", "default",
+		`eldrd instance on this node; "" for none (route by the prefill engine's decision, or -nats)`)
+	natsURLs := flag.String("nats", "", "route through an eldrd pool over NATS (needs -instance \"\")")
+	poolName := flag.String("pool", "default", "with -nats: the eldrd pool")
 	decisionTimeout := flag.Duration("decision-timeout", time.Second, "longest wait for eldr's decision")
 	upstreamTimeout := flag.Duration("upstream-timeout", 60*time.Second, "per-request prefill/decode timeout")
 	openTimeout := flag.Duration("open-timeout", 5*time.Second, "how long to wait for eldrd at start")
@@ -84,14 +91,31 @@ func main() {
 	}
 
 	logger := log.New(os.Stderr, "go-gateway: ", log.LstdFlags)
-	client, err := eldr.Open(*instance, &eldr.ClientOptions{OpenTimeout: *openTimeout})
-	if err != nil {
-		logger.Fatalf("eldr instance %q: %v", *instance, err)
+	var decisions Decisions
+	where := "decisions from the prefill engine"
+	switch {
+	case *natsURLs != "" && *instance != "":
+		log.Fatal(`-nats needs -instance "": the gateway asks either its node's eldrd or the pool`)
+	case *natsURLs != "":
+		pool, err := eldr.OpenPool(*natsURLs, *poolName, *openTimeout)
+		if err != nil {
+			logger.Fatalf("eldr pool %q at %s: %v", *poolName, *natsURLs, err)
+		}
+		defer pool.Close()
+		decisions, where = poolDecisions{pool}, fmt.Sprintf("eldr pool %q", *poolName)
+	case *instance != "":
+		client, err := eldr.Open(*instance, &eldr.ClientOptions{OpenTimeout: *openTimeout})
+		if err != nil {
+			logger.Fatalf("eldr instance %q: %v", *instance, err)
+		}
+		defer client.Close()
+		decisions, where = client, fmt.Sprintf("eldr instance %q", *instance)
+	case flavor != FlavorEldr:
+		log.Fatal(`-flavor sglang|vllm builds footprints for eldr to route: name an -instance or -nats`)
 	}
-	defer client.Close()
 
 	gw := &Gateway{
-		Flavor: flavor, Model: model, PrefillURL: *prefill, DecodeURL: *decode, Eldr: client,
+		Flavor: flavor, Model: model, PrefillURL: *prefill, DecodeURL: *decode, Eldr: decisions,
 		HTTP: &http.Client{Timeout: *upstreamTimeout}, DecisionTimeout: *decisionTimeout,
 		FallbackWorkers: *fallback, ReportCompletion: *reportCompletion, Log: logger,
 	}
@@ -105,8 +129,24 @@ func main() {
 		defer cancel()
 		_ = server.Shutdown(shutdown)
 	}()
-	logger.Printf("listening on %s (eldr instance %q)", *listen, *instance)
+	logger.Printf("listening on %s (%s)", *listen, where)
 	if err := server.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Fatal(err)
 	}
+}
+
+// poolDecisions routes through any node of an eldrd pool (eldr.Pool). A pool
+// has no decision to wait for: with FlavorEldr the prefill engine returns it.
+type poolDecisions struct{ pool *eldr.Pool }
+
+func (p poolDecisions) Wait(requestID string, _ time.Duration) (eldr.Decision, error) {
+	return eldr.Decision{}, fmt.Errorf("request %s: %w", requestID, errNoDecision)
+}
+
+func (p poolDecisions) Route(requestID string, fp eldr.Footprint, timeout time.Duration) (eldr.Decision, error) {
+	return p.pool.Route(requestID, fp, timeout)
+}
+
+func (p poolDecisions) CompleteWithToken(requestID string, token uint64) error {
+	return p.pool.Complete(requestID, token)
 }

@@ -6,7 +6,14 @@ the request's expert footprint to eldr, keyed by its request id, so that the
 gateway can ask eldr for the decode worker.
 
   POST /v1/prefill {"request_id": "r1", "prompt_tokens": 128}
-    -> 200 {"request_id": "r1", "tokens": 128}
+    -> 200 {"request_id": "r1", "tokens": 128,
+            "decision": {"worker": 2, "similarity": 0.93, "band_size": 3,
+                         "table_epoch": 1, "completion_token": 123...}}
+
+The decision is eldr's for the request, so that a gateway on a node without
+eldrd can route by it (examples/go-gateway with -instance ""). It is left
+out when eldr has none within --decision-timeout-ms (the gateway may then
+ask eldr itself) and always with --decision-timeout-ms 0 (push only).
 
 prompt_tokens may also be the prompt's token ids (a list of ints); tokens is
 then their count.
@@ -60,10 +67,12 @@ def prompt_token_count(body: Dict[str, Any]) -> int:
 
 
 class PrefillEngine:
-    def __init__(self, trace: np.ndarray, client: eldr.Client, us_per_token: float) -> None:
+    def __init__(self, trace: np.ndarray, client: eldr.Client, us_per_token: float,
+                 decision_timeout_ms: int = 1000) -> None:
         self.trace = trace
         self.client = client
         self.us_per_token = us_per_token
+        self.decision_timeout_ms = decision_timeout_ms
         self.lock = threading.Lock()
         self.served = 0
         self.push_failures = 0
@@ -80,9 +89,19 @@ class PrefillEngine:
                 self.push_failures += 1
             return 503, {"request_id": request_id, "error": f"eldr push failed: {err}",
                          "status": err.name}
+        reply: Dict[str, Any] = {"request_id": request_id, "tokens": prompt_tokens}
+        if self.decision_timeout_ms > 0:
+            try:
+                d = self.client.wait(request_id, timeout_ms=self.decision_timeout_ms)
+                if d.ok:
+                    reply["decision"] = {"worker": d.worker, "similarity": d.similarity,
+                                         "band_size": d.band_size, "table_epoch": d.table_epoch,
+                                         "completion_token": d.completion_token}
+            except eldr.Error as err:  # the prefill ran: the gateway decides what to do
+                reply["decision_error"] = str(err)
         with self.lock:
             self.served += 1
-        return 200, {"request_id": request_id, "tokens": prompt_tokens}
+        return 200, reply
 
     def push(self, request_id: str, footprint: np.ndarray) -> None:
         deadline = time.monotonic() + RING_FULL_RETRY_S
@@ -162,6 +181,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0, help="0 = any free port")
     parser.add_argument("--us-per-token", type=float, default=2.0,
                         help="emulated prefill time per prompt token (microseconds)")
+    parser.add_argument("--decision-timeout-ms", type=int, default=1000,
+                        help="eldr flavor: wait this long for eldr's decision and return it "
+                             "(0: push only)")
     parser.add_argument("--flavor", choices=("eldr", "sglang", "vllm"), default="eldr",
                         help="eldr: push to eldrd; sglang/vllm: answer as the stock engine")
     parser.add_argument("--top-k", type=int, default=4,
@@ -193,7 +215,7 @@ def main() -> None:
         client = eldr.Client(args.instance, open_timeout_ms=5000)
     except eldr.Error as err:
         raise SystemExit(f"prefill: cannot reach eldrd '{args.instance}': {err}")
-    engine = PrefillEngine(trace, client, args.us_per_token)
+    engine = PrefillEngine(trace, client, args.us_per_token, max(0, args.decision_timeout_ms))
     print(f"prefill: {len(trace)} footprints {trace.shape[1]}x{trace.shape[2]} from {args.trace}",
           file=sys.stderr, flush=True)
     serve("prefill", args.host, args.port, {"/v1/prefill": engine.prefill},

@@ -84,8 +84,14 @@ def one_request(i: int, prefill: str, decode: str,
     status, reply = http(prefill + "/v1/prefill",
                          {"request_id": request_id, "prompt_tokens": prompt_tokens})
     assert status == 200, reply
+    engine_decision = reply.pop("decision")  # what a gateway without eldrd routes by
     assert reply == {"request_id": request_id, "tokens": prompt_tokens}, reply
     decision = gateway.wait(request_id, 5000)
+    assert engine_decision == {"worker": decision.worker, "similarity": decision.similarity,
+                               "band_size": decision.band_size,
+                               "table_epoch": decision.table_epoch,
+                               "completion_token": decision.completion_token}, (
+                                   engine_decision, decision)
     status, reply = http(decode + "/v1/decode",
                          {"request_id": request_id, "worker": decision.worker, "max_tokens": 24})
     assert status == 200, reply
@@ -129,9 +135,10 @@ def main() -> None:
 
             # The contract's error answers.
             assert http(prefill + "/v1/prefill", {"request_id": "x"})[0] == 400
-            assert http(prefill + "/v1/prefill",
-                        {"request_id": "ids", "prompt_tokens": [101, 7, 9]}) == (
-                            200, {"request_id": "ids", "tokens": 3})
+            status, reply = http(prefill + "/v1/prefill",
+                                 {"request_id": "ids", "prompt_tokens": [101, 7, 9]})
+            assert status == 200 and reply["tokens"] == 3, reply
+            assert reply["decision"]["worker"] in table.worker_ids, reply
             assert http(decode + "/v1/decode",
                         {"request_id": "x", "worker": WORKERS, "max_tokens": 1})[0] == 400
             assert http(decode + "/v1/nothing", {})[0] == 404

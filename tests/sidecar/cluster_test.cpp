@@ -4,6 +4,7 @@
 // service's hooks (what it publishes, twins of the peers' picks).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "cluster_wire.hpp"
@@ -268,10 +269,17 @@ struct RecordingPublisher final : ClusterPublisher {
   }
   void released(uint64_t key) override { released_.push_back(key); }
   void reported(const PeerLoad& load) override { reported_.push_back(load); }
+  std::vector<std::pair<std::string, uint64_t>> forwarded_;
+  void forward_complete(std::string_view request_id, uint64_t token) override {
+    forwarded_.emplace_back(std::string(request_id), token);
+  }
 };
 
-struct NullSink final : DecisionSink {
-  void publish(std::string_view, const shm::DecisionIn&) override {}
+struct TokenSink final : DecisionSink {
+  std::map<std::string, uint64_t> tokens;
+  void publish(std::string_view id, const shm::DecisionIn& d) override {
+    tokens[std::string(id)] = d.completion_token;
+  }
 };
 
 class ServiceInPool : public ::testing::Test {
@@ -307,7 +315,7 @@ class ServiceInPool : public ::testing::Test {
   }
 
   uint64_t now = 1000 * kMs;
-  NullSink sink;
+  TokenSink sink;
   Metrics metrics{256};
   RecordingPublisher publisher;
   std::unique_ptr<Service> sut;
@@ -343,6 +351,35 @@ TEST_F(ServiceInPool, routes_completes_and_reports_reach_the_pool) {
       EXPECT_EQ(r.inflight, 6u);
     }
   }
+}
+
+TEST_F(ServiceInPool, completes_this_node_cannot_match_go_to_the_pool_where_only_the_token_counts) {
+  push_top("r1", 1);
+  const uint64_t token = sink.tokens.at("r1");
+  ASSERT_NE(token, 0u);
+  // A decode engine completing, through us, a request another node routed.
+  sut->on_complete_ex({1, 99, "elsewhere", 12345});
+  // Ids need not be unique across nodes: a known id with another token too.
+  sut->on_complete_ex({1, 99, "r1", token + 1});
+  ASSERT_EQ(publisher.forwarded_.size(), 2u);
+  EXPECT_EQ(publisher.forwarded_[0], std::make_pair(std::string("elsewhere"), uint64_t{12345}));
+  EXPECT_EQ(publisher.forwarded_[1].second, token + 1);
+  EXPECT_EQ(inflight(101), 1);  // r1 untouched
+  EXPECT_TRUE(publisher.released_.empty());
+  // Without a token (only the pusher may complete), or from NATS already: never forwarded.
+  sut->on_complete_ex({1, 99, "elsewhere", 0});
+  sut->on_complete_ex({kRemoteClient, 0, "elsewhere", 777});
+  EXPECT_EQ(publisher.forwarded_.size(), 2u);
+  EXPECT_EQ(metrics.complete_unknown(), 2u);
+  // The pool's forwards: only this node's token releases, once.
+  EXPECT_FALSE(sut->complete_for_pool("r1", token + 1));
+  EXPECT_FALSE(sut->complete_for_pool("r1", 0));
+  EXPECT_FALSE(sut->complete_for_pool("nope", token));
+  EXPECT_EQ(inflight(101), 1);
+  EXPECT_TRUE(sut->complete_for_pool("r1", token));
+  EXPECT_EQ(inflight(101), 0);
+  ASSERT_EQ(publisher.released_.size(), 1u);
+  EXPECT_FALSE(sut->complete_for_pool("r1", token));
 }
 
 TEST_F(ServiceInPool, each_route_books_a_twin_per_peer_until_the_view_catches_up) {
