@@ -595,12 +595,16 @@ TEST_F(ClusterTest, a_gateway_without_a_sidecar_routes_through_any_node_over_nat
                                    sizeof junk, 2000),
             NATS_OK);
   natsMsg_Destroy(reply);
+  // And on the pool-wide complete subject, which every node hears: each counts it.
+  ASSERT_EQ(natsConnection_Publish(nc, ("eldr.p" + tag + ".complete").c_str(), junk, sizeof junk),
+            NATS_OK);
+  ASSERT_EQ(natsConnection_FlushTimeout(nc, 2000), NATS_OK);
   natsConnection_Destroy(nc);
   (void)nats_CloseAndWait(2000);
   EXPECT_TRUE(eventually([&] {
     return metric(a, "eldr_cluster_remote_malformed_total") +
                metric(b, "eldr_cluster_remote_malformed_total") ==
-           1;
+           3;
   }));
 }
 
