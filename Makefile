@@ -1,5 +1,7 @@
 # eldr: `make demo` and `make test` work on a fresh Debian 12 machine; each
-# installs whatever Debian packages are missing first.
+# first installs what is missing (scripts/install-deps.sh: Debian packages,
+# then the project's venv, CUDA, Go and Rust tools from their registries into
+# $(DEPS_DIR)). The builds after that are offline.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
@@ -11,8 +13,14 @@ SOAK_SECONDS ?= 120
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 ELDR := $(BUILD)/tools/eldr
-PYTHON ?= /usr/bin/python3
+# Everything installed from the language registries: scripts/install-deps.sh.
+DEPS_DIR ?= $(or $(ELDR_DEPS_DIR),$(CURDIR)/.deps)
+export ELDR_DEPS_DIR := $(DEPS_DIR)
+# The project's Python: the venv with NumPy, pytest, pybind11 and matplotlib from PyPI.
+PYTHON ?= $(DEPS_DIR)/venv/bin/python
 WHEEL_DIR ?= $(BUILD)/wheels
+# Go and cargo where their installers put them, also when PATH lacks them.
+export PATH := $(PATH):/usr/local/go/bin:$(HOME)/.cargo/bin
 
 .PHONY: all deps configure build wheel test test-full test-soak test-unit test-asan test-tsan test-fuzz lint demo bench bench-cluster sim-table sim-matrix sim-routers clean
 
@@ -27,13 +35,17 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The Python package as a wheel in $(WHEEL_DIR), for engine hosts without a
-# compiler: for $(PYTHON) (PYTHON=/path/to/venv/bin/python picks another
-# CPython), over this build's libeldr.so (shipped inside the wheel).
+# The Python package as a manylinux wheel in $(WHEEL_DIR), for engine hosts
+# without a compiler: for $(PYTHON) (PYTHON=/path/to/venv/bin/python picks
+# another CPython), over this build's libeldr, with the libraries it needs
+# (auditwheel repair). The build backend comes from the wheelhouse, else PyPI.
 wheel: configure
 	cmake --build $(BUILD) -j $(JOBS) --target eldr_capi
-	ELDR_JOBS=$(JOBS) $(PYTHON) bindings/python/build_backend/eldr_build_backend.py \
-	  --out $(WHEEL_DIR) --build-dir $(BUILD)
+	rm -rf $(WHEEL_DIR)/linux
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PYTHON) -m pip wheel -q --no-deps \
+	  --find-links $(DEPS_DIR)/wheelhouse -w $(WHEEL_DIR)/linux ./bindings/python \
+	  --config-settings=build-dir=$(BUILD)/wheel-build --config-settings=cmake.define.ELDR_LIBRARY=$(abspath $(BUILD))/lib/libeldr.so
+	PATH=$(DEPS_DIR)/venv/bin:$$PATH auditwheel repair -w $(WHEEL_DIR) $(WHEEL_DIR)/linux/eldr-*.whl
 
 # Every suite: the tests under ASan+UBSan and under TSan, each fuzzer for
 # FUZZ_SECONDS from its seed corpus (fixed FUZZ_SEED: CI runs repeat; vary it
@@ -79,14 +91,31 @@ test-fuzz: deps
 	  grep -E "stat::number_of_executed_units|Done" $(FUZZ_BUILD)/$$f.log; \
 	done
 
-# clang-format check of the C/C++ files changed since LINT_BASE (default: all
-# tracked files). CI runs it on every change.
+# Lint, no build needed: clang-format on the C/C++/CUDA files changed since
+# LINT_BASE (default: all tracked files); go vet and staticcheck on each Go
+# module; cargo fmt, clippy -D warnings and doc -D warnings on each Cargo
+# workspace. CI runs it on every change.
 LINT_BASE ?=
+GO_MODULES := bindings/go examples/go-gateway
+CARGO_MANIFESTS := bindings/rust/Cargo.toml examples/rust-engine/Cargo.toml tests/package/rust_consumer/Cargo.toml
 lint: deps
 	@files=$$(if [ -n "$(LINT_BASE)" ]; then git diff --name-only --diff-filter=ACMR $(LINT_BASE); \
 	  else git ls-files; fi | grep -E '\.(c|cc|cpp|h|hpp|cu|cuh)$$' || true); \
 	if [ -n "$$files" ]; then clang-format --dry-run -Werror $$files && echo "lint: $$(echo $$files | wc -w) files clean"; \
 	else echo "lint: no C/C++ files changed"; fi
+	@for m in $(GO_MODULES); do \
+	  (cd $$m && GOFLAGS=-mod=readonly GOPROXY=off go vet ./... && \
+	   GOFLAGS=-mod=readonly GOPROXY=off $(DEPS_DIR)/bin/staticcheck ./...) || exit 1; \
+	  echo "lint: go vet and staticcheck clean in $$m"; \
+	done
+	@for m in $(CARGO_MANIFESTS); do \
+	  export ELDR_LIB_DIR=$(abspath $(BUILD))/lib CARGO_TARGET_DIR=$(abspath $(BUILD))/cargo-lint; \
+	  cargo fmt --all --check --manifest-path $$m && \
+	  cargo clippy -q --offline --locked --workspace --all-targets --manifest-path $$m -- -D warnings && \
+	  RUSTDOCFLAGS="-D warnings" cargo doc -q --offline --locked --workspace --no-deps --manifest-path $$m \
+	  || exit 1; \
+	  echo "lint: cargo fmt, clippy and doc clean in $$(dirname $$m)"; \
+	done
 
 # The main job three ways: embedded (fit, then every policy), the sidecar
 # (eldrd + an engine through shared memory), and the whole serving chain
@@ -94,7 +123,7 @@ lint: deps
 demo: build
 	$(ELDR) demo --out-dir $(BUILD)/demo
 	scripts/demo-sidecar.sh $(BUILD)
-	/usr/bin/python3 scripts/demo_chain.py $(BUILD)
+	$(PYTHON) scripts/demo_chain.py $(BUILD)
 
 bench: build
 	$(ELDR) bench route --layers 48 --experts 128 --workers 16 --json
@@ -105,11 +134,11 @@ bench: build
 	  for i in $$(seq 100); do $(ELDR) status --instance $$inst >/dev/null 2>&1 && break; sleep 0.1; done; \
 	  $(ELDR) bench ring --instance $$inst --requests 20000 --json && \
 	  $(ELDR) bench ring-throughput --instance $$inst --seconds 10 --json; rc=$$?; kill $$pid; wait $$pid; exit $$rc
-	PYTHONPATH=$(BUILD)/python /usr/bin/python3 bindings/python/bench_route.py
+	PYTHONPATH=$(BUILD)/python $(PYTHON) bindings/python/bench_route.py
 
 # The README's paper-shaped table (simulated; about two minutes here).
 sim-table: build
-	/usr/bin/python3 tools/sim_paper_table.py $(ELDR) 200 20000
+	$(PYTHON) tools/sim_paper_table.py $(ELDR) 200 20000
 
 # The simulator matrix (issue 16): every policy x presets/workloads/the dev
 # trace x utilization x expert share, pools, model error, drift; 3 seeds,

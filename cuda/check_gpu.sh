@@ -16,8 +16,10 @@
 #
 # The staged programs link the CUDA runtime, GoogleTest and xxHash statically
 # and need only glibc, libstdc++ and the driver (580+ for a CUDA 13 build).
-# Default build-dir: build-gpu-check. nvcc: CUDACXX or /usr/local/cuda/bin/nvcc
-# (CUDA 12+). ELDR_GPU_BENCH_RUNS sets the timed runs per figure (200).
+# Default build-dir: build-gpu-check. nvcc (CUDA 12+): CUDACXX, else
+# /usr/local/cuda/bin/nvcc, else CUDA 13 from PyPI in .deps/cuda
+# (scripts/install-deps.sh cuda), as the normal build finds it.
+# ELDR_GPU_BENCH_RUNS sets the timed runs per figure (200).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -115,7 +117,10 @@ case "$mode" in
     collect_programs "$dir"
     {
       echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-      "${CUDACXX:-/usr/local/cuda/bin/nvcc}" --version | tail -2
+      nvcc=$(sed -n 's/^set(CMAKE_CUDA_COMPILER "\(.*\)")$/\1/p' \
+        "$build"/CMakeFiles/*/CMakeCUDACompiler.cmake | head -1)
+      echo "nvcc $nvcc"
+      "$nvcc" --version | tail -2
     } >"$dir/BUILD_INFO"
     step "staged in $dir ($(du -sh "$dir" | cut -f1))"
     cat "$dir/BUILD_INFO"

@@ -18,7 +18,7 @@ done
 instance="demo-$$"
 workdir=$(mktemp -d)
 log="$workdir/eldrd.log"
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 0)
+port=$("${ELDR_PYTHON:-python3}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 0)
 daemon=""
 
 cleanup() {

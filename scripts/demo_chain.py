@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The whole serving chain, as `make demo` ends it.
 
 eldrd (embedded default table) + emulated prefill and decode engines
@@ -13,7 +13,7 @@ engine push the footprint itself. A last pass is a gateway in Python (this
 script) against a vLLM-flavored prefill engine: eldr.footprint_from_vllm on
 its answer, Client.route, then the chosen decode worker.
 
-    /usr/bin/python3 scripts/demo_chain.py [BUILD_DIR] [--requests N] [--flavor F]
+    .deps/venv/bin/python scripts/demo_chain.py [BUILD_DIR] [--requests N] [--flavor F]
 """
 import argparse
 import collections
@@ -140,7 +140,7 @@ def main():
             sys.exit(f"demo_chain: {binary} is not built (make build)")
     env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"))
     instance = f"chain-{os.getpid()}"
-    py = "/usr/bin/python3"
+    py = sys.executable  # the Python with NumPy that runs this demo (make demo: the venv)
     engines = os.path.join(ROOT, "examples", "python-engine")
 
     with tempfile.TemporaryDirectory() as workdir:

@@ -1,6 +1,6 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Plots for `eldr sim --plot-dir DIR`: TPOT vs rate per policy, and the
-distribution of distinct experts per step. Debian's python3-matplotlib only."""
+distribution of distinct experts per step. matplotlib (the project's venv)."""
 import glob
 import json
 import os

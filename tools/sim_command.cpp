@@ -20,18 +20,26 @@ namespace eldr::cli {
 
 namespace {
 
-// The embedded plot script, piped into Debian's python3 (sys.argv[1] = dir).
-Status plot(const std::string& dir) {
+// Single-quoted for the shell.
+std::string shell_quoted(const std::string& s) {
   std::string quoted = "'";
-  for (char c : dir) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  quoted += "'";
-  const std::string cmd = "/usr/bin/python3 - " + quoted;
+  for (char c : s) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// The embedded plot script, piped into a Python with matplotlib (sys.argv[1] =
+// dir): $ELDR_PYTHON, else python3 on PATH.
+Status plot(const std::string& dir) {
+  const char* python = std::getenv("ELDR_PYTHON");
+  const std::string cmd =
+      (python != nullptr && *python != '\0' ? shell_quoted(python) : "python3") + " - " +
+      shell_quoted(dir);
   FILE* py = ::popen(cmd.c_str(), "w");
   if (py == nullptr) return {Errc::io, "cannot run " + cmd};
   const size_t n = sizeof(kPlotSimScript) - 1;
   const bool written = std::fwrite(kPlotSimScript, 1, n, py) == n;
   if (::pclose(py) != 0 || !written)
-    return {Errc::io, "plotting failed (needs Debian's python3-matplotlib): " + cmd};
+    return {Errc::io, "plotting failed (needs matplotlib; ELDR_PYTHON names the Python): " + cmd};
   return {};
 }
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The simulator matrix of issue 16: every policy x {3 presets x 2 synthetic
 workloads, the real dev trace} x utilization x expert share, pools of 8 and 32,
 router constants off by a factor, drift. Each job is one `eldr sim --json`
@@ -15,7 +15,7 @@ Utilization U: arrivals = U x the pool's capacity, capacity = workers x max_batc
 requests (eldr sim --help). Expert share S: alpha x D_rand / S_full, T0 and TSEQ
 kept. Changes are against the best of round_robin/random/jsq/p2c in the same
 run, in percent (negative = faster), the median over seeds with the min..max.
-Debian's python3 (+ python3-matplotlib for the plots) only."""
+The standard library (+ matplotlib for the plots: the project's venv)."""
 import argparse
 import datetime
 import json
@@ -372,7 +372,7 @@ def write_report(meta, cells, out_dir):
     try:
         paths = plots(cells, out_dir)
     except ImportError as e:
-        print(f"sim_matrix: no plots ({e}); install python3-matplotlib", file=sys.stderr)
+        print(f"sim_matrix: no plots ({e}); run it with the project's venv (.deps/venv/bin/python)", file=sys.stderr)
     rows = ["Plots: " + ", ".join(f"`{os.path.basename(p)}`" for p in paths)] if paths else []
     md = os.path.join(out_dir, "sim_matrix.md")
     with open(md, "w") as f:

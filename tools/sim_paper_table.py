@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The paper-shaped table: 3 models x 2 workloads, 16 decode workers, next to
 the paper's figures (docs/design.md §7). Usage: sim_paper_table.py ELDR_BINARY [RATE] [REQUESTS]
 Prints a Markdown table; every cell is one `eldr sim --json` run."""

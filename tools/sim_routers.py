@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Several routers sharing one decode pool, each seeing the others' bookings
 late (docs/design.md §7, "Several routers"). Every cell is one
 `eldr sim --routers N --view-delay-ms D --json` run of every policy, so each

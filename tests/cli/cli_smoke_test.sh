@@ -40,7 +40,7 @@ done
 "$ELDR" sim --preset gpt-oss-20b --workload language --workers 4 --utilization 0.3,0.6 \
   --expert-share 0.5 --seeds 2 --drift --report-steps --requests 200 --calibration 200 \
   --policies jsq eldr_cost --json > "$WORK/sim_modes.json"
-/usr/bin/python3 - "$WORK/sim_modes.json" <<'PY' || fail "sim modes json"
+"${ELDR_PYTHON:-python3}" - "$WORK/sim_modes.json" <<'PY' || fail "sim modes json"
 import json, sys
 d = json.load(open(sys.argv[1]))
 runs = d["eldr_cost"]["by_rate"]

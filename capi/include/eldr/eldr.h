@@ -58,11 +58,12 @@ extern "C" {
 
 /* ---- version and ABI ------------------------------------------------------ */
 
+/* The project's version: the one place it is written. CMake, the Python
+ * package, the Rust crates and the Go module read these three lines. */
 #define ELDR_VERSION_MAJOR 0
 #define ELDR_VERSION_MINOR 1
 #define ELDR_VERSION_PATCH 0
-/* MAJOR * 10000 + MINOR * 100 + PATCH */
-#define ELDR_VERSION_NUMBER 100
+#define ELDR_VERSION_NUMBER (ELDR_VERSION_MAJOR * 10000 + ELDR_VERSION_MINOR * 100 + ELDR_VERSION_PATCH)
 /* Bumped on any incompatible change of a function signature or struct layout. */
 #define ELDR_ABI_VERSION 1
 
