@@ -8,7 +8,7 @@ same footprint. Prints one JSON line:
 Each figure is the median over rounds of the mean time per call in a round;
 Python and C rounds alternate so that machine noise hits both alike.
 
-  PYTHONPATH=build/python /usr/bin/python3 bindings/python/bench_route.py
+  PYTHONPATH=build/python .deps/venv/bin/python bindings/python/bench_route.py
 """
 
 from __future__ import annotations

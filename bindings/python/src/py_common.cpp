@@ -107,7 +107,7 @@ std::string request_id_arg(const py::handle& obj) {
     id = py::reinterpret_borrow<py::bytes>(obj).cast<std::string>();
   } else {
     throw py::type_error("request_id must be str or bytes, got " +
-                         py::str(obj.get_type().attr("__name__")).cast<std::string>());
+                         py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>());
   }
   if (id.find('\0') != std::string::npos)
     raise_status(ELDR_E_INVALID_ARGUMENT, "request_id contains a NUL byte");

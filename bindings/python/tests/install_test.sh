@@ -1,30 +1,40 @@
 #!/usr/bin/env bash
-# The installable package (ctest: python.install). For CPython 3.10 and 3.12
-# (pyenv's; a version that is absent is skipped with a message):
-#   1. a fresh venv under a temp dir, `PIP_NO_INDEX=1 pip install
-#      ./bindings/python` into it (offline; ELDR_BUILD_DIR reuses this build's
-#      libeldr.so), then install_check.py in a clean environment (no
-#      PYTHONPATH, no LD_LIBRARY_PATH, cwd outside the checkout, no NumPy);
-#   2. the wheel `make wheel` builds (the same backend command, for the first
-#      interpreter found, reusing that install's extension build) installed
-#      into a second fresh venv, checked the same way.
-# Usage: install_test.sh BUILD_DIR. Env: ELDR_INSTALL_TEST_PYTHONS ("3.10 3.12"),
-# PYENV_ROOT (/root/.pyenv), ELDR_BUILD_TYPE (the extension's, default None here:
-# no -O, no -g: the compile is most of the time this test takes).
+# The Python package as users get it (ctest python.install), for each pyenv
+# CPython of ELDR_INSTALL_TEST_PYTHONS (default "3.10 3.11 3.12 3.13"; one that
+# is absent is skipped with a message):
+#   1. `pip wheel ./bindings/python`, offline: the build backend
+#      (scikit-build-core, pybind11) comes from the wheelhouse that
+#      scripts/install-deps.sh fills, into pip's isolated build environment.
+#      The first interpreter builds libeldr from the checkout, as a user's pip
+#      does; the others take this build's (-Ccmake.define.ELDR_LIBRARY), which
+#      saves the compile;
+#   2. `auditwheel repair`: the libraries libeldr needs beyond the C runtime
+#      (libnats and its own) go into the wheel, which gets a manylinux tag;
+#   3. a fresh venv and `pip install eldr` with PIP_NO_INDEX=1 and nothing at
+#      hand but the wheel and NumPy's wheel; install_check.py from a clean
+#      environment outside the checkout (the installed package, a route);
+#   4. pytest from the wheelhouse, then the binding's tests against the
+#      installed package (the daemon's with $ELDR_ELDRD).
+# Usage: install_test.sh BUILD_DIR. Env: ELDR_DEPS_DIR (.deps), PYENV_ROOT,
+# ELDR_INSTALL_TEST_PYTHONS, ELDR_JOBS.
 set -euo pipefail
 
 build=$(cd "$1" && pwd)
 tests=$(cd "$(dirname "$0")" && pwd)
 project=$(dirname "$tests")
-pyenv_root=${PYENV_ROOT:-/root/.pyenv}
-export ELDR_BUILD_TYPE=${ELDR_BUILD_TYPE:-None}
+checkout=$(cd "$project/../.." && pwd)
+deps=${ELDR_DEPS_DIR:-$checkout/.deps}
+house=$deps/wheelhouse
+pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/eldr-install-test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-if [ ! -f "$build/lib/libeldr.so" ]; then
-  echo "install_test: $build/lib/libeldr.so missing (build eldr_capi first)" >&2
-  exit 1
-fi
+for need in "$build/lib/libeldr.so" "$deps/venv/bin/auditwheel" "$house"; do
+  if [ ! -e "$need" ]; then
+    echo "install_test: $need missing (build eldr_capi; scripts/install-deps.sh)" >&2
+    exit 1
+  fi
+done
 
 # The newest pyenv X.Y.*: a CPython that is not Debian's.
 find_python() {
@@ -38,52 +48,55 @@ find_python() {
   return 1
 }
 
-# Runs install_check.py with the venv's python: empty environment, cwd and
-# script outside the checkout, -I (no script dir, no user site, no PYTHON*).
-check_venv() {
-  local venv=$1 run=$tmp/run-$(basename "$venv")
-  mkdir -p "$run"
-  cp "$tests/install_check.py" "$run/"
-  (cd "$run" && env -i HOME="$run" PATH=/usr/bin:/bin "$venv/bin/python" -I install_check.py)
-}
-
-# Offline pip: no index, no cache, no version check.
-pip_offline() {
-  PIP_NO_INDEX=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$@"
+# pip with no index: only the folders named by --find-links.
+offline() {
+  PIP_NO_INDEX=1 PIP_FIND_LINKS= PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$@"
 }
 
 tested=0
-wheel_python=""
-wheel_version=""
-for version in ${ELDR_INSTALL_TEST_PYTHONS:-3.10 3.12}; do
+for version in ${ELDR_INSTALL_TEST_PYTHONS:-3.10 3.11 3.12 3.13}; do
   if ! python=$(find_python "$version"); then
     echo "install_test: SKIP Python $version (no $pyenv_root/versions/$version.*)"
     continue
   fi
+  tag=cp${version/./}
+  library=()
+  how="libeldr built from the checkout"
+  if [ "$tested" -gt 0 ]; then
+    library=(--config-settings=cmake.define.ELDR_LIBRARY="$build/lib/libeldr.so")
+    how="this build's libeldr"
+  fi
+  echo "install_test: Python $version: pip wheel ./bindings/python ($how)"
+  (cd "$tmp" && CMAKE_BUILD_PARALLEL_LEVEL=${ELDR_JOBS:-2} offline "$python" -m pip wheel -q \
+    --no-deps --find-links "$house" -w "$tmp/dist-$version" "$project" \
+    --config-settings=build-dir="$tmp/build-$version" "${library[@]}")
+
+  echo "install_test: Python $version: auditwheel repair"
+  PATH="$deps/venv/bin:$PATH" auditwheel repair -w "$tmp/only-$version" \
+    "$tmp/dist-$version"/eldr-*-"$tag"-"$tag"-linux_x86_64.whl >"$tmp/repair-$version.log" 2>&1 ||
+    { cat "$tmp/repair-$version.log"; exit 1; }
+  cp "$house"/numpy-*-"$tag"-"$tag"-*manylinux*.whl "$tmp/only-$version/"
+  ls "$tmp/only-$version"
+
   venv=$tmp/venv-$version
-  echo "install_test: Python $version: $python -> venv, pip install $project"
   "$python" -m venv "$venv"
-  (cd "$tmp" && ELDR_BUILD_DIR=$build ELDR_PYTHON_BUILD_DIR=$tmp/ext-$version \
-    pip_offline "$venv/bin/python" -m pip install -q "$project")
-  check_venv "$venv"
+  offline "$venv/bin/python" -m pip install -q --find-links "$tmp/only-$version" eldr
+  run=$tmp/run-$version
+  mkdir -p "$run"
+  cp "$tests/install_check.py" "$run/"
+  (cd "$run" && env -i HOME="$run" PATH=/usr/bin:/bin "$venv/bin/python" -I install_check.py)
+
+  echo "install_test: Python $version: the binding's tests against the installed package"
+  offline "$venv/bin/python" -m pip install -q --find-links "$house" \
+    -r "$checkout/scripts/deps/python-test.txt"
+  cp "$tests"/conftest.py "$tests"/test_*.py "$run/"
+  (cd "$run" && env -u PYTHONPATH PYTHONDONTWRITEBYTECODE=1 \
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider .)
   tested=$((tested + 1))
-  wheel_python=${wheel_python:-$python}
-  wheel_version=${wheel_version:-$version}
 done
 
-if [ -n "$wheel_python" ]; then
-  echo "install_test: make wheel's command with $wheel_python, the wheel into a fresh venv"
-  # The extension's build folder of the pip install above: packing, no recompile.
-  ELDR_PYTHON_BUILD_DIR=$tmp/ext-$wheel_version \
-    "$wheel_python" "$project/build_backend/eldr_build_backend.py" --out "$tmp/wheels" --build-dir "$build"
-  venv=$tmp/venv-wheel
-  "$wheel_python" -m venv "$venv"
-  pip_offline "$venv/bin/python" -m pip install -q "$tmp"/wheels/eldr-*.whl
-  check_venv "$venv"
-fi
-
 if [ "$tested" -eq 0 ]; then
-  echo "install_test: SKIP: none of ${ELDR_INSTALL_TEST_PYTHONS:-3.10 3.12} under $pyenv_root"
+  echo "install_test: SKIP: none of ${ELDR_INSTALL_TEST_PYTHONS:-3.10 3.11 3.12 3.13} under $pyenv_root"
   exit 77
 fi
 echo "install_test: ok ($tested interpreter(s))"

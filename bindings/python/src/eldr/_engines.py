@@ -13,10 +13,26 @@ NumPy is imported inside the functions only: ``import eldr`` does not need it.
 from __future__ import annotations
 
 import operator
-from typing import Any, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    List,
+    Literal,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+    overload,
+)
 
 from . import _eldr
 from ._errors import InvalidArgument, OutOfRange, ShapeMismatch
+
+if TYPE_CHECKING:  # NumPy for the annotations only: imported lazily at run time
+    import numpy as np
+    import numpy.typing as npt
 
 # ELDR_DTYPE_* of eldr.h, by SGLang's routed_experts_dtype names.
 _DTYPES = {"uint8": 1, "uint16": 2, "int16": 3, "int32": 4, "int64": 5}
@@ -60,7 +76,7 @@ def _count(value: Any, name: str) -> int:
     return v
 
 
-def _layers(moe_layers: Optional[Sequence[int]]) -> Optional[list]:
+def _layers(moe_layers: Optional[Sequence[int]]) -> Optional[List[int]]:
     if moe_layers is None:
         return None
     return [_count(h, "moe_layers entry") for h in moe_layers]
@@ -73,6 +89,28 @@ def _result(raw: bytearray, info: Mapping[str, int], num_experts: int, return_in
     return (fp, _info(info)) if return_info else fp
 
 
+@overload
+def footprint_from_sglang(
+    meta_info: Mapping[str, Any],
+    *,
+    num_experts: int,
+    num_layers: int,
+    top_k: int,
+    moe_layers: Optional[Sequence[int]] = ...,
+    prompt_tokens: Optional[int] = ...,
+    return_info: Literal[False] = ...,
+) -> npt.NDArray[np.int16]: ...
+@overload
+def footprint_from_sglang(
+    meta_info: Mapping[str, Any],
+    *,
+    num_experts: int,
+    num_layers: int,
+    top_k: int,
+    moe_layers: Optional[Sequence[int]] = ...,
+    prompt_tokens: Optional[int] = ...,
+    return_info: Literal[True],
+) -> Tuple[npt.NDArray[np.int16], RoutedExpertsInfo]: ...
 def footprint_from_sglang(
     meta_info: Mapping[str, Any],
     *,
@@ -122,6 +160,24 @@ def footprint_from_sglang(
     return _result(raw, info, e, return_info)
 
 
+@overload
+def footprint_from_vllm(
+    routed_experts: Union[str, bytes, Sequence[Any]],
+    *,
+    num_experts: int,
+    prompt_tokens: int,
+    moe_layers: Optional[Sequence[int]] = ...,
+    return_info: Literal[False] = ...,
+) -> npt.NDArray[np.int16]: ...
+@overload
+def footprint_from_vllm(
+    routed_experts: Union[str, bytes, Sequence[Any]],
+    *,
+    num_experts: int,
+    prompt_tokens: int,
+    moe_layers: Optional[Sequence[int]] = ...,
+    return_info: Literal[True],
+) -> Tuple[npt.NDArray[np.int16], RoutedExpertsInfo]: ...
 def footprint_from_vllm(
     routed_experts: Union[str, bytes, Sequence[Any]],
     *,
