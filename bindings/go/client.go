@@ -81,6 +81,8 @@ static eldrgo_err eldrgo_worker_control(eldr_client_t* c, uint32_t worker, uint3
 import "C"
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -115,15 +117,38 @@ type Client struct {
 
 // Open registers with the eldrd of instance; opts may be nil.
 func Open(instance string, opts *ClientOptions) (*Client, error) {
+	var o ClientOptions
+	if opts != nil {
+		o = *opts
+	}
+	return open(instance, o)
+}
+
+// OpenContext is Open bounded by ctx: it waits for the daemon at most until
+// ctx's deadline (or opts.OpenTimeout, whichever comes first) and returns
+// ctx's error as soon as ctx is done; a registration that completes after
+// that is closed again.
+func OpenContext(ctx context.Context, instance string, opts *ClientOptions) (*Client, error) {
+	var o ClientOptions
+	if opts != nil {
+		o = *opts
+	}
+	timeout, err := callTimeout(ctx, o.OpenTimeout)
+	if err != nil {
+		return nil, contextError(err, "opening instance "+instance)
+	}
+	o.OpenTimeout = timeout
+	return cancellable(ctx, "opening instance "+instance,
+		func() (*Client, error) { return open(instance, o) },
+		func(c *Client) { c.Close() })
+}
+
+func open(instance string, o ClientOptions) (*Client, error) {
 	if abiErr != nil {
 		return nil, abiErr
 	}
 	if containsNUL(instance) {
 		return nil, invalid("instance name contains a NUL byte")
-	}
-	var o ClientOptions
-	if opts != nil {
-		o = *opts
 	}
 	reattach := C.uint32_t(1)
 	if o.NoReattach {
@@ -172,13 +197,43 @@ func (c *Client) Wait(requestID string, timeout time.Duration) (Decision, error)
 	if err := validateRequestID(requestID); err != nil {
 		return Decision{}, err
 	}
+	d, _, err := c.wait(requestID, timeout)
+	return d, err
+}
+
+// WaitContext is Wait until ctx is done instead of a timeout: the decision on
+// requestID as soon as it is published, or ctx's error once ctx is done
+// first. A Close meanwhile ends it with ErrState.
+func (c *Client) WaitContext(ctx context.Context, requestID string) (Decision, error) {
+	if err := validateRequestID(requestID); err != nil {
+		return Decision{}, err
+	}
+	for {
+		slice, err := nextSlice(ctx)
+		if err != nil {
+			return Decision{}, contextError(err, fmt.Sprintf("waiting for the decision on %q", requestID))
+		}
+		d, timedOut, err := c.wait(requestID, slice)
+		if !timedOut {
+			return d, err
+		}
+	}
+}
+
+// wait is one C wait; timedOut says it ended with no decision yet. The read
+// lock is held only for it, so Close never waits longer than one wait.
+func (c *Client) wait(requestID string, timeout time.Duration) (d Decision, timedOut bool, err error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.ptr == nil {
-		return Decision{}, closedError("client")
+		return Decision{}, false, closedError("client")
 	}
 	r := C.eldrgo_wait(c.ptr, requestID, millis(timeout))
-	return accepted(requestID, r)
+	if r.err.status == C.ELDR_E_TIMEOUT {
+		return Decision{}, true, toError(r.err)
+	}
+	d, err = accepted(requestID, r)
+	return d, false, err
 }
 
 // Route pushes fp and waits for its decision: one round trip through the daemon.
@@ -200,6 +255,27 @@ func (c *Client) Route(requestID string, fp Footprint, timeout time.Duration) (D
 	r := C.eldrgo_route(c.ptr, requestID, fp.ptr(), C.uint32_t(fp.Layers), C.uint32_t(fp.Experts),
 		millis(timeout))
 	return accepted(requestID, r)
+}
+
+// RouteContext is Route until ctx is done: it pushes fp (unless ctx is done
+// already: then nothing is pushed) and waits for the decision with
+// WaitContext. When ctx ends the wait, the request is completed on the
+// caller's behalf, so that a decision nobody will use does not hold a slot
+// on its worker.
+func (c *Client) RouteContext(ctx context.Context, requestID string, fp Footprint) (Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return Decision{}, contextError(err, fmt.Sprintf("routing %q", requestID))
+	}
+	if err := c.Push(requestID, fp); err != nil {
+		return Decision{}, err
+	}
+	d, err := c.WaitContext(ctx, requestID)
+	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// Behind the footprint in this client's ring: the daemon routes, then
+		// releases. The pusher's own complete needs no token.
+		_ = c.Complete(requestID)
+	}
+	return d, err
 }
 
 // Complete reports that requestID's decode finished: its worker's in-flight

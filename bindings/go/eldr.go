@@ -52,6 +52,17 @@ func checkABI() error {
 // CheckABI reports whether the loaded library matches this package's ABI.
 func CheckABI() error { return abiErr }
 
+// The eldr version this package was built for: eldr.h's, the project's one
+// version (the module's release tags follow it, as vMAJOR.MINOR.PATCH).
+const (
+	VersionMajor = int(C.ELDR_VERSION_MAJOR)
+	VersionMinor = int(C.ELDR_VERSION_MINOR)
+	VersionPatch = int(C.ELDR_VERSION_PATCH)
+)
+
+// BindingVersion is VersionMajor.VersionMinor.VersionPatch, e.g. "0.1.0".
+var BindingVersion = fmt.Sprintf("%d.%d.%d", VersionMajor, VersionMinor, VersionPatch)
+
 // Version is the loaded library's version string, e.g. "0.1.0".
 func Version() string { return C.GoString(C.eldr_version_string()) }
 

@@ -14,8 +14,10 @@ func TestABIAndVersion(t *testing.T) {
 	if err := CheckABI(); err != nil {
 		t.Fatal(err)
 	}
-	if Version() != "0.1.0" || VersionNumber() != 100 {
-		t.Fatalf("version %q %d", Version(), VersionNumber())
+	// The loaded library is the one this package was built for (eldr.h).
+	number := uint32(VersionMajor*10000 + VersionMinor*100 + VersionPatch)
+	if Version() != BindingVersion || VersionNumber() != number || BindingVersion == "0.0.0" {
+		t.Fatalf("library %q (%d), binding %q (%d)", Version(), VersionNumber(), BindingVersion, number)
 	}
 }
 

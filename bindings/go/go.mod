@@ -1,3 +1,3 @@
 module eldr.dev/eldr
 
-go 1.19
+go 1.25

@@ -1,6 +1,7 @@
 package eldr
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -92,6 +93,13 @@ func fittedTable(t testing.TB, workers uint32) *Table {
 // only when the binary is absent.
 func startDaemon(t *testing.T, workers uint32, extra ...string) string {
 	t.Helper()
+	instance, _ := startDaemonProcess(t, workers, extra...)
+	return instance
+}
+
+// startDaemonProcess is startDaemon that also returns the daemon's process.
+func startDaemonProcess(t *testing.T, workers uint32, extra ...string) (string, *os.Process) {
+	t.Helper()
 	bin := os.Getenv("ELDRD")
 	if bin == "" {
 		t.Skip("eldrd not built ($ELDRD unset)")
@@ -129,7 +137,7 @@ func startDaemon(t *testing.T, workers uint32, extra ...string) string {
 		c, err := Open(instance, &ClientOptions{OpenTimeout: 200 * time.Millisecond})
 		if err == nil {
 			c.Close()
-			return instance
+			return instance, cmd.Process
 		}
 		select {
 		case e := <-exited:
@@ -140,5 +148,46 @@ func startDaemon(t *testing.T, workers uint32, extra ...string) string {
 			t.Fatalf("eldrd not ready after 20 s: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// load is the daemon's requests in flight and requests routed, over all its
+// workers, from one status snapshot (the CLI's `eldr status --json`,
+// $ELDR_CLI, set by ctest); the test is skipped without the CLI.
+func load(t *testing.T, instance string) (inflight, routed int) {
+	t.Helper()
+	cli := os.Getenv("ELDR_CLI")
+	if cli == "" {
+		t.Skip("the eldr CLI is not built ($ELDR_CLI unset)")
+	}
+	out, err := exec.Command(cli, "status", "--instance", instance, "--json").Output()
+	if err != nil {
+		t.Fatalf("eldr status: %v", err)
+	}
+	var status struct {
+		Workers []struct {
+			Inflight int `json:"inflight"`
+			Routed   int `json:"routed"`
+		} `json:"workers"`
+	}
+	if err := json.Unmarshal(out, &status); err != nil {
+		t.Fatalf("eldr status --json: %v: %s", err, out)
+	}
+	for _, w := range status.Workers {
+		inflight += w.Inflight
+		routed += w.Routed
+	}
+	return inflight, routed
+}
+
+// eventually polls cond every 20 ms for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10 s: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

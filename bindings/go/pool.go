@@ -38,6 +38,8 @@ static eldrgo_err eldrgo_pool_complete(eldr_pool_t* p, _GoString_ id, uint64_t t
 import "C"
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
 	"unsafe"
@@ -66,6 +68,20 @@ func OpenPool(natsURLs, pool string, timeout time.Duration) (*Pool, error) {
 		return nil, err
 	}
 	return &Pool{ptr: r.pool}, nil
+}
+
+// OpenPoolContext is OpenPool bounded by ctx: the connection attempt lasts
+// until ctx's deadline (2 s without one), and the call returns ctx's error as
+// soon as ctx is done; a connection made after that is closed again.
+func OpenPoolContext(ctx context.Context, natsURLs, pool string) (*Pool, error) {
+	what := "connecting to pool " + pool
+	timeout, err := callTimeout(ctx, 0)
+	if err != nil {
+		return nil, contextError(err, what)
+	}
+	return cancellable(ctx, what,
+		func() (*Pool, error) { return OpenPool(natsURLs, pool, timeout) },
+		func(p *Pool) { p.Close() })
 }
 
 // Close disconnects. Calling it again is a no-op.
@@ -99,6 +115,31 @@ func (p *Pool) Route(requestID string, fp Footprint, timeout time.Duration) (Dec
 		return Decision{}, err
 	}
 	return decisionFromC(&r.decision), nil
+}
+
+// RouteContext is Route bounded by ctx: the request waits for a node's answer
+// until ctx's deadline (2 s without one), and the call returns ctx's error as
+// soon as ctx is done. A decision that arrives after that is completed at
+// once with its token, so the abandoned request holds no slot on its worker.
+// fp is copied when ctx can be cancelled: the caller may reuse it on return.
+func (p *Pool) RouteContext(ctx context.Context, requestID string, fp Footprint) (Decision, error) {
+	if err := validateRequestID(requestID); err != nil {
+		return Decision{}, err
+	}
+	if err := fp.validate(); err != nil {
+		return Decision{}, err
+	}
+	what := fmt.Sprintf("routing %q through the pool", requestID)
+	timeout, err := callTimeout(ctx, 0)
+	if err != nil {
+		return Decision{}, contextError(err, what)
+	}
+	if ctx.Done() != nil {
+		fp.Counts = append([]int16(nil), fp.Counts...)
+	}
+	return cancellable(ctx, what,
+		func() (Decision, error) { return p.Route(requestID, fp, timeout) },
+		func(d Decision) { _ = p.Complete(requestID, d.CompletionToken) })
 }
 
 // Complete tells the node that routed requestID that it finished; token is

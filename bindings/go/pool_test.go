@@ -1,6 +1,7 @@
 package eldr
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -89,4 +90,80 @@ func TestPoolRoutesThroughANodeOverNATS(t *testing.T) {
 	if _, err := p.Route("go-pool-2", fp, time.Second); err == nil {
 		t.Fatal("route after Close succeeded")
 	}
+}
+
+// Pool.RouteContext: as Route, nothing sent on a done context, and a decision
+// that arrives after its caller gave up is completed at once: here the node
+// is stopped (SIGSTOP) while the request waits, the caller cancels, and the
+// node answers when it resumes.
+func TestPoolRouteContextReleasesADecisionItGaveUpOn(t *testing.T) {
+	url := startNATS(t)
+	pool := fmt.Sprintf("goctx%d", os.Getpid())
+	instance, node := startDaemonProcess(t, 4, "--nats", url, "--node", "go", "--pool", pool)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := OpenPoolContext(ctx, url, pool)
+	var e *Error
+	if errors.As(err, &e) && e.Status == ErrUnsupported {
+		t.Skip("this build has no NATS support")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	fp := footprint(newRNG(6), 2, 4)
+	var d Decision
+	for {
+		d, err = p.RouteContext(ctx, "go-pctx-1", fp)
+		if err == nil || !errors.Is(err, ErrNoDaemon) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the node is still subscribing
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Complete("go-pctx-1", d.CompletionToken); err != nil {
+		t.Fatal(err)
+	}
+
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	if _, err := p.RouteContext(done, "go-pctx-unsent", fp); !errors.Is(err, context.Canceled) {
+		t.Fatalf("route on a cancelled context: %v", err)
+	}
+
+	released := make(chan error, 1)
+	abandonedHook = func(what string, err error) { released <- err }
+	defer func() { abandonedHook = nil }()
+	if err := node.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = node.Signal(syscall.SIGCONT)
+		}
+	}()
+	gaveUp, giveUp := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, giveUp)
+	if _, err := p.RouteContext(gaveUp, "go-pctx-stopped", fp); !errors.Is(err, context.Canceled) {
+		t.Fatalf("route while the node is stopped: %v", err)
+	}
+	if err := node.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	select {
+	case err := <-released:
+		if err != nil {
+			t.Fatalf("the node did not answer the given-up request: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the given-up route never returned")
+	}
+	eventually(t, "the given-up request routed, then released", func() bool {
+		inflight, routed := load(t, instance)
+		return routed == 2 && inflight == 0
+	})
 }

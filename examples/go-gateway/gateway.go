@@ -21,10 +21,11 @@ import (
 )
 
 // Decisions is the part of *eldr.Client the gateway uses (poolDecisions in
-// main.go adapts an *eldr.Pool to it).
+// main.go adapts an *eldr.Pool to it). Each call ends with its context: the
+// HTTP request's, bounded by DecisionTimeout.
 type Decisions interface {
-	Wait(requestID string, timeout time.Duration) (eldr.Decision, error)
-	Route(requestID string, fp eldr.Footprint, timeout time.Duration) (eldr.Decision, error)
+	WaitContext(ctx context.Context, requestID string) (eldr.Decision, error)
+	RouteContext(ctx context.Context, requestID string, fp eldr.Footprint) (eldr.Decision, error)
 	// The gateway did not push the footprint (the engine did): it presents
 	// the decision's completion token, or the daemon refuses the complete.
 	CompleteWithToken(requestID string, token uint64) error
@@ -222,7 +223,9 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 				return nil, fail(http.StatusBadGateway, "prefill: %v", err)
 			}
 		case g.Eldr != nil:
-			d, err = g.Eldr.Wait(req.RequestID, g.DecisionTimeout)
+			d, err = g.decide(ctx, func(ctx context.Context) (eldr.Decision, error) {
+				return g.Eldr.WaitContext(ctx, req.RequestID)
+			})
 		default:
 			err = errNoDecision
 		}
@@ -234,7 +237,9 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 			return nil, err
 		}
 		if err == nil {
-			d, err = g.Eldr.Route(req.RequestID, fp, g.DecisionTimeout)
+			d, err = g.decide(ctx, func(ctx context.Context) (eldr.Decision, error) {
+				return g.Eldr.RouteContext(ctx, req.RequestID, fp)
+			})
 		}
 	}
 	switch {
@@ -247,7 +252,9 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 		resp.Worker, resp.RoutedBy = fallbackWorker(req.RequestID, g.FallbackWorkers), "fallback"
 	case errors.Is(err, errNoDecision):
 		return nil, fail(http.StatusBadGateway, "%v", err)
-	case errors.Is(err, eldr.ErrTimeout):
+	case ctx.Err() != nil: // the client went away: nobody reads the answer
+		return nil, fail(499, "request cancelled while waiting for eldr: %v", ctx.Err())
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, eldr.ErrTimeout):
 		return nil, fail(http.StatusGatewayTimeout, "no eldr decision within %v", g.DecisionTimeout)
 	default:
 		var bad *badRoutedExperts
@@ -279,6 +286,14 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 }
 
 // post sends v as JSON and decodes a 200 answer into out.
+// decide asks eldr under the request's context, for DecisionTimeout at most.
+func (g *Gateway) decide(ctx context.Context,
+	ask func(context.Context) (eldr.Decision, error)) (eldr.Decision, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.DecisionTimeout)
+	defer cancel()
+	return ask(ctx)
+}
+
 func (g *Gateway) post(ctx context.Context, url string, v, out interface{}) error {
 	body, err := json.Marshal(v)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -272,11 +273,11 @@ func TestNoDecisionIsAGatewayTimeoutOrAFallback(t *testing.T) {
 // requests below must be rejected before eldr is involved.
 type refuse struct{ t *testing.T }
 
-func (r refuse) Wait(id string, _ time.Duration) (eldr.Decision, error) {
+func (r refuse) WaitContext(_ context.Context, id string) (eldr.Decision, error) {
 	r.t.Errorf("eldr asked about %q", id)
 	return eldr.Decision{}, eldr.ErrInternal
 }
-func (r refuse) Route(id string, _ eldr.Footprint, _ time.Duration) (eldr.Decision, error) {
+func (r refuse) RouteContext(_ context.Context, id string, _ eldr.Footprint) (eldr.Decision, error) {
 	r.t.Errorf("eldr asked to route %q", id)
 	return eldr.Decision{}, eldr.ErrInternal
 }

@@ -1,6 +1,6 @@
 module eldr.dev/eldr/examples/go-gateway
 
-go 1.19
+go 1.25
 
 require eldr.dev/eldr v0.0.0
 

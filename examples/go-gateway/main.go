@@ -139,12 +139,12 @@ func main() {
 // has no decision to wait for: with FlavorEldr the prefill engine returns it.
 type poolDecisions struct{ pool *eldr.Pool }
 
-func (p poolDecisions) Wait(requestID string, _ time.Duration) (eldr.Decision, error) {
+func (p poolDecisions) WaitContext(_ context.Context, requestID string) (eldr.Decision, error) {
 	return eldr.Decision{}, fmt.Errorf("request %s: %w", requestID, errNoDecision)
 }
 
-func (p poolDecisions) Route(requestID string, fp eldr.Footprint, timeout time.Duration) (eldr.Decision, error) {
-	return p.pool.Route(requestID, fp, timeout)
+func (p poolDecisions) RouteContext(ctx context.Context, requestID string, fp eldr.Footprint) (eldr.Decision, error) {
+	return p.pool.RouteContext(ctx, requestID, fp)
 }
 
 func (p poolDecisions) CompleteWithToken(requestID string, token uint64) error {
