@@ -3,12 +3,14 @@
 # them with the committed bindings/rust/eldr-sys/src/bindings.rs.
 #   scripts/check-bindgen.sh           check: exit 1 on drift (diff printed)
 #   scripts/check-bindgen.sh --write   regenerate the committed file
-# Exit 77 (ctest: skipped) when bindgen or rustfmt is not installed.
+# bindgen is bindgen-cli from crates.io at the version scripts/install-deps.sh
+# pins (in ELDR_DEPS_DIR/bin; BINDGEN overrides); exit 77 (ctest: skipped)
+# when it or rustfmt is not installed.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 header="$root/capi/include/eldr/eldr.h"
 committed="$root/bindings/rust/eldr-sys/src/bindings.rs"
-BINDGEN="${BINDGEN:-bindgen}"
+BINDGEN="${BINDGEN:-${ELDR_DEPS_DIR:-$root/.deps}/bin/bindgen}"
 RUSTFMT="${RUSTFMT:-$(command -v rustfmt || echo "$HOME/.cargo/bin/rustfmt")}"
 if ! command -v "$BINDGEN" >/dev/null 2>&1; then
   echo "check-bindgen: bindgen not installed, skipped"; exit 77
@@ -19,13 +21,16 @@ fi
 
 generate() {
   # Statuses stay plain i32 constants (--default-macro-constant-type signed);
-  # layout tests are kept; the experimental GPU section is in (every libeldr
-  # exports it: without CUDA its calls return ELDR_E_UNSUPPORTED).
+  # layout checks are kept (compile-time asserts); the code is for the
+  # crates' edition and oldest Rust (rust-version); the experimental GPU
+  # section is in (every libeldr exports it: without CUDA its calls return
+  # ELDR_E_UNSUPPORTED).
   # Formatting is done by an explicit rustfmt call so the output does not
   # depend on whether bindgen finds rustfmt on PATH.
   "$BINDGEN" "$header" \
     --allowlist-function 'eldr_.*' --allowlist-type 'eldr_.*' --allowlist-var 'ELDR_.*' \
-    --default-macro-constant-type signed --no-rustfmt-bindings \
+    --default-macro-constant-type signed --merge-extern-blocks \
+    --rust-target 1.70 --rust-edition 2021 --formatter none \
     -- -std=c11 -DELDR_EXPERIMENTAL_GPU \
     | "$RUSTFMT" --edition 2021 --emit stdout
 }

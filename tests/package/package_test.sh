@@ -3,6 +3,7 @@
 # downstream projects would and runs them:
 #   C++ on the static core: find_package(eldr) -> eldr::eldr, pkg-config eldr-core
 #   C on libeldr.so:        find_package(eldr) -> eldr::capi, pkg-config eldr (what cgo uses)
+#   Rust on libeldr.so:     eldr-sys finds it by pkg-config eldr, with no ELDR_LIB_DIR
 set -euo pipefail
 BUILD="$1"
 SRC="$(cd "$(dirname "$0")" && pwd)"
@@ -43,5 +44,16 @@ LD_LIBRARY_PATH="$LIBDIR" "$WORK/pc_c_consumer"
 # The C program needs libeldr.so only (the C++ runtime comes in through it).
 if readelf -d "$WORK/pc_c_consumer" | grep -q 'libstdc++'; then
   echo "the C consumer links libstdc++ directly"; exit 1
+fi
+# Rust (when cargo exists): the crates from the checkout, the library from the
+# prefix, found by eldr-sys's pkg-config probe; crates offline, as fetched by
+# scripts/install-deps.sh.
+CARGO="$(command -v cargo || echo "$HOME/.cargo/bin/cargo")"
+if [ -x "$CARGO" ]; then
+  env -u ELDR_LIB_DIR CARGO_TARGET_DIR="$WORK/cargo" "$CARGO" build -q --offline --locked \
+    --manifest-path "$SRC/rust_consumer/Cargo.toml"
+  LD_LIBRARY_PATH="$LIBDIR" "$WORK/cargo/debug/eldr-rust-consumer"
+else
+  echo "package: no cargo: the Rust consumer is skipped"
 fi
 echo "package: ok"

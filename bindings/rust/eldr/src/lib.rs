@@ -50,6 +50,10 @@ pub use eldr_sys as sys;
 /// The ABI this crate was generated for (`ELDR_ABI_VERSION` of its eldr.h).
 pub const ABI_VERSION: u32 = eldr_sys::ELDR_ABI_VERSION as u32;
 
+/// The eldr version this crate was built for, `"MAJOR.MINOR.PATCH"`: eldr.h's,
+/// the project's one version ([`version`] is the loaded library's).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// The loaded library's version string, e.g. `"0.1.0"`.
 pub fn version() -> &'static str {
     // SAFETY: static storage.

@@ -168,11 +168,11 @@ pub fn footprint_from_ids(
         unsafe {
             sys::eldr_footprint_from_ids(
                 ids.as_ptr().cast(),
-                ids.len() as u64,
+                ids.len(),
                 dtype.to_raw(),
                 raw,
                 out,
-                len as u64,
+                len,
                 info,
             )
         }
@@ -192,11 +192,11 @@ pub fn footprint_from_sglang(
         unsafe {
             sys::eldr_footprint_from_base64_ids(
                 base64.as_ptr().cast(),
-                base64.len() as u64,
+                base64.len(),
                 dtype.to_raw(),
                 raw,
                 out,
-                len as u64,
+                len,
                 info,
             )
         }
@@ -222,11 +222,11 @@ pub fn footprint_from_vllm(
         unsafe {
             sys::eldr_footprint_from_base64_npy(
                 base64_npy.as_ptr().cast(),
-                base64_npy.len() as u64,
+                base64_npy.len(),
                 dtype,
                 raw,
                 out,
-                len as u64,
+                len,
                 info,
             )
         }
@@ -249,7 +249,7 @@ pub fn npy_shape(base64_npy: &str) -> Result<RoutedExpertsInfo> {
         sys::eldr_routed_experts_info_init(&mut info);
         check(sys::eldr_base64_npy_shape(
             base64_npy.as_ptr().cast(),
-            base64_npy.len() as u64,
+            base64_npy.len(),
             &mut info,
         ))?;
     }

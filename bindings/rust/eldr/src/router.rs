@@ -108,7 +108,7 @@ impl Default for RouterOptions {
     fn default() -> RouterOptions {
         let raw = default_raw_options();
         let step_cost =
-            (raw.t0_ms >= 0.0 && raw.tseq_ms >= 0.0 && raw.alpha_us >= 0.0).then(|| StepCost {
+            (raw.t0_ms >= 0.0 && raw.tseq_ms >= 0.0 && raw.alpha_us >= 0.0).then_some(StepCost {
                 t0_ms: raw.t0_ms,
                 tseq_ms: raw.tseq_ms,
                 alpha_us: raw.alpha_us,
