@@ -33,46 +33,37 @@ func contextError(err error, what string) error {
 	return fmt.Errorf("eldr: %s: %w", what, err)
 }
 
-// nextSlice is the length of the next C wait: waitSlice or what is left
-// before ctx's deadline. An error once ctx is done or its deadline passed.
+// nextSlice is the length of the next C wait: waitSlice, or less up to
+// ctx's deadline.
 func nextSlice(ctx context.Context) (time.Duration, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	slice := waitSlice
-	if deadline, ok := ctx.Deadline(); ok {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return 0, context.DeadlineExceeded
-		}
-		if left < slice {
-			slice = left
-		}
-	}
-	return slice, nil
+	return untilDeadline(ctx, waitSlice)
 }
 
-// callTimeout is the timeout of a one-shot C call under ctx: its deadline,
-// else fallback (or defaultCallTimeout when fallback is 0), whichever comes
-// first.
+// callTimeout is the timeout of a one-shot C call under ctx: fallback
+// (defaultCallTimeout when 0), or less up to ctx's deadline.
 func callTimeout(ctx context.Context, fallback time.Duration) (time.Duration, error) {
+	if fallback <= 0 {
+		fallback = defaultCallTimeout
+	}
+	return untilDeadline(ctx, fallback)
+}
+
+// untilDeadline is d, or what is left before ctx's deadline when that comes
+// first; an error once ctx is done or its deadline has passed.
+func untilDeadline(ctx context.Context, d time.Duration) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
-	}
-	timeout := fallback
-	if timeout <= 0 {
-		timeout = defaultCallTimeout
 	}
 	if deadline, ok := ctx.Deadline(); ok {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return 0, context.DeadlineExceeded
 		}
-		if left < timeout {
-			timeout = left
+		if left < d {
+			return left, nil
 		}
 	}
-	return timeout, nil
+	return d, nil
 }
 
 // cancellable runs call (a C call bounded by its own timeout) and returns its

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -132,24 +131,13 @@ func TestRouteContextReleasesARequestItGaveUpOn(t *testing.T) {
 		return routed == 1 && inflight == 0
 	})
 
-	if err := daemon.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			_ = daemon.Signal(syscall.SIGCONT)
-		}
-	}()
+	resume := pause(t, daemon)
 	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancelShort()
 	if _, err := c.RouteContext(short, "go-rctx-stopped", fp); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("route while the daemon is stopped: %v", err)
 	}
-	if err := daemon.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	resumed = true
+	resume()
 	if _, err := c.Wait("go-rctx-stopped", 5*time.Second); err != nil {
 		t.Fatalf("the daemon did not route the request once resumed: %v", err)
 	}

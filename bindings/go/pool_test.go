@@ -136,24 +136,13 @@ func TestPoolRouteContextReleasesADecisionItGaveUpOn(t *testing.T) {
 	released := make(chan error, 1)
 	abandonedHook = func(what string, err error) { released <- err }
 	defer func() { abandonedHook = nil }()
-	if err := node.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			_ = node.Signal(syscall.SIGCONT)
-		}
-	}()
+	resume := pause(t, node)
 	gaveUp, giveUp := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, giveUp)
 	if _, err := p.RouteContext(gaveUp, "go-pctx-stopped", fp); !errors.Is(err, context.Canceled) {
 		t.Fatalf("route while the node is stopped: %v", err)
 	}
-	if err := node.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	resumed = true
+	resume()
 	select {
 	case err := <-released:
 		if err != nil {
