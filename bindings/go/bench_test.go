@@ -1,6 +1,8 @@
 package eldr
 
 import (
+	"context"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -72,4 +74,54 @@ func BenchmarkRouteOverhead(b *testing.B) {
 func median(v []float64) float64 {
 	sort.Float64s(v)
 	return v[len(v)/2]
+}
+
+// BenchmarkClientRouteContext interleaves blocks of Client.Route (one C call:
+// push and wait) and Client.RouteContext (a push, then waits of at most
+// 10 ms) through a live eldrd, each route completed, and reports the medians
+// per route and what the context variant adds:
+//
+//	ELDRD=build/sidecar/eldrd go test -run '^$' -bench ClientRouteContext -benchtime 21x
+func BenchmarkClientRouteContext(b *testing.B) {
+	instance := startDaemon(b, 8)
+	c, err := Open(instance, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	fp := footprint(newRNG(3), 1, 4)
+	const block = 200
+	ctx := context.Background()
+	routes := 0
+	run := func(route func(id string) (Decision, error)) float64 {
+		start := time.Now()
+		for j := 0; j < block; j++ {
+			routes++
+			id := fmt.Sprintf("bench-%d", routes)
+			d, err := route(id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := c.CompleteWithToken(id, d.CompletionToken); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return float64(time.Since(start).Nanoseconds()) / block
+	}
+	plain := make([]float64, 0, b.N)
+	withContext := make([]float64, 0, b.N)
+	for i := 0; i < b.N; i++ {
+		plain = append(plain, run(func(id string) (Decision, error) {
+			return c.Route(id, fp, time.Second)
+		}))
+		withContext = append(withContext, run(func(id string) (Decision, error) {
+			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			return c.RouteContext(ctx, id, fp)
+		}))
+	}
+	plainMedian, contextMedian := median(plain), median(withContext)
+	b.ReportMetric(plainMedian, "route-ns")
+	b.ReportMetric(contextMedian, "route-context-ns")
+	b.ReportMetric(contextMedian-plainMedian, "extra-ns")
 }

@@ -92,14 +92,14 @@ func fittedTable(t testing.TB, workers uint32) *Table {
 // startDaemon runs eldrd ($ELDRD, set by ctest) on a private instance with a
 // freshly fitted table, and stops it when the test ends. It skips the test
 // only when the binary is absent.
-func startDaemon(t *testing.T, workers uint32, extra ...string) string {
+func startDaemon(t testing.TB, workers uint32, extra ...string) string {
 	t.Helper()
 	instance, _ := startDaemonProcess(t, workers, extra...)
 	return instance
 }
 
 // startDaemonProcess is startDaemon that also returns the daemon's process.
-func startDaemonProcess(t *testing.T, workers uint32, extra ...string) (string, *os.Process) {
+func startDaemonProcess(t testing.TB, workers uint32, extra ...string) (string, *os.Process) {
 	t.Helper()
 	bin := os.Getenv("ELDRD")
 	if bin == "" {
