@@ -5,7 +5,6 @@
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
-FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 20
 FUZZ_SEED ?= 1
 FUZZ_TARGETS ?= npy table json ring capi decode cluster
@@ -22,7 +21,7 @@ WHEEL_DIR ?= $(BUILD)/wheels
 # Go and cargo where their installers put them, also when PATH lacks them.
 export PATH := $(PATH):/usr/local/go/bin:$(HOME)/.cargo/bin
 
-.PHONY: all deps configure build wheel test test-full test-soak test-unit test-asan test-tsan test-fuzz lint demo bench bench-cluster sim-table sim-matrix sim-routers clean
+.PHONY: all deps configure build wheel test test-full test-soak test-unit asan-configure test-asan test-tsan test-fuzz lint demo bench bench-cluster sim-table sim-matrix sim-routers clean
 
 all: build
 
@@ -68,8 +67,13 @@ SAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DCMAKE_C
 	-DELDR_BUILD_TOOLS=OFF -DELDR_BUILD_BENCH=OFF -DELDR_BUILD_BINDINGS=OFF -DELDR_BUILD_EXAMPLES=OFF \
 	-DELDR_ENABLE_CUDA=OFF
 
-test-asan: deps
-	@test -f $(ASAN_BUILD)/CMakeCache.txt || cmake -S . -B $(ASAN_BUILD) $(SAN_FLAGS) -DELDR_SANITIZE=address,undefined
+# ASan+UBSan and the fuzzers share one clang build: the tests run fine with
+# the fuzzers' coverage instrumentation, and CI's 2 cores compile once, not twice.
+ASAN_FLAGS := $(SAN_FLAGS) -DELDR_SANITIZE=address,undefined -DELDR_FUZZ=ON
+asan-configure: deps
+	@test -f $(ASAN_BUILD)/CMakeCache.txt || CC=clang CXX=clang++ cmake -S . -B $(ASAN_BUILD) $(ASAN_FLAGS)
+
+test-asan: asan-configure
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
@@ -78,17 +82,15 @@ test-tsan: deps
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
 	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS)
 
-test-fuzz: deps
-	@test -f $(FUZZ_BUILD)/CMakeCache.txt || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) \
-	  $(SAN_FLAGS) -DELDR_FUZZ=ON -DELDR_BUILD_TESTS=OFF
-	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+test-fuzz: asan-configure
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS:%=%_fuzz)
 	@for f in $(FUZZ_TARGETS); do \
-	  mkdir -p $(FUZZ_BUILD)/corpus/$$f $(FUZZ_BUILD)/artifacts; \
+	  mkdir -p $(ASAN_BUILD)/corpus/$$f $(ASAN_BUILD)/artifacts; \
 	  echo "fuzz $$f: $(FUZZ_SECONDS) s"; \
-	  $(FUZZ_BUILD)/tests/fuzz/$${f}_fuzz -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -print_final_stats=1 \
-	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/corpus/$$f tests/fuzz/corpus/$$f \
-	    2> $(FUZZ_BUILD)/$$f.log || { tail -40 $(FUZZ_BUILD)/$$f.log; exit 1; }; \
-	  grep -E "stat::number_of_executed_units|Done" $(FUZZ_BUILD)/$$f.log; \
+	  $(ASAN_BUILD)/tests/fuzz/$${f}_fuzz -max_total_time=$(FUZZ_SECONDS) -seed=$(FUZZ_SEED) -print_final_stats=1 \
+	    -artifact_prefix=$(ASAN_BUILD)/artifacts/ $(ASAN_BUILD)/corpus/$$f tests/fuzz/corpus/$$f \
+	    2> $(ASAN_BUILD)/$$f.log || { tail -40 $(ASAN_BUILD)/$$f.log; exit 1; }; \
+	  grep -E "stat::number_of_executed_units|Done" $(ASAN_BUILD)/$$f.log; \
 	done
 
 # Lint, no build needed: clang-format on the C/C++/CUDA files changed since
@@ -162,4 +164,4 @@ sim-routers: configure
 	$(PYTHON) tools/sim_routers.py $(ELDR) docs/sim_routers 10000 2
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -26,7 +26,7 @@ deps="${ELDR_DEPS_DIR:-$root/.deps}"
 pins="$root/scripts/deps"
 BINDGEN_CLI_VERSION=0.73.2
 APT_PACKAGES=(
-  build-essential cmake pkg-config clang clang-format libclang-dev
+  build-essential cmake pkg-config clang clang-format libclang-dev libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libflatbuffers-dev flatbuffers-compiler libxxhash-dev nlohmann-json3-dev libcli11-dev
   libboost-dev libmimalloc-dev libtomlplusplus-dev libsystemd-dev libcpp-httplib-dev

@@ -404,6 +404,7 @@ uint64_t xxh3_64(const void* data, size_t n) noexcept {
 }
 
 void copy_bytes(void* dst, const void* src, size_t n) noexcept {
+  if (n == 0) return;  // an empty span may have no storage: memcpy(nullptr, ...) is UB
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(src);
   if (n < 32) {  // far below glibc's rep-movsb threshold

@@ -13,9 +13,15 @@
 // can show the routing hot path never allocates. Sanitizer builds bring their
 // own allocator (replacing operator new there mixes allocators), so the count
 // is only taken in normal builds.
+// GCC names a sanitizer build by macro, clang by __has_feature.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define ELDR_COUNT_ALLOCS 0
-#else
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ELDR_COUNT_ALLOCS 0
+#endif
+#endif
+#ifndef ELDR_COUNT_ALLOCS
 #define ELDR_COUNT_ALLOCS 1
 #endif
 namespace {
