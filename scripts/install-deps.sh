@@ -114,22 +114,10 @@ step_cuda() {
   stamp_write cuda "$pins/cuda.txt"
 }
 
-# The pyenv CPython X.Y (newest patch release), or nothing.
-pyenv_python() {
-  local root="${PYENV_ROOT:-$HOME/.pyenv}" dir
-  for dir in $(ls -d "$root/versions/$1".* 2>/dev/null | sort -V -r); do
-    if [[ -x "$dir/bin/python$1" ]]; then
-      echo "$dir/bin/python$1"
-      return 0
-    fi
-  done
-  return 1
-}
-
 step_wheelhouse() {
   local house="$deps/wheelhouse" version python found=()
   for version in 3.10 3.11 3.12 3.13; do
-    if python=$(pyenv_python "$version"); then found+=("$python"); fi
+    if python=$("$root/scripts/pyenv-python.sh" "$version"); then found+=("$python"); fi
   done
   if [[ ${#found[@]} -eq 0 ]]; then return 0; fi
   local inputs=("$pins/python-test.txt" "$root/bindings/python/pyproject.toml")

@@ -8,7 +8,7 @@
 #      (scikit-build-core, pybind11) comes from the wheelhouse that
 #      scripts/install-deps.sh fills, into pip's isolated build environment.
 #      The first interpreter builds libeldr from the checkout, as a user's pip
-#      does; the others take this build's (-Ccmake.define.ELDR_LIBRARY), which
+#      does; the others take this build's (--config-settings=cmake.define.ELDR_LIBRARY), which
 #      saves the compile;
 #   2. `auditwheel repair`: the libraries libeldr needs beyond the C runtime
 #      (libnats and its own) go into the wheel, which gets a manylinux tag;
@@ -27,7 +27,6 @@ project=$(dirname "$tests")
 checkout=$(cd "$project/../.." && pwd)
 deps=${ELDR_DEPS_DIR:-$checkout/.deps}
 house=$deps/wheelhouse
-pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/eldr-install-test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
@@ -38,18 +37,6 @@ for need in "$build/lib/libeldr.so" "$deps/venv/bin/auditwheel" "$house"; do
   fi
 done
 
-# The newest pyenv X.Y.*: a CPython that is not Debian's.
-find_python() {
-  local dir
-  for dir in $(ls -d "$pyenv_root/versions/$1".* 2>/dev/null | sort -V -r); do
-    if [ -x "$dir/bin/python$1" ]; then
-      echo "$dir/bin/python$1"
-      return 0
-    fi
-  done
-  return 1
-}
-
 # pip with no index: only the folders named by --find-links.
 offline() {
   PIP_NO_INDEX=1 PIP_FIND_LINKS= PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$@"
@@ -57,8 +44,8 @@ offline() {
 
 tested=0
 for version in ${ELDR_INSTALL_TEST_PYTHONS:-3.10 3.12 3.13}; do
-  if ! python=$(find_python "$version"); then
-    echo "install_test: SKIP Python $version (no $pyenv_root/versions/$version.*)"
+  if ! python=$("$checkout/scripts/pyenv-python.sh" "$version"); then
+    echo "install_test: SKIP Python $version (pyenv has none)"
     continue
   fi
   tag=cp${version/./}
@@ -98,7 +85,7 @@ for version in ${ELDR_INSTALL_TEST_PYTHONS:-3.10 3.12 3.13}; do
 done
 
 if [ "$tested" -eq 0 ]; then
-  echo "install_test: SKIP: none of ${ELDR_INSTALL_TEST_PYTHONS:-3.10 3.12 3.13} under $pyenv_root"
+  echo "install_test: SKIP: none of ${ELDR_INSTALL_TEST_PYTHONS:-3.10 3.12 3.13} in pyenv"
   exit 77
 fi
 echo "install_test: ok ($tested interpreter(s))"
