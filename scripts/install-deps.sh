@@ -7,7 +7,7 @@
 #   apt         Debian packages: one `apt-get update`, one `apt-get install -y`
 #   python      the project's venv, $ELDR_DEPS_DIR/venv, from PyPI
 #               (scripts/deps/python-dev.txt and the build backend pinned in
-#               bindings/python/pyproject.toml), for `python3` on PATH or $ELDR_PYTHON
+#               bindings/python/pyproject.toml), made by `python3` on PATH or $ELDR_VENV_PYTHON
 #   cuda        CUDA 13 from PyPI (scripts/deps/cuda.txt) in $ELDR_DEPS_DIR/cuda,
 #               unless the machine has a CUDA toolkit (CUDACXX, /usr/local/cuda,
 #               nvcc on PATH) or ELDR_CUDA=off
@@ -78,10 +78,10 @@ build_requires() {
 }
 
 step_python() {
-  local python="${ELDR_PYTHON:-python3}" venv="$deps/venv" inputs
-  command -v "$python" >/dev/null || die "no $python on PATH (set ELDR_PYTHON to a CPython >= 3.10)"
+  local python="${ELDR_VENV_PYTHON:-python3}" venv="$deps/venv" inputs
+  command -v "$python" >/dev/null || die "no $python on PATH (set ELDR_VENV_PYTHON to a CPython >= 3.10)"
   "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' ||
-    die "$python is $("$python" --version 2>&1); eldr needs CPython >= 3.10 (set ELDR_PYTHON)"
+    die "$python is $("$python" --version 2>&1); eldr needs CPython >= 3.10 (set ELDR_VENV_PYTHON)"
   inputs=("$pins/python-dev.txt" "$pins/python-test.txt" "$root/bindings/python/pyproject.toml")
   if [[ -x "$venv/bin/python" ]] && stamp_ok python "${inputs[@]}"; then return 0; fi
   say "Python venv $venv ($("$python" --version 2>&1)) from PyPI"
