@@ -10,6 +10,15 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 header="$root/capi/include/eldr/eldr.h"
 committed="$root/bindings/rust/eldr-sys/src/bindings.rs"
+# The crates' oldest Rust and edition, as their workspace states them.
+workspace_field() {
+  local value
+  value=$(sed -n "s/^$1 = \"\(.*\)\"\$/\1/p" "$root/bindings/rust/Cargo.toml")
+  [ -n "$value" ] || { echo "check-bindgen: no $1 in bindings/rust/Cargo.toml" >&2; exit 1; }
+  echo "$value"
+}
+rust_version=$(workspace_field rust-version)
+edition=$(workspace_field edition)
 BINDGEN="${BINDGEN:-${ELDR_DEPS_DIR:-$root/.deps}/bin/bindgen}"
 RUSTFMT="${RUSTFMT:-$(command -v rustfmt || echo "$HOME/.cargo/bin/rustfmt")}"
 if ! command -v "$BINDGEN" >/dev/null 2>&1; then
@@ -30,9 +39,9 @@ generate() {
   "$BINDGEN" "$header" \
     --allowlist-function 'eldr_.*' --allowlist-type 'eldr_.*' --allowlist-var 'ELDR_.*' \
     --default-macro-constant-type signed --merge-extern-blocks \
-    --rust-target 1.70 --rust-edition 2021 --formatter none \
+    --rust-target "$rust_version" --rust-edition "$edition" --formatter none \
     -- -std=c11 -DELDR_EXPERIMENTAL_GPU \
-    | "$RUSTFMT" --edition 2021 --emit stdout
+    | "$RUSTFMT" --edition "$edition" --emit stdout
 }
 
 if [ "${1:-}" = "--write" ]; then
