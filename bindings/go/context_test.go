@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -182,4 +183,43 @@ func TestOpenContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
+}
+
+// The context variants check their arguments before anything blocks or is
+// sent: bad request ids, a footprint whose counts do not fill its shape, an
+// instance name with a NUL.
+func TestContextVariantsRejectBadArguments(t *testing.T) {
+	instance := startDaemon(t, 4)
+	c, err := Open(instance, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	fp := footprint(newRNG(7), 0, 4)
+	short := Footprint{Counts: fp.Counts[:len(fp.Counts)-1], Layers: fp.Layers, Experts: fp.Experts}
+	for _, id := range []string{"", "has\x00nul", strings.Repeat("x", MaxRequestIDBytes+1)} {
+		if _, err := c.WaitContext(ctx, id); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("WaitContext id %q: %v", id, err)
+		}
+		if _, err := c.RouteContext(ctx, id, fp); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("RouteContext id %q: %v", id, err)
+		}
+	}
+	if _, err := c.RouteContext(ctx, "go-ctx-short", short); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("RouteContext of a short footprint: %v", err)
+	}
+	if _, err := OpenContext(ctx, "bad\x00instance", nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("OpenContext of a NUL name: %v", err)
+	}
+	// A pool handle checks the same before any NATS traffic (a closed one
+	// still says what is wrong with the arguments first).
+	var p Pool
+	if _, err := p.RouteContext(ctx, "", fp); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Pool.RouteContext of an empty id: %v", err)
+	}
+	if _, err := p.RouteContext(ctx, "go-ctx-short", short); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Pool.RouteContext of a short footprint: %v", err)
+	}
 }
