@@ -23,6 +23,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# The library's soname: libeldr.so.<ELDR_ABI_VERSION> (eldr.h).
+soname="libeldr.so.$(awk '/^#define ELDR_ABI_VERSION /{print $3}' "$root/capi/include/eldr/eldr.h")"
 runs="${ELDR_GPU_BENCH_RUNS:-200}"
 jobs="$(nproc 2>/dev/null || echo 4)"
 programs=(eldr_cuda_tests eldr_cuda_capi_tests eldr_gpu_bench)
@@ -68,7 +70,7 @@ build_programs() {
   echo "built in $(($(date +%s) - start)) s"
 }
 
-# Runs the suites and the bench found in $bin (libeldr.so.1 beside them).
+# Runs the suites and the bench found in $bin ($soname beside them).
 check_and_time() {
   local bin="$1" suite log
   step "correctness: kernels vs the CPU reference"
@@ -91,7 +93,7 @@ $skipped"
   "$bin/eldr_gpu_bench" --runs "$runs"
 }
 
-# Copies the built programs and the libeldr.so.1 they load into $1.
+# Copies the built programs and the $soname they load into $1.
 collect_programs() {
   local p
   mkdir -p "$1"
@@ -101,7 +103,7 @@ collect_programs() {
       *) cp "$build/tests/cuda/$p" "$1/" ;;
     esac
   done
-  cp -L "$(find "$build" -name 'libeldr.so.1' -print -quit)" "$1/libeldr.so.1"
+  cp -L "$(find "$build" -name "$soname" -print -quit)" "$1/$soname"
 }
 
 case "$mode" in
@@ -127,7 +129,7 @@ case "$mode" in
     echo "On the GPU machine: cuda/check_gpu.sh --from $dir"
     ;;
   from)
-    for p in "${programs[@]}" libeldr.so.1; do
+    for p in "${programs[@]}" "$soname"; do
       [[ -f "$dir/$p" ]] || die "$dir/$p is missing: stage with cuda/check_gpu.sh --stage $dir"
     done
     [[ -f "$dir/BUILD_INFO" ]] && cat "$dir/BUILD_INFO"

@@ -63,7 +63,7 @@ def full_jobs(data):
             jobs.append((row, "model_error", e, 16, wargs + utils_arg([0.5, 0.75]) +
                          ["--model-error", str(e)]))
             # The same wrong constants with engines reporting their steps, so
-            # the router's online fit corrects them (eldr_worker_report_ex).
+            # the router's online fit corrects them (eldr_client_report).
             jobs.append((row, "model_error_fit", e, 16, wargs + utils_arg([0.5, 0.75]) +
                          ["--model-error", str(e), "--report-steps"]))
         jobs.append((row, "drift", "drift", 16, wargs + utils_arg([0.5, 0.75]) + ["--drift"]))

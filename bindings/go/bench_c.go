@@ -8,9 +8,9 @@ package eldr
 // C loop, in one cgo call (so no cgo transition per iteration).
 static int32_t eldrgo_bench_route_loop(eldr_router_t* r, const int16_t* counts, uint32_t layers,
                                        uint32_t experts, int64_t n) {
-  int32_t worker = -1;
+  eldr_decision_t decision = ELDR_DECISION_INIT;
   for (int64_t i = 0; i < n; ++i) {
-    eldr_status_t s = eldr_router_route(r, counts, layers, experts, &worker);
+    eldr_status_t s = eldr_router_route(r, counts, layers, experts, NULL, 0, &decision);
     if (s != ELDR_OK) return s;
   }
   return ELDR_OK;

@@ -102,7 +102,7 @@ func BenchmarkClientRouteContext(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := c.CompleteWithToken(id, d.CompletionToken); err != nil {
+			if err := c.Complete(id, d.CompletionToken); err != nil {
 				b.Fatal(err)
 			}
 		}

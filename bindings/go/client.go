@@ -19,63 +19,55 @@ static eldrgo_client_result eldrgo_client_open(const char* instance, uint32_t op
 
 static eldrgo_err eldrgo_push(eldr_client_t* c, _GoString_ id, const int16_t* counts,
                               uint32_t layers, uint32_t experts) {
-  char buf[ELDRGO_MAX_REQUEST_ID + 1];
-  if (!eldrgo_request_id(id, buf)) return eldrgo_fail(ELDR_E_INVALID_ARGUMENT, "bad request id");
-  return eldrgo_check(eldr_footprint_push(c, buf, counts, layers, experts));
+  eldrgo_request_id rid = eldrgo_request_id_of(id);
+  if (rid.err.status != ELDR_OK) return rid.err;
+  return eldrgo_check(eldr_client_push(c, rid.id, counts, layers, experts));
 }
 
-typedef struct { eldrgo_err err; eldr_decision_t decision; } eldrgo_wait_result;
-
-static eldrgo_wait_result eldrgo_wait(eldr_client_t* c, _GoString_ id, uint32_t timeout_ms) {
-  eldrgo_wait_result r;
-  r.err.message = NULL;
-  eldr_decision_init(&r.decision);
-  char buf[ELDRGO_MAX_REQUEST_ID + 1];
-  if (!eldrgo_request_id(id, buf)) {
-    r.err = eldrgo_fail(ELDR_E_INVALID_ARGUMENT, "bad request id");
-    return r;
-  }
-  r.err = eldrgo_check(eldr_decision_wait(c, buf, timeout_ms, &r.decision));
+static eldrgo_decision_result eldrgo_wait(eldr_client_t* c, _GoString_ id, uint32_t timeout_ms) {
+  eldrgo_decision_result r = eldrgo_decision_result_new();
+  eldrgo_request_id rid = eldrgo_request_id_of(id);
+  if (rid.err.status != ELDR_OK) r.err = rid.err;
+  else r.err = eldrgo_check(eldr_client_wait(c, rid.id, timeout_ms, &r.decision));
   return r;
 }
 
-static eldrgo_wait_result eldrgo_route(eldr_client_t* c, _GoString_ id, const int16_t* counts,
-                                       uint32_t layers, uint32_t experts, uint32_t timeout_ms) {
-  eldrgo_wait_result r;
-  r.err.message = NULL;
-  eldr_decision_init(&r.decision);
-  char buf[ELDRGO_MAX_REQUEST_ID + 1];
-  if (!eldrgo_request_id(id, buf)) {
-    r.err = eldrgo_fail(ELDR_E_INVALID_ARGUMENT, "bad request id");
-    return r;
-  }
-  r.err = eldrgo_check(eldr_route(c, buf, counts, layers, experts, timeout_ms, &r.decision));
+static eldrgo_decision_result eldrgo_route(eldr_client_t* c, _GoString_ id, const int16_t* counts,
+                                           uint32_t layers, uint32_t experts,
+                                           uint32_t timeout_ms) {
+  eldrgo_decision_result r = eldrgo_decision_result_new();
+  eldrgo_request_id rid = eldrgo_request_id_of(id);
+  if (rid.err.status != ELDR_OK) r.err = rid.err;
+  else r.err = eldrgo_check(eldr_client_route(c, rid.id, counts, layers, experts, timeout_ms,
+                                              &r.decision));
   return r;
 }
 
 static eldrgo_err eldrgo_complete(eldr_client_t* c, _GoString_ id, uint64_t token) {
-  char buf[ELDRGO_MAX_REQUEST_ID + 1];
-  if (!eldrgo_request_id(id, buf)) return eldrgo_fail(ELDR_E_INVALID_ARGUMENT, "bad request id");
-  return eldrgo_check(eldr_request_complete_token(c, buf, token));
+  eldrgo_request_id rid = eldrgo_request_id_of(id);
+  if (rid.err.status != ELDR_OK) return rid.err;
+  return eldrgo_check(eldr_client_complete(c, rid.id, token));
 }
 
-static eldrgo_err eldrgo_report(eldr_client_t* c, uint32_t worker, uint32_t running, float kv) {
-  return eldrgo_check(eldr_worker_report(c, worker, running, kv));
-}
-
-static eldrgo_err eldrgo_report_ex(eldr_client_t* c, uint32_t worker, uint32_t running, float kv,
-                                    uint32_t batch_size, float step_ms) {
+static eldrgo_err eldrgo_report(eldr_client_t* c, int32_t worker, uint32_t running, float kv,
+                                uint32_t batch_size, float step_ms) {
   eldr_worker_report_t r = ELDR_WORKER_REPORT_INIT;
   r.worker = worker;
   r.running = running;
   r.kv_usage = kv;
   r.batch_size = batch_size;
   r.step_ms = step_ms;
-  return eldrgo_check(eldr_worker_report_ex(c, &r));
+  return eldrgo_check(eldr_client_report(c, &r));
 }
 
-static eldrgo_err eldrgo_worker_control(eldr_client_t* c, uint32_t worker, uint32_t op) {
-  return eldrgo_check(eldr_worker_control(c, worker, op));
+static eldrgo_err eldrgo_add_worker(eldr_client_t* c, int32_t w) {
+  return eldrgo_check(eldr_client_add_worker(c, w));
+}
+static eldrgo_err eldrgo_drain_worker(eldr_client_t* c, int32_t w) {
+  return eldrgo_check(eldr_client_drain_worker(c, w));
+}
+static eldrgo_err eldrgo_remove_worker(eldr_client_t* c, int32_t w) {
+  return eldrgo_check(eldr_client_remove_worker(c, w));
 }
 */
 import "C"
@@ -96,15 +88,6 @@ type ClientOptions struct {
 	DaemonStale time.Duration // heartbeat older than this = daemon gone (default 3 s)
 	NoReattach  bool          // do not re-attach to a restarted daemon
 }
-
-// WorkerOp is an admin operation on a daemon's worker.
-type WorkerOp uint32
-
-const (
-	WorkerAdd    WorkerOp = C.ELDR_WORKER_ADD // routable again
-	WorkerDrain  WorkerOp = C.ELDR_WORKER_DRAIN
-	WorkerRemove WorkerOp = C.ELDR_WORKER_REMOVE
-)
 
 // Client is a registered client of one eldrd instance, with its own
 // footprint ring. Its methods may be called from any goroutine: the library
@@ -167,7 +150,7 @@ func open(instance string, o ClientOptions) (*Client, error) {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	C.eldr_client_close(c.ptr)
+	C.eldr_client_free(c.ptr)
 	c.ptr = nil
 	return nil
 }
@@ -239,7 +222,7 @@ func (c *Client) wait(requestID string, timeout time.Duration) (d Decision, time
 // Route pushes fp and waits for its decision: one round trip through the daemon.
 // A footprint the daemon rejected (another geometry than its table's, a count
 // it refuses) is an *Error whose Status is the daemon's (e.g. ErrShapeMismatch),
-// as eldr_route returns it; no Decision then.
+// as eldr_client_route returns it; no Decision then.
 func (c *Client) Route(requestID string, fp Footprint, timeout time.Duration) (Decision, error) {
 	if err := validateRequestID(requestID); err != nil {
 		return Decision{}, err
@@ -273,22 +256,16 @@ func (c *Client) RouteContext(ctx context.Context, requestID string, fp Footprin
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		// Behind the footprint in this client's ring: the daemon routes, then
 		// releases. The pusher's own complete needs no token.
-		_ = c.Complete(requestID)
+		_ = c.Complete(requestID, 0)
 	}
 	return d, err
 }
 
 // Complete reports that requestID's decode finished: its worker's in-flight
-// count drops by one. Without a token the daemon accepts it only from the
-// process that pushed the request's footprint: other processes (a gateway,
-// a decode engine) use CompleteWithToken.
-func (c *Client) Complete(requestID string) error {
-	return c.CompleteWithToken(requestID, 0)
-}
-
-// CompleteWithToken completes requestID presenting the CompletionToken of
-// its Decision; the daemon refuses (and counts) a wrong one.
-func (c *Client) CompleteWithToken(requestID string, token uint64) error {
+// count drops by one. token is the CompletionToken of its Decision; 0 means
+// "this process pushed the request's footprint" (the daemon refuses, and
+// counts, a complete it cannot match).
+func (c *Client) Complete(requestID string, token uint64) error {
 	if err := validateRequestID(requestID); err != nil {
 		return err
 	}
@@ -300,51 +277,59 @@ func (c *Client) CompleteWithToken(requestID string, token uint64) error {
 	return toError(C.eldrgo_complete(c.ptr, requestID, C.uint64_t(token)))
 }
 
-// Report is a decode engine's load report: running requests and KV-cache
-// usage in [0, 1].
-func (c *Client) Report(worker uint32, running uint32, kvUsage float32) error {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.ptr == nil {
-		return closedError("client")
-	}
-	return toError(C.eldrgo_report(c.ptr, C.uint32_t(worker), C.uint32_t(running),
-		C.float(kvUsage)))
-}
-
-// WorkerReport is a decode engine's report about one worker, for ReportEx.
-// BatchSize and StepMs 0 = not reported.
+// WorkerReport is a decode engine's report about one worker, for
+// Client.Report and Router.Report. BatchSize and StepMs 0 = not reported.
 type WorkerReport struct {
-	Worker    uint32
-	Running   uint32  // requests running (liveness, as Report)
+	Worker    int32
+	Running   uint32  // requests running (the daemon's liveness signal)
 	KVUsage   float32 // KV-cache usage in [0, 1]
 	BatchSize uint32  // requests in its last decode step: replaces the in-flight count
 	StepMs    float32 // that step's duration in ms (finite, >= 0): a step-fit sample
 }
 
-// ReportEx is Report with the engine's last decode step (eldr_worker_report_ex).
-// Without BatchSize and StepMs it sends the plain report, which every eldrd reads.
-func (c *Client) ReportEx(r WorkerReport) error {
+// Report is a decode engine's report about one worker. Without BatchSize and
+// StepMs it is the plain liveness and KV report.
+func (c *Client) Report(r WorkerReport) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.ptr == nil {
 		return closedError("client")
 	}
-	return toError(C.eldrgo_report_ex(c.ptr, C.uint32_t(r.Worker), C.uint32_t(r.Running),
+	return toError(C.eldrgo_report(c.ptr, C.int32_t(r.Worker), C.uint32_t(r.Running),
 		C.float(r.KVUsage), C.uint32_t(r.BatchSize), C.float(r.StepMs)))
 }
 
-// WorkerControl adds, drains or removes a worker of the daemon.
-func (c *Client) WorkerControl(worker uint32, op WorkerOp) error {
+// AddWorker makes a worker of the daemon routable again (admin).
+func (c *Client) AddWorker(worker int32) error {
+	return c.workerOp(func(p *C.eldr_client_t) C.eldrgo_err {
+		return C.eldrgo_add_worker(p, C.int32_t(worker))
+	})
+}
+
+// DrainWorker stops new requests going to a worker of the daemon (admin).
+func (c *Client) DrainWorker(worker int32) error {
+	return c.workerOp(func(p *C.eldr_client_t) C.eldrgo_err {
+		return C.eldrgo_drain_worker(p, C.int32_t(worker))
+	})
+}
+
+// RemoveWorker takes a worker out of the daemon's routing (admin).
+func (c *Client) RemoveWorker(worker int32) error {
+	return c.workerOp(func(p *C.eldr_client_t) C.eldrgo_err {
+		return C.eldrgo_remove_worker(p, C.int32_t(worker))
+	})
+}
+
+func (c *Client) workerOp(call func(*C.eldr_client_t) C.eldrgo_err) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.ptr == nil {
 		return closedError("client")
 	}
-	return toError(C.eldrgo_worker_control(c.ptr, C.uint32_t(worker), C.uint32_t(op)))
+	return toError(call(c.ptr))
 }
 
-func accepted(requestID string, r C.eldrgo_wait_result) (Decision, error) {
+func accepted(requestID string, r C.eldrgo_decision_result) (Decision, error) {
 	if err := toError(r.err); err != nil {
 		return Decision{}, err
 	}

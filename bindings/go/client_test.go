@@ -28,13 +28,13 @@ func TestClientRouteGetsADecision(t *testing.T) {
 	if d.CompletionToken == 0 {
 		t.Fatalf("decision without a completion token: %+v", d)
 	}
-	if err := sut.CompleteWithToken("go-route-1", d.CompletionToken); err != nil {
+	if err := sut.Complete("go-route-1", d.CompletionToken); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // A footprint of another geometry than the daemon's table: eldrd rejects it,
-// and Route returns the daemon's status (eldr_route does since the header
+// and Route returns the daemon's status (eldr_client_route does since the header
 // says so), never a decision.
 func TestClientRouteReturnsTheDaemonsStatusForARejectedFootprint(t *testing.T) {
 	instance := startDaemon(t, 4)
@@ -104,29 +104,29 @@ func TestClientRejectsBadArguments(t *testing.T) {
 	if err := sut.Push(strings.Repeat("y", MaxRequestIDBytes), fp); err != nil {
 		t.Fatal(err)
 	}
-	if err := sut.Report(0, 1, 2.5); !errors.Is(err, ErrInvalidArgument) {
+	if err := sut.Report(WorkerReport{Worker: 0, Running: 1, KVUsage: 2.5}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("kv usage 2.5: %v", err)
 	}
-	if err := sut.Report(0, 1, 0.25); err != nil {
+	if err := sut.Report(WorkerReport{Worker: 0, Running: 1, KVUsage: 0.25}); err != nil {
 		t.Fatal(err)
 	}
-	if err := sut.ReportEx(WorkerReport{Worker: 0, Running: 2, KVUsage: 0.5, BatchSize: 3,
+	if err := sut.Report(WorkerReport{Worker: 0, Running: 2, KVUsage: 0.5, BatchSize: 3,
 		StepMs: 4.5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := sut.ReportEx(WorkerReport{Worker: 0, Running: 1, KVUsage: 0.5}); err != nil {
+	if err := sut.Report(WorkerReport{Worker: 0, Running: 1, KVUsage: 0.5}); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []WorkerReport{{StepMs: -1}, {StepMs: float32(math.NaN())},
-		{StepMs: float32(math.Inf(1))}, {KVUsage: 1.5}, {Worker: 1 << 31}} {
-		if err := sut.ReportEx(bad); !errors.Is(err, ErrInvalidArgument) {
+		{StepMs: float32(math.Inf(1))}, {KVUsage: 1.5}, {Worker: -1}} {
+		if err := sut.Report(bad); !errors.Is(err, ErrInvalidArgument) {
 			t.Fatalf("report %+v: %v", bad, err)
 		}
 	}
-	if err := sut.WorkerControl(1, WorkerDrain); err != nil {
+	if err := sut.DrainWorker(1); err != nil {
 		t.Fatal(err)
 	}
-	if err := sut.WorkerControl(1, WorkerAdd); err != nil {
+	if err := sut.AddWorker(1); err != nil {
 		t.Fatal(err)
 	}
 	sut.Close()
@@ -155,7 +155,7 @@ func TestClientSharedByGoroutines(t *testing.T) {
 					errs <- err
 					return
 				}
-				if err := sut.Complete(id); err != nil {
+				if err := sut.Complete(id, 0); err != nil {
 					errs <- err
 					return
 				}

@@ -77,7 +77,7 @@ func TestWaitContextGetsADecisionPublishedWhileItWaits(t *testing.T) {
 	if d.Worker < 0 || d.CompletionToken == 0 {
 		t.Fatalf("decision %+v", d)
 	}
-	if err := gateway.CompleteWithToken("go-ctx-late", d.CompletionToken); err != nil {
+	if err := gateway.Complete("go-ctx-late", d.CompletionToken); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -115,7 +115,7 @@ func TestRouteContextReleasesARequestItGaveUpOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.CompleteWithToken("go-rctx-1", d.CompletionToken); err != nil {
+	if err := c.Complete("go-rctx-1", d.CompletionToken); err != nil {
 		t.Fatal(err)
 	}
 

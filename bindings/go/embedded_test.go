@@ -102,10 +102,11 @@ func TestRequestsOfOneTaskGoToTheirBestWorker(t *testing.T) {
 					best = j
 				}
 			}
-			w, err := sut.Route(fp)
+			d, err := sut.Route(fp)
 			if err != nil {
 				t.Fatal(err)
 			}
+			w := d.Worker
 			if w != ids[best] {
 				t.Fatalf("task %d: routed to %d, best cluster is worker %d (%v)", task, w, ids[best], scores)
 			}
@@ -117,14 +118,14 @@ func TestRequestsOfOneTaskGoToTheirBestWorker(t *testing.T) {
 	}
 }
 
-func TestRouteExScoresAndLoads(t *testing.T) {
+func TestRouteScoresAndLoads(t *testing.T) {
 	sut, err := NewRouter(fittedTable(t, 4), RouterOptions{Policy: PolicyEldr, Tau: DefaultTau})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sut.Close()
 	fp := footprint(newRNG(1), 3, 4)
-	d, err := sut.RouteEx(fp, nil)
+	d, err := sut.Route(fp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,14 +151,14 @@ func TestRouteExScoresAndLoads(t *testing.T) {
 	}
 	loads := make([]uint32, len(scores))
 	loads[slot] = 1000
-	moved, err := sut.RouteEx(fp, loads)
+	moved, err := sut.RouteWithLoads(fp, loads)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.BandSize > 1 && moved.Worker == d.Worker {
 		t.Fatalf("a loaded worker kept the request although the band has %d workers", d.BandSize)
 	}
-	_, err = sut.RouteEx(fp, loads[:2])
+	_, err = sut.RouteWithLoads(fp, loads[:2])
 	if !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("short loads: %v", err)
 	}
@@ -176,16 +177,16 @@ func TestJSQCompleteAndWorkerStates(t *testing.T) {
 	}
 	_ = sut.SetLoad(2, 0)
 	fp := footprint(newRNG(2), 0, 4)
-	if w, err := sut.Route(fp); err != nil || w != 2 {
-		t.Fatalf("JSQ routed to %d (%v), want the idle worker 2", w, err)
+	if d, err := sut.Route(fp); err != nil || d.Worker != 2 {
+		t.Fatalf("JSQ routed to %d (%v), want the idle worker 2", d.Worker, err)
 	}
-	if err := sut.Complete(2); err != nil {
+	if err := sut.CompleteWorker(2); err != nil {
 		t.Fatal(err)
 	}
-	if err := sut.Complete(2); !errors.Is(err, ErrState) {
+	if err := sut.CompleteWorker(2); !errors.Is(err, ErrState) {
 		t.Fatalf("complete below zero: %v", err)
 	}
-	err = sut.Complete(4000)
+	err = sut.CompleteWorker(4000)
 	var e *Error
 	if !errors.As(err, &e) || e.Message == "" || (e.Status != ErrNotFound && e.Status != ErrInvalidArgument) {
 		t.Fatalf("unknown worker: %#v", err)
@@ -204,8 +205,8 @@ func TestJSQCompleteAndWorkerStates(t *testing.T) {
 		t.Fatalf("states %v", states)
 	}
 	for i := 0; i < 10; i++ {
-		if w, _ := sut.Route(fp); w == 1 || w == 3 {
-			t.Fatalf("routed to drained/removed worker %d", w)
+		if d, _ := sut.Route(fp); d.Worker == 1 || d.Worker == 3 {
+			t.Fatalf("routed to drained/removed worker %d", d.Worker)
 		}
 	}
 }
@@ -237,9 +238,9 @@ func TestRouterSharedByGoroutines(t *testing.T) {
 			defer wg.Done()
 			r := newRNG(uint64(100 + g))
 			for i := 0; i < 50; i++ {
-				w, err := sut.Route(footprint(r, uint32(g), 4))
+				d, err := sut.Route(footprint(r, uint32(g), 4))
 				if err == nil {
-					err = sut.Complete(w)
+					err = sut.CompleteWorker(d.Worker)
 				}
 				if err != nil {
 					errs <- err
@@ -267,11 +268,11 @@ func TestSwapTableBumpsEpoch(t *testing.T) {
 	}
 	defer sut.Close()
 	fp := footprint(newRNG(6), 0, 4)
-	before, _ := sut.RouteEx(fp, nil)
+	before, _ := sut.Route(fp)
 	if err := sut.SwapTable(fittedTable(t, 4)); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := sut.RouteEx(fp, nil)
+	after, _ := sut.Route(fp)
 	if after.TableEpoch <= before.TableEpoch {
 		t.Fatalf("epoch %d -> %d", before.TableEpoch, after.TableEpoch)
 	}
@@ -346,7 +347,7 @@ func TestDefaultOptionsRouteWithEldrCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sut.Close()
-	d, err := sut.RouteEx(footprint(newRNG(4), 1, 4), nil)
+	d, err := sut.Route(footprint(newRNG(4), 1, 4))
 	if err != nil || d.Policy != PolicyEldrCost {
 		t.Fatalf("decision %+v, %v", d, err)
 	}
@@ -384,15 +385,15 @@ func mustStats(t *testing.T, sut *Router) RouterStats {
 	return st
 }
 
-func TestRouteIDAndCompleteRequest(t *testing.T) {
+func TestRouteRequestAndComplete(t *testing.T) {
 	sut := localityRouter(t, RouterOptions{})
 	defer sut.Close()
 	fp := footprint(newRNG(8), 2, 4)
-	d1, err := sut.RouteID(1, fp)
+	d1, err := sut.RouteRequest(1, fp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d2, err := sut.RouteID(2, fp)
+	d2, err := sut.RouteRequest(2, fp)
 	if err != nil || d2.Worker != d1.Worker || d1.Policy != PolicyEldr {
 		t.Fatalf("%+v %+v %v", d1, d2, err)
 	}
@@ -401,17 +402,17 @@ func TestRouteIDAndCompleteRequest(t *testing.T) {
 		t.Fatalf("in flight %d", n)
 	}
 	// An id in flight may not be routed again.
-	if _, err := sut.RouteID(2, fp); !errors.Is(err, ErrState) {
+	if _, err := sut.RouteRequest(2, fp); !errors.Is(err, ErrState) {
 		t.Fatalf("duplicate id: %v", err)
 	}
-	if err := sut.CompleteRequest(1); err != nil {
+	if err := sut.Complete(1); err != nil {
 		t.Fatal(err)
 	}
 	// Twice, and never routed: ErrNotFound, counted, counts unchanged.
-	if err := sut.CompleteRequest(1); !errors.Is(err, ErrNotFound) {
+	if err := sut.Complete(1); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("double completion: %v", err)
 	}
-	if err := sut.CompleteRequest(777); !errors.Is(err, ErrNotFound) {
+	if err := sut.Complete(777); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown id: %v", err)
 	}
 	if n := inFlightOf(t, sut, w); n != 1 {
@@ -421,7 +422,7 @@ func TestRouteIDAndCompleteRequest(t *testing.T) {
 	if st.Routed != 2 || st.Rejected != 1 || st.CompletesUnknown != 2 || st.CompletesRejected != 2 {
 		t.Fatalf("stats %+v", st)
 	}
-	if err := sut.CompleteRequest(2); err != nil || inFlightOf(t, sut, w) != 0 {
+	if err := sut.Complete(2); err != nil || inFlightOf(t, sut, w) != 0 {
 		t.Fatalf("complete 2: %v", err)
 	}
 }
@@ -432,28 +433,28 @@ func TestCompleteTakesTheOldestRequestOnTheWorker(t *testing.T) {
 	fp := footprint(newRNG(9), 1, 4)
 	var w int32
 	for id := uint64(10); id < 13; id++ {
-		d, err := sut.RouteID(id, fp)
+		d, err := sut.RouteRequest(id, fp)
 		if err != nil {
 			t.Fatal(err)
 		}
 		w = d.Worker
 	}
-	if err := sut.Complete(w); err != nil { // 10
+	if err := sut.CompleteWorker(w); err != nil { // 10
 		t.Fatal(err)
 	}
-	if err := sut.CompleteRequest(10); !errors.Is(err, ErrNotFound) {
+	if err := sut.Complete(10); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("the oldest was not taken: %v", err)
 	}
-	if err := sut.CompleteRequest(12); err != nil {
+	if err := sut.Complete(12); err != nil {
 		t.Fatal(err)
 	}
-	if err := sut.Complete(w); err != nil { // 11
+	if err := sut.CompleteWorker(w); err != nil { // 11
 		t.Fatal(err)
 	}
-	if err := sut.CompleteRequest(11); !errors.Is(err, ErrNotFound) {
+	if err := sut.Complete(11); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("11 still in flight: %v", err)
 	}
-	if err := sut.Complete(w); !errors.Is(err, ErrState) {
+	if err := sut.CompleteWorker(w); !errors.Is(err, ErrState) {
 		t.Fatalf("complete of nothing: %v", err)
 	}
 }
@@ -462,31 +463,31 @@ func TestReportSetsTheInFlightCount(t *testing.T) {
 	sut := localityRouter(t, RouterOptions{})
 	defer sut.Close()
 	fp := footprint(newRNG(10), 0, 4)
-	d, err := sut.RouteID(1, fp)
+	d, err := sut.RouteRequest(1, fp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sut.Report(d.Worker, 7, 0); err != nil {
+	if err := sut.Report(WorkerReport{Worker: d.Worker, BatchSize: 7}); err != nil {
 		t.Fatal(err)
 	}
 	if n := inFlightOf(t, sut, d.Worker); n != 7 {
 		t.Fatalf("in flight %d after a report of 7", n)
 	}
-	if _, err := sut.RouteID(2, fp); err != nil || inFlightOf(t, sut, d.Worker) != 8 {
+	if _, err := sut.RouteRequest(2, fp); err != nil || inFlightOf(t, sut, d.Worker) != 8 {
 		t.Fatalf("route after report: %v", err)
 	}
-	if err := sut.Report(d.Worker, 0, 3.5); err != nil || inFlightOf(t, sut, d.Worker) != 8 {
+	if err := sut.Report(WorkerReport{Worker: d.Worker, StepMs: 3.5}); err != nil || inFlightOf(t, sut, d.Worker) != 8 {
 		t.Fatalf("batch 0 is not reported: %v", err)
 	}
 	for _, bad := range []float32{-1, float32(math.NaN()), float32(math.Inf(1))} {
-		if err := sut.Report(d.Worker, 3, bad); !errors.Is(err, ErrInvalidArgument) {
+		if err := sut.Report(WorkerReport{Worker: d.Worker, BatchSize: 3, StepMs: bad}); !errors.Is(err, ErrInvalidArgument) {
 			t.Fatalf("step_ms %v: %v", bad, err)
 		}
 	}
-	if err := sut.Report(4000, 3, 1); !errors.Is(err, ErrNotFound) {
+	if err := sut.Report(WorkerReport{Worker: 4000, BatchSize: 3, StepMs: 1}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown worker: %v", err)
 	}
-	if err := sut.Report(-1, 3, 1); !errors.Is(err, ErrInvalidArgument) {
+	if err := sut.Report(WorkerReport{Worker: -1, BatchSize: 3, StepMs: 1}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("negative worker: %v", err)
 	}
 }
@@ -505,11 +506,11 @@ func TestStepConstantsOptionsAndFit(t *testing.T) {
 		if st.T0Ms != 2 || st.TSeqMs != 0.5 || st.AlphaUs != 3 || st.StepSamples != 0 {
 			t.Fatalf("stats %+v", st)
 		}
-		if _, err := sut.RouteID(1, footprint(newRNG(1), 0, 4)); err != nil {
+		if _, err := sut.RouteRequest(1, footprint(newRNG(1), 0, 4)); err != nil {
 			t.Fatal(err)
 		}
 		for i := uint32(0); i < 40; i++ {
-			if err := sut.Report(0, 1+i%4, 30+float32(i%4)); err != nil {
+			if err := sut.Report(WorkerReport{Worker: 0, BatchSize: uint32(1 + i%4), StepMs: 30 + float32(i%4)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -536,14 +537,14 @@ func TestStepConstantsOptionsAndFit(t *testing.T) {
 	defer sut.Close()
 	fp := footprint(newRNG(2), 3, 4)
 	for id := uint64(1); id <= 2; id++ {
-		if _, err := sut.RouteID(id, fp); err != nil {
+		if _, err := sut.RouteRequest(id, fp); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if st := mustStats(t, sut); st.Untracked != 1 || st.Routed != 2 {
 		t.Fatalf("stats %+v", st)
 	}
-	if err := sut.CompleteRequest(2); !errors.Is(err, ErrNotFound) {
+	if err := sut.Complete(2); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("untracked id: %v", err)
 	}
 }

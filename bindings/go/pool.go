@@ -12,27 +12,21 @@ static eldrgo_pool_result eldrgo_pool_open(const char* nats, const char* pool, u
   return r;
 }
 
-typedef struct { eldrgo_err err; eldr_decision_t decision; } eldrgo_pool_route_result;
-
-static eldrgo_pool_route_result eldrgo_pool_route(eldr_pool_t* p, _GoString_ id,
-                                                  const int16_t* counts, uint32_t layers,
-                                                  uint32_t experts, uint32_t timeout_ms) {
-  eldrgo_pool_route_result r;
-  r.err.message = NULL;
-  eldr_decision_init(&r.decision);
-  char buf[ELDRGO_MAX_REQUEST_ID + 1];
-  if (!eldrgo_request_id(id, buf)) {
-    r.err = eldrgo_fail(ELDR_E_INVALID_ARGUMENT, "bad request id");
-    return r;
-  }
-  r.err = eldrgo_check(eldr_pool_route(p, buf, counts, layers, experts, timeout_ms, &r.decision));
+static eldrgo_decision_result eldrgo_pool_route(eldr_pool_t* p, _GoString_ id,
+                                                const int16_t* counts, uint32_t layers,
+                                                uint32_t experts, uint32_t timeout_ms) {
+  eldrgo_decision_result r = eldrgo_decision_result_new();
+  eldrgo_request_id rid = eldrgo_request_id_of(id);
+  if (rid.err.status != ELDR_OK) r.err = rid.err;
+  else r.err = eldrgo_check(eldr_pool_route(p, rid.id, counts, layers, experts, timeout_ms,
+                                            &r.decision));
   return r;
 }
 
 static eldrgo_err eldrgo_pool_complete(eldr_pool_t* p, _GoString_ id, uint64_t token) {
-  char buf[ELDRGO_MAX_REQUEST_ID + 1];
-  if (!eldrgo_request_id(id, buf)) return eldrgo_fail(ELDR_E_INVALID_ARGUMENT, "bad request id");
-  return eldrgo_check(eldr_pool_complete(p, buf, token));
+  eldrgo_request_id rid = eldrgo_request_id_of(id);
+  if (rid.err.status != ELDR_OK) return rid.err;
+  return eldrgo_check(eldr_pool_complete(p, rid.id, token));
 }
 */
 import "C"
@@ -89,7 +83,7 @@ func (p *Pool) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ptr != nil {
-		C.eldr_pool_close(p.ptr)
+		C.eldr_pool_free(p.ptr)
 		p.ptr = nil
 	}
 	return nil

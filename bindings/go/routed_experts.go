@@ -12,7 +12,7 @@ typedef struct { eldrgo_err err; eldr_routed_experts_info_t info; } eldrgo_re_re
 
 // One decode and its message in one C call (see shim.h): kind picks the entry point.
 static eldrgo_re_result eldrgo_routed_experts(int kind, const void* payload, size_t len,
-                                              int32_t dtype, uint32_t experts, uint32_t hidden,
+                                              uint32_t dtype, uint32_t experts, uint32_t hidden,
                                               uint32_t top_k, const uint32_t* moe, uint32_t n_moe,
                                               uint64_t first_row, uint64_t row_count,
                                               int16_t* out, size_t out_len) {
@@ -31,18 +31,18 @@ static eldrgo_re_result eldrgo_routed_experts(int kind, const void* payload, siz
   eldr_status_t s = ELDR_E_INVALID_ARGUMENT;
   switch (kind) {
     case ELDRGO_RE_IDS:
-      s = eldr_footprint_from_ids(payload, len, dtype, &o, out, out_len, &r.info);
+      s = eldr_routed_experts_decode_ids(payload, len, dtype, &o, out, out_len, &r.info);
       break;
     case ELDRGO_RE_BASE64_IDS:
-      s = eldr_footprint_from_base64_ids((const char*)payload, len, dtype, &o, out, out_len,
+      s = eldr_routed_experts_decode_base64_ids((const char*)payload, len, dtype, &o, out, out_len,
                                          &r.info);
       break;
     case ELDRGO_RE_BASE64_NPY:
-      s = eldr_footprint_from_base64_npy((const char*)payload, len, dtype, &o, out, out_len,
+      s = eldr_routed_experts_decode_base64_npy((const char*)payload, len, dtype, &o, out, out_len,
                                          &r.info);
       break;
     case ELDRGO_RE_NPY_SHAPE:
-      s = eldr_base64_npy_shape((const char*)payload, len, &r.info);
+      s = eldr_routed_experts_inspect_base64_npy((const char*)payload, len, &r.info);
       break;
   }
   r.err = eldrgo_check(s);
@@ -83,7 +83,7 @@ type RoutedExpertsInfo struct {
 	CachedEntries   uint64 // int16 -1 (prefix-cache) entries skipped in the counted rows
 }
 
-var dtypeCodes = map[string]C.int32_t{
+var dtypeCodes = map[string]C.uint32_t{
 	"uint8": C.ELDR_DTYPE_UINT8, "uint16": C.ELDR_DTYPE_UINT16, "int16": C.ELDR_DTYPE_INT16,
 	"int32": C.ELDR_DTYPE_INT32, "int64": C.ELDR_DTYPE_INT64,
 }
@@ -97,7 +97,7 @@ func dtypeName(code C.uint32_t) string {
 	return ""
 }
 
-func dtypeCode(name string) (C.int32_t, error) {
+func dtypeCode(name string) (C.uint32_t, error) {
 	code, ok := dtypeCodes[name]
 	if !ok {
 		return 0, invalid("unknown dtype %q (uint8, uint16, int16, int32, int64)", name)
@@ -112,7 +112,7 @@ func (o RoutedExpertsOptions) layers(hidden uint32) uint32 {
 	return hidden
 }
 
-func routedExperts(kind C.int, payload unsafe.Pointer, n int, dtype C.int32_t,
+func routedExperts(kind C.int, payload unsafe.Pointer, n int, dtype C.uint32_t,
 	o RoutedExpertsOptions, hidden, topK uint32) ([]int16, RoutedExpertsInfo, error) {
 	if abiErr != nil {
 		return nil, RoutedExpertsInfo{}, abiErr

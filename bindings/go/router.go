@@ -28,48 +28,34 @@ static eldrgo_router_result eldrgo_router_new(const eldr_table_t* t, uint32_t po
   return r;
 }
 
-typedef struct { eldrgo_err err; int32_t worker; } eldrgo_route_result;
-
-static eldrgo_route_result eldrgo_router_route(eldr_router_t* r, const int16_t* counts,
-                                               uint32_t layers, uint32_t experts) {
-  eldrgo_route_result out = {{0, NULL}, -1};
-  out.err = eldrgo_check(eldr_router_route(r, counts, layers, experts, &out.worker));
+static eldrgo_decision_result eldrgo_router_route(eldr_router_t* r, const int16_t* counts,
+                                                  uint32_t layers, uint32_t experts,
+                                                  const uint32_t* loads, uint32_t n_loads) {
+  eldrgo_decision_result out = eldrgo_decision_result_new();
+  out.err = eldrgo_check(eldr_router_route(r, counts, layers, experts, loads, n_loads,
+                                           &out.decision));
   return out;
 }
 
-typedef struct { eldrgo_err err; eldr_decision_t decision; } eldrgo_decision_result;
-
-static eldrgo_decision_result eldrgo_router_route_ex(eldr_router_t* r, const int16_t* counts,
-                                                     uint32_t layers, uint32_t experts,
-                                                     const uint32_t* loads, uint32_t n_loads) {
-  eldrgo_decision_result out;
-  out.err.message = NULL;
-  eldr_decision_init(&out.decision);
-  out.err = eldrgo_check(eldr_router_route_ex(r, counts, layers, experts, loads, n_loads,
-                                              &out.decision));
+static eldrgo_decision_result eldrgo_router_route_request(eldr_router_t* r, uint64_t request_id,
+                                                          const int16_t* counts, uint32_t layers,
+                                                          uint32_t experts) {
+  eldrgo_decision_result out = eldrgo_decision_result_new();
+  out.err = eldrgo_check(eldr_router_route_request(r, request_id, counts, layers, experts,
+                                                   &out.decision));
   return out;
 }
 
-static eldrgo_decision_result eldrgo_router_route_id(eldr_router_t* r, uint64_t request_id,
-                                                     const int16_t* counts, uint32_t layers,
-                                                     uint32_t experts) {
-  eldrgo_decision_result out;
-  out.err.message = NULL;
-  eldr_decision_init(&out.decision);
-  out.err = eldrgo_check(eldr_router_route_id(r, request_id, counts, layers, experts,
-                                              &out.decision));
-  return out;
+static eldrgo_err eldrgo_router_complete(eldr_router_t* r, uint64_t request_id) {
+  return eldrgo_check(eldr_router_complete(r, request_id));
 }
 
-static eldrgo_err eldrgo_router_complete_request(eldr_router_t* r, uint64_t request_id) {
-  return eldrgo_check(eldr_router_complete_request(r, request_id));
-}
-
-static eldrgo_err eldrgo_router_report(eldr_router_t* r, uint32_t worker, uint32_t batch_size,
-                                       float step_ms) {
-  eldr_worker_report_t report;
-  eldr_worker_report_init(&report);
+static eldrgo_err eldrgo_router_report(eldr_router_t* r, int32_t worker, uint32_t running,
+                                       float kv, uint32_t batch_size, float step_ms) {
+  eldr_worker_report_t report = ELDR_WORKER_REPORT_INIT;
   report.worker = worker;
+  report.running = running;
+  report.kv_usage = kv;
   report.batch_size = batch_size;
   report.step_ms = step_ms;
   return eldrgo_check(eldr_router_report(r, &report));
@@ -81,34 +67,34 @@ static eldrgo_stats_result eldrgo_router_stats(const eldr_router_t* r) {
   eldrgo_stats_result out;
   const eldr_router_stats_t init = ELDR_ROUTER_STATS_INIT;
   out.stats = init;
-  out.err = eldrgo_check(eldr_router_stats(r, &out.stats));
+  out.err = eldrgo_check(eldr_router_get_stats(r, &out.stats));
   return out;
 }
 
 static eldrgo_err eldrgo_router_scores(eldr_router_t* r, const int16_t* counts, uint32_t layers,
                                        uint32_t experts, float* scores, uint8_t* in_band,
                                        uint32_t n) {
-  return eldrgo_check(eldr_router_scores(r, counts, layers, experts, scores, in_band, n));
+  return eldrgo_check(eldr_router_score(r, counts, layers, experts, scores, in_band, n));
 }
 
 typedef struct { eldrgo_err err; uint32_t n; } eldrgo_slots_result;
 
 static eldrgo_slots_result eldrgo_router_worker_slots(const eldr_router_t* r) {
   eldrgo_slots_result out = {{0, NULL}, 0};
-  out.err = eldrgo_check(eldr_router_worker_slots(r, &out.n));
+  out.err = eldrgo_check(eldr_router_get_worker_slots(r, &out.n));
   return out;
 }
 
-static eldrgo_err eldrgo_router_workers(const eldr_router_t* r, int32_t* ids, uint8_t* states,
+static eldrgo_err eldrgo_router_workers(const eldr_router_t* r, int32_t* ids, uint32_t* states,
                                         uint32_t* inflight, uint32_t n) {
-  return eldrgo_check(eldr_router_workers(r, ids, states, inflight, n));
+  return eldrgo_check(eldr_router_get_workers(r, ids, states, inflight, n));
 }
 
 enum { ELDRGO_COMPLETE, ELDRGO_ADD, ELDRGO_DRAIN, ELDRGO_REMOVE };
 
 static eldrgo_err eldrgo_router_worker_op(eldr_router_t* r, int op, int32_t worker) {
   switch (op) {
-    case ELDRGO_COMPLETE: return eldrgo_check(eldr_router_complete(r, worker));
+    case ELDRGO_COMPLETE: return eldrgo_check(eldr_router_complete_worker(r, worker));
     case ELDRGO_ADD: return eldrgo_check(eldr_router_add_worker(r, worker));
     case ELDRGO_DRAIN: return eldrgo_check(eldr_router_drain_worker(r, worker));
     case ELDRGO_REMOVE: return eldrgo_check(eldr_router_remove_worker(r, worker));
@@ -176,7 +162,7 @@ type Decision struct {
 	TableEpoch uint64  // cluster table generation used
 	Policy     Policy
 	Latency    time.Duration // sidecar: push to publish, measured by the daemon
-	// sidecar: what CompleteWithToken presents for this request, from a
+	// sidecar: what Client.Complete presents for this request, from a
 	// process other than the one that pushed its footprint.
 	CompletionToken uint64
 }
@@ -214,7 +200,7 @@ type RouterOptions struct {
 	// NoStepCostFit keeps the step constants as configured; by default they
 	// are refined from the step times that Report gives.
 	NoStepCostFit bool
-	MaxInFlight   uint32 // request records (RouteID), fixed at creation; 0 = default (8192)
+	MaxInFlight   uint32 // request records (RouteRequest), fixed at creation; 0 = default (8192)
 }
 
 // DefaultTau selects the table's band width in RouterOptions.Tau.
@@ -231,7 +217,7 @@ type RouterStats struct {
 	Routed            uint64
 	Rejected          uint64 // route calls that failed
 	CompletesRejected uint64 // completes of nothing in flight, unknown ids included
-	CompletesUnknown  uint64 // CompleteRequest with an id not in flight
+	CompletesUnknown  uint64 // Complete with an id not in flight
 	Untracked         uint64 // routes made with every request record in use
 	StepSamples       uint64 // reports the step-constant fit used
 	T0Ms              float64
@@ -240,7 +226,7 @@ type RouterStats struct {
 }
 
 // WorkerState is a worker slot's routing state (ELDR_WORKER_STATE_*).
-type WorkerState uint8
+type WorkerState uint32
 
 const (
 	WorkerActive   WorkerState = C.ELDR_WORKER_STATE_ACTIVE
@@ -310,42 +296,36 @@ func (r *Router) Close() error {
 	return nil
 }
 
-// Route routes one request and counts it in flight on the chosen worker.
-func (r *Router) Route(fp Footprint) (int32, error) {
-	if err := fp.validate(); err != nil {
-		return -1, err
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.ptr == nil {
-		return -1, closedError("router")
-	}
-	res := C.eldrgo_router_route(r.ptr, fp.ptr(), C.uint32_t(fp.Layers), C.uint32_t(fp.Experts))
-	if res.err.status != C.ELDR_OK {
-		return -1, toError(res.err)
-	}
-	return int32(res.worker), nil
+// Route routes one request and counts it in flight on the chosen worker
+// (CompleteWorker ends it).
+func (r *Router) Route(fp Footprint) (Decision, error) {
+	return r.route(fp, nil)
 }
 
-// RouteEx is Route with the full decision. loads, when non-nil, replaces
-// every worker slot's in-flight count (one entry per slot, Workers order) for
-// this decision only.
-func (r *Router) RouteEx(fp Footprint, loads []uint32) (Decision, error) {
+// RouteWithLoads is Route with loads replacing every worker slot's in-flight
+// count (one entry per slot, Workers order) for this decision only: nothing
+// is counted in flight.
+func (r *Router) RouteWithLoads(fp Footprint, loads []uint32) (Decision, error) {
+	if len(loads) == 0 {
+		return Decision{}, invalid("loads is empty: one entry per worker slot")
+	}
+	return r.route(fp, loads)
+}
+
+func (r *Router) route(fp Footprint, loads []uint32) (Decision, error) {
 	if err := fp.validate(); err != nil {
 		return Decision{}, err
 	}
 	var loadsPtr *C.uint32_t
 	if len(loads) > 0 {
 		loadsPtr = (*C.uint32_t)(unsafe.Pointer(&loads[0]))
-	} else if loads != nil {
-		return Decision{}, invalid("loads is empty: pass nil to use the in-flight counts")
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.ptr == nil {
 		return Decision{}, closedError("router")
 	}
-	res := C.eldrgo_router_route_ex(r.ptr, fp.ptr(), C.uint32_t(fp.Layers), C.uint32_t(fp.Experts),
+	res := C.eldrgo_router_route(r.ptr, fp.ptr(), C.uint32_t(fp.Layers), C.uint32_t(fp.Experts),
 		loadsPtr, C.uint32_t(len(loads)))
 	if err := toError(res.err); err != nil {
 		return Decision{}, err
@@ -353,10 +333,10 @@ func (r *Router) RouteEx(fp Footprint, loads []uint32) (Decision, error) {
 	return decisionFromC(&res.decision), nil
 }
 
-// RouteID routes one request as RouteEx (no loads) and remembers requestID,
-// so that CompleteRequest takes it, and its experts, out of its worker's
-// batch. ErrState when requestID is already in flight.
-func (r *Router) RouteID(requestID uint64, fp Footprint) (Decision, error) {
+// RouteRequest routes one request as Route and remembers requestID, so that
+// Complete takes it, and its experts, out of its worker's batch. ErrState
+// when requestID is already in flight.
+func (r *Router) RouteRequest(requestID uint64, fp Footprint) (Decision, error) {
 	if err := fp.validate(); err != nil {
 		return Decision{}, err
 	}
@@ -365,41 +345,40 @@ func (r *Router) RouteID(requestID uint64, fp Footprint) (Decision, error) {
 	if r.ptr == nil {
 		return Decision{}, closedError("router")
 	}
-	res := C.eldrgo_router_route_id(r.ptr, C.uint64_t(requestID), fp.ptr(), C.uint32_t(fp.Layers),
-		C.uint32_t(fp.Experts))
+	res := C.eldrgo_router_route_request(r.ptr, C.uint64_t(requestID), fp.ptr(),
+		C.uint32_t(fp.Layers), C.uint32_t(fp.Experts))
 	if err := toError(res.err); err != nil {
 		return Decision{}, err
 	}
 	return decisionFromC(&res.decision), nil
 }
 
-// CompleteRequest: the request routed with requestID finished. ErrNotFound
-// for an id not in flight (unknown, or completed already): counted in
-// Stats, nothing else changes.
-func (r *Router) CompleteRequest(requestID uint64) error {
+// Complete: the request routed with requestID finished. ErrNotFound for an
+// id not in flight (unknown, or completed already): counted in Stats,
+// nothing else changes.
+func (r *Router) Complete(requestID uint64) error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.ptr == nil {
 		return closedError("router")
 	}
-	return toError(C.eldrgo_router_complete_request(r.ptr, C.uint64_t(requestID)))
+	return toError(C.eldrgo_router_complete(r.ptr, C.uint64_t(requestID)))
 }
 
-// Report is a decode engine's report about worker: batchSize (its requests
-// running and waiting) replaces the router's in-flight count; stepMs, its
-// last step's duration with batchSize requests, is a sample for the fit of
-// the step constants. 0 = not reported, for either.
-func (r *Router) Report(worker int32, batchSize uint32, stepMs float32) error {
-	if worker < 0 {
-		return invalid("worker id %d is negative", worker)
-	}
+// Report is a decode engine's report about a worker (the same WorkerReport
+// as Client.Report): BatchSize (its requests running and waiting) replaces
+// the router's in-flight count; StepMs, its last step's duration with
+// BatchSize requests, is a sample for the fit of the step constants. 0 = not
+// reported, for either; Running is not used here.
+func (r *Router) Report(report WorkerReport) error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.ptr == nil {
 		return closedError("router")
 	}
-	return toError(C.eldrgo_router_report(r.ptr, C.uint32_t(worker), C.uint32_t(batchSize),
-		C.float(stepMs)))
+	return toError(C.eldrgo_router_report(r.ptr, C.int32_t(report.Worker),
+		C.uint32_t(report.Running), C.float(report.KVUsage), C.uint32_t(report.BatchSize),
+		C.float(report.StepMs)))
 }
 
 // Stats returns the router's counters and the step constants in force.
@@ -484,10 +463,10 @@ func (r *Router) workersLocked() ([]WorkerSlot, error) {
 			return nil, err
 		}
 		ids := make([]int32, n)
-		states := make([]uint8, n)
+		states := make([]uint32, n)
 		inflight := make([]uint32, n)
 		res := C.eldrgo_router_workers(r.ptr, (*C.int32_t)(unsafe.Pointer(&ids[0])),
-			(*C.uint8_t)(unsafe.Pointer(&states[0])), (*C.uint32_t)(unsafe.Pointer(&inflight[0])),
+			(*C.uint32_t)(unsafe.Pointer(&states[0])), (*C.uint32_t)(unsafe.Pointer(&inflight[0])),
 			C.uint32_t(n))
 		if err := toError(res); err != nil {
 			if now, serr := r.slotsLocked(); attempt < 2 && serr == nil && now != n {
@@ -512,9 +491,11 @@ func (r *Router) workerOp(op C.int, worker int32) error {
 	return toError(C.eldrgo_router_worker_op(r.ptr, op, C.int32_t(worker)))
 }
 
-// Complete: the oldest request still in flight on worker finished; its
-// in-flight count drops by one (ErrState when it has nothing in flight).
-func (r *Router) Complete(worker int32) error { return r.workerOp(C.ELDRGO_COMPLETE, worker) }
+// CompleteWorker: the oldest request still in flight on worker finished;
+// its in-flight count drops by one (ErrState when it has nothing in flight).
+func (r *Router) CompleteWorker(worker int32) error {
+	return r.workerOp(C.ELDRGO_COMPLETE, worker)
+}
 
 // AddWorker makes worker routable (again), in a new slot if it is new.
 func (r *Router) AddWorker(worker int32) error { return r.workerOp(C.ELDRGO_ADD, worker) }

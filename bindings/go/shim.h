@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if ELDR_ABI_VERSION != 1
-#error "bindings/go is written for ELDR_ABI_VERSION 1: update it for the new eldr.h"
+#if ELDR_ABI_VERSION != 2
+#error "bindings/go is written for ELDR_ABI_VERSION 2: update it for the new eldr.h"
 #endif
 
 #define ELDRGO_MAX_REQUEST_ID 128
@@ -38,14 +38,40 @@ static inline eldrgo_err eldrgo_fail(eldr_status_t status, const char* message) 
   return r;
 }
 
-/* A Go string as a NUL-terminated request id in `buf` (ELDRGO_MAX_REQUEST_ID + 1
- * bytes). The Go side validates first; this guards the copy. */
-static inline int eldrgo_request_id(_GoString_ id, char* buf) {
+/* A Go string as a NUL-terminated request id, or the error a wrapper
+ * returns (status nonzero). The Go side validates first; this guards the
+ * copy. */
+typedef struct eldrgo_request_id {
+  eldrgo_err err;
+  char id[ELDRGO_MAX_REQUEST_ID + 1];
+} eldrgo_request_id;
+
+static inline eldrgo_request_id eldrgo_request_id_of(_GoString_ id) {
+  eldrgo_request_id r;
+  r.err.status = ELDR_OK;
+  r.err.message = NULL;
   size_t n = _GoStringLen(id);
-  if (n == 0 || n > ELDRGO_MAX_REQUEST_ID) return 0;
-  memcpy(buf, _GoStringPtr(id), n);
-  buf[n] = '\0';
-  return strlen(buf) == n; /* no embedded NUL */
+  if (n > 0 && n <= ELDRGO_MAX_REQUEST_ID) {
+    memcpy(r.id, _GoStringPtr(id), n);
+    r.id[n] = '\0';
+    if (strlen(r.id) == n) return r; /* no embedded NUL */
+  }
+  r.err = eldrgo_fail(ELDR_E_INVALID_ARGUMENT, "bad request id");
+  return r;
+}
+
+/* A call's error and the decision it filled. */
+typedef struct eldrgo_decision_result {
+  eldrgo_err err;
+  eldr_decision_t decision;
+} eldrgo_decision_result;
+
+static inline eldrgo_decision_result eldrgo_decision_result_new(void) {
+  eldrgo_decision_result r;
+  r.err.status = ELDR_OK;
+  r.err.message = NULL;
+  eldr_decision_init(&r.decision);
+  return r;
 }
 
 #endif /* ELDRGO_SHIM_H */

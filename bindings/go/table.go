@@ -38,23 +38,23 @@ static eldrgo_info_result eldrgo_table_info(const eldr_table_t* t) {
   eldrgo_info_result r;
   r.err.message = NULL;
   eldr_table_info_init(&r.info);
-  r.err = eldrgo_check(eldr_table_info(t, &r.info));
+  r.err = eldrgo_check(eldr_table_get_info(t, &r.info));
   return r;
 }
 
 static eldrgo_err eldrgo_table_worker_ids(const eldr_table_t* t, int32_t* ids, uint32_t n) {
-  return eldrgo_check(eldr_table_worker_ids(t, ids, n));
+  return eldrgo_check(eldr_table_get_worker_ids(t, ids, n));
 }
 
 static eldrgo_err eldrgo_table_signature(const eldr_table_t* t, const int16_t* counts,
                                          uint32_t layers, uint32_t experts, float* out,
                                          uint64_t n) {
-  return eldrgo_check(eldr_table_signature(t, counts, layers, experts, out, n));
+  return eldrgo_check(eldr_table_compute_signature(t, counts, layers, experts, out, n));
 }
 
 static eldrgo_err eldrgo_table_scores(const eldr_table_t* t, const int16_t* counts,
                                       uint32_t layers, uint32_t experts, float* out, uint32_t n) {
-  return eldrgo_check(eldr_table_scores(t, counts, layers, experts, out, n));
+  return eldrgo_check(eldr_table_score(t, counts, layers, experts, out, n));
 }
 */
 import "C"

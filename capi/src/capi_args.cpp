@@ -59,22 +59,34 @@ eldr_status_t check_shape(const char* fn, uint32_t layers, uint32_t experts) noe
   return ELDR_OK;
 }
 
-eldr_status_t check_load(const char* fn, uint32_t worker, float kv_usage) noexcept {
-  if (worker > static_cast<uint32_t>(INT32_MAX)) {
-    char msg[64];
-    std::snprintf(msg, sizeof msg, "worker id %u is above INT32_MAX", worker);
-    return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
-  }
-  if (!(kv_usage >= 0.0f && kv_usage <= 1.0f))
-    return fail(ELDR_E_INVALID_ARGUMENT, fn, "kv_usage must be in [0, 1]");
-  return ELDR_OK;
+eldr_status_t check_worker(const char* fn, int32_t worker) noexcept {
+  if (worker >= 0) return ELDR_OK;
+  char msg[64];
+  std::snprintf(msg, sizeof msg, "worker id %d is negative", worker);
+  return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
+}
+
+void write_decision(const DecisionFields& d, eldr_decision_t* out) noexcept {
+  eldr_decision_t decision = ELDR_DECISION_INIT;
+  decision.version = out->version;
+  decision.worker = d.worker;
+  decision.similarity = d.similarity;
+  decision.band_size = d.band_size;
+  decision.table_epoch = d.table_epoch;
+  decision.policy = d.policy;
+  decision.status = d.status;
+  decision.latency_ns = d.latency_ns;
+  decision.completion_token = d.completion_token;
+  *out = decision;
 }
 
 eldr_status_t check_worker_report(const char* fn, const eldr_worker_report_t* report) noexcept {
   if (eldr_status_t s = require(fn, report, "report")) return s;
   if (eldr_status_t s = check_version(fn, "report", report->version, ELDR_WORKER_REPORT_VERSION))
     return s;
-  if (eldr_status_t s = check_load(fn, report->worker, report->kv_usage)) return s;
+  if (eldr_status_t s = check_worker(fn, report->worker)) return s;
+  if (!(report->kv_usage >= 0.0f && report->kv_usage <= 1.0f))
+    return fail(ELDR_E_INVALID_ARGUMENT, fn, "kv_usage must be in [0, 1]");
   if (!(std::isfinite(report->step_ms) && report->step_ms >= 0.0f)) {
     char msg[96];
     std::snprintf(msg, sizeof msg, "step_ms %g must be finite and >= 0 (0 = not reported)",

@@ -28,10 +28,25 @@ eldr_status_t check_request_id(const char* fn, const char* request_id,
 // A footprint's shape by itself: 1..kMaxLayers layers, 1..kMaxExperts experts.
 eldr_status_t check_shape(const char* fn, uint32_t layers, uint32_t experts) noexcept;
 
-// A load report's worker id (<= INT32_MAX) and KV-cache usage (in [0, 1]).
-eldr_status_t check_load(const char* fn, uint32_t worker, float kv_usage) noexcept;
-// An eldr_worker_report_t: not NULL, its version, check_load, and a finite
-// step_ms >= 0 (0 = not reported).
+// A worker id: >= 0 (-1 means "none" only in a decision).
+eldr_status_t check_worker(const char* fn, int32_t worker) noexcept;
+// An eldr_worker_report_t: not NULL, its version, its worker id, kv_usage in
+// [0, 1], and a finite step_ms >= 0 (0 = not reported).
 eldr_status_t check_worker_report(const char* fn, const eldr_worker_report_t* report) noexcept;
+
+// The fields of a decision, from whichever source (router, daemon, pool).
+struct DecisionFields {
+  int32_t worker = -1;
+  float similarity = 0.0f;
+  uint32_t band_size = 0;
+  uint64_t table_epoch = 0;
+  uint32_t policy = 0;
+  eldr_status_t status = ELDR_OK;
+  uint64_t latency_ns = 0;
+  uint64_t completion_token = 0;
+};
+// Every decision the API hands out is written here: out->version (checked by
+// the caller) is kept, every other field comes from d.
+void write_decision(const DecisionFields& d, eldr_decision_t* out) noexcept;
 
 }  // namespace eldr::capi

@@ -55,17 +55,15 @@ eldr_status_t wait_decision(const char* fn, eldr_client_t* client, std::string_v
                             uint32_t timeout_ms, eldr_decision_t* out) {
   auto d = client->client->wait_decision(id, timeout_ms);
   if (!d) return fail(fn, d.status());
-  eldr_decision_t decision = ELDR_DECISION_INIT;
-  decision.version = out->version;
-  decision.worker = d->worker;
-  decision.similarity = d->similarity;
-  decision.band_size = d->band_size;
-  decision.table_epoch = d->table_epoch;
-  decision.policy = d->policy;
-  decision.status = d->status;
-  decision.latency_ns = d->latency_ns;
-  decision.completion_token = d->completion_token;
-  *out = decision;
+  write_decision({.worker = d->worker,
+                  .similarity = d->similarity,
+                  .band_size = d->band_size,
+                  .table_epoch = d->table_epoch,
+                  .policy = d->policy,
+                  .status = d->status,
+                  .latency_ns = d->latency_ns,
+                  .completion_token = d->completion_token},
+                 out);
   return ELDR_OK;
 }
 
@@ -75,6 +73,17 @@ eldr_status_t check_wait_args(const char* fn, eldr_client_t* client, const char*
   if (eldr_status_t s = check_request_id(fn, request_id, id)) return s;
   if (eldr_status_t s = require(fn, out, "out")) return s;
   return check_version(fn, "out", out->version, ELDR_DECISION_VERSION);
+}
+
+eldr_status_t control_worker(const char* fn, eldr_client_t* client, int32_t worker,
+                             shm::WorkerOp op) noexcept {
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require_client(fn, client)) return s;
+    if (eldr_status_t s = check_worker(fn, worker)) return s;
+    if (Status s = client->client->push_worker_control(static_cast<uint32_t>(worker), op); !s)
+      return fail(fn, s);
+    return ELDR_OK;
+  });
 }
 
 }  // namespace
@@ -124,25 +133,25 @@ eldr_status_t eldr_client_open(const char* instance, const eldr_client_options_t
   });
 }
 
-void eldr_client_close(eldr_client_t* client) {
+void eldr_client_free(eldr_client_t* client) {
   // The transport's destructor does not throw; a failure to unregister is
   // recovered by the daemon, which reclaims the slot of a dead lock holder.
   delete client;
 }
 
-eldr_status_t eldr_footprint_push(eldr_client_t* client, const char* request_id,
-                                  const int16_t* counts, uint32_t layers, uint32_t experts) {
-  static constexpr const char* fn = "eldr_footprint_push";
+eldr_status_t eldr_client_push(eldr_client_t* client, const char* request_id, const int16_t* counts,
+                               uint32_t layers, uint32_t experts) {
+  static constexpr const char* fn = "eldr_client_push";
   return guarded(fn, [&]() -> eldr_status_t {
     return eldr::capi::push_dense(fn, client, request_id, counts, layers, experts);
   });
 }
 
-eldr_status_t eldr_footprint_push_blocks(eldr_client_t* client, const char* request_id,
-                                         const uint64_t* block_hashes, const uint8_t* row_present,
-                                         const uint8_t* rows, uint32_t n_blocks, uint32_t layers,
-                                         uint32_t experts) {
-  static constexpr const char* fn = "eldr_footprint_push_blocks";
+eldr_status_t eldr_client_push_blocks(eldr_client_t* client, const char* request_id,
+                                      const uint64_t* block_hashes, const uint8_t* row_present,
+                                      const uint8_t* rows, uint32_t n_blocks, uint32_t layers,
+                                      uint32_t experts) {
+  static constexpr const char* fn = "eldr_client_push_blocks";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require_client(fn, client)) return s;
     std::string_view id;
@@ -182,9 +191,9 @@ eldr_status_t eldr_footprint_push_blocks(eldr_client_t* client, const char* requ
   });
 }
 
-eldr_status_t eldr_decision_wait(eldr_client_t* client, const char* request_id, uint32_t timeout_ms,
-                                 eldr_decision_t* out) {
-  static constexpr const char* fn = "eldr_decision_wait";
+eldr_status_t eldr_client_wait(eldr_client_t* client, const char* request_id, uint32_t timeout_ms,
+                               eldr_decision_t* out) {
+  static constexpr const char* fn = "eldr_client_wait";
   return guarded(fn, [&]() -> eldr_status_t {
     std::string_view id;
     if (eldr_status_t s = eldr::capi::check_wait_args(fn, client, request_id, out, &id)) return s;
@@ -192,10 +201,10 @@ eldr_status_t eldr_decision_wait(eldr_client_t* client, const char* request_id, 
   });
 }
 
-eldr_status_t eldr_route(eldr_client_t* client, const char* request_id, const int16_t* counts,
-                         uint32_t layers, uint32_t experts, uint32_t timeout_ms,
-                         eldr_decision_t* out) {
-  static constexpr const char* fn = "eldr_route";
+eldr_status_t eldr_client_route(eldr_client_t* client, const char* request_id,
+                                const int16_t* counts, uint32_t layers, uint32_t experts,
+                                uint32_t timeout_ms, eldr_decision_t* out) {
+  static constexpr const char* fn = "eldr_client_route";
   return guarded(fn, [&]() -> eldr_status_t {
     // Every argument is checked before anything is pushed.
     std::string_view id;
@@ -206,19 +215,15 @@ eldr_status_t eldr_route(eldr_client_t* client, const char* request_id, const in
     // The daemon's verdict is the call's result (out stays filled): a caller
     // that checks only the return value never routes a rejected request.
     if (out->status != ELDR_OK)
-      return fail(out->status, "eldr_route: eldrd rejected request '" + std::string(id) +
+      return fail(out->status, "eldr_client_route: eldrd rejected request '" + std::string(id) +
                                    "': " + eldr_status_string(out->status));
     return ELDR_OK;
   });
 }
 
-eldr_status_t eldr_request_complete(eldr_client_t* client, const char* request_id) {
-  return eldr_request_complete_token(client, request_id, 0);
-}
-
-eldr_status_t eldr_request_complete_token(eldr_client_t* client, const char* request_id,
-                                          uint64_t completion_token) {
-  static constexpr const char* fn = "eldr_request_complete_token";
+eldr_status_t eldr_client_complete(eldr_client_t* client, const char* request_id,
+                                   uint64_t completion_token) {
+  static constexpr const char* fn = "eldr_client_complete";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require_client(fn, client)) return s;
     std::string_view id;
@@ -229,49 +234,33 @@ eldr_status_t eldr_request_complete_token(eldr_client_t* client, const char* req
   });
 }
 
-eldr_status_t eldr_worker_report(eldr_client_t* client, uint32_t worker, uint32_t running,
-                                 float kv_usage) {
-  static constexpr const char* fn = "eldr_worker_report";
-  return guarded(fn, [&]() -> eldr_status_t {
-    if (eldr_status_t s = require_client(fn, client)) return s;
-    if (eldr_status_t s = eldr::capi::check_load(fn, worker, kv_usage)) return s;
-    if (eldr::Status s = client->client->push_worker_report(worker, running, kv_usage); !s)
-      return fail(fn, s);
-    return ELDR_OK;
-  });
-}
-
-eldr_status_t eldr_worker_report_ex(eldr_client_t* client, const eldr_worker_report_t* report) {
-  static constexpr const char* fn = "eldr_worker_report_ex";
+eldr_status_t eldr_client_report(eldr_client_t* client, const eldr_worker_report_t* report) {
+  static constexpr const char* fn = "eldr_client_report";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require_client(fn, client)) return s;
     if (eldr_status_t s = eldr::capi::check_worker_report(fn, report)) return s;
     // batch_size and step_ms 0: the plain report, which every eldrd reads.
-    const eldr::shm::WorkerReportRecord record{report->worker, report->running, report->kv_usage,
+    const eldr::shm::WorkerReportRecord record{static_cast<uint32_t>(report->worker),
+                                               report->running, report->kv_usage,
                                                report->batch_size, report->step_ms};
     if (eldr::Status s = client->client->push_worker_report(record); !s) return fail(fn, s);
     return ELDR_OK;
   });
 }
 
-eldr_status_t eldr_worker_control(eldr_client_t* client, uint32_t worker, uint32_t op) {
-  static constexpr const char* fn = "eldr_worker_control";
-  return guarded(fn, [&]() -> eldr_status_t {
-    if (eldr_status_t s = require_client(fn, client)) return s;
-    if (worker > INT32_MAX) return fail(ELDR_E_INVALID_ARGUMENT, fn, "worker id above INT32_MAX");
-    static_assert(ELDR_WORKER_ADD == static_cast<uint32_t>(eldr::shm::WorkerOp::add));
-    static_assert(ELDR_WORKER_DRAIN == static_cast<uint32_t>(eldr::shm::WorkerOp::drain));
-    static_assert(ELDR_WORKER_REMOVE == static_cast<uint32_t>(eldr::shm::WorkerOp::remove));
-    if (op < ELDR_WORKER_ADD || op > ELDR_WORKER_REMOVE) {
-      char msg[96];
-      std::snprintf(msg, sizeof msg, "op %u is not ELDR_WORKER_ADD, _DRAIN or _REMOVE", op);
-      return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
-    }
-    const auto worker_op = static_cast<eldr::shm::WorkerOp>(op);
-    if (eldr::Status s = client->client->push_worker_control(worker, worker_op); !s)
-      return fail(fn, s);
-    return ELDR_OK;
-  });
+eldr_status_t eldr_client_add_worker(eldr_client_t* client, int32_t worker) {
+  return eldr::capi::control_worker("eldr_client_add_worker", client, worker,
+                                    eldr::shm::WorkerOp::add);
+}
+
+eldr_status_t eldr_client_drain_worker(eldr_client_t* client, int32_t worker) {
+  return eldr::capi::control_worker("eldr_client_drain_worker", client, worker,
+                                    eldr::shm::WorkerOp::drain);
+}
+
+eldr_status_t eldr_client_remove_worker(eldr_client_t* client, int32_t worker) {
+  return eldr::capi::control_worker("eldr_client_remove_worker", client, worker,
+                                    eldr::shm::WorkerOp::remove);
 }
 
 }  // extern "C"

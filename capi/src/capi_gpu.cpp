@@ -29,7 +29,7 @@ eldr_status_t status_of(const eldr::Status& s) { return s ? ELDR_OK : fail(s); }
 
 extern "C" {
 
-ELDR_API bool eldr_cuda_available(void) { return eldr::gpu::device_available(); }
+ELDR_API bool eldr_gpu_available(void) { return eldr::gpu::device_available(); }
 
 ELDR_API eldr_status_t eldr_gpu_footprints_new(const eldr_gpu_options_t* opts,
                                                eldr_gpu_footprints_t** out) {
@@ -57,10 +57,12 @@ ELDR_API eldr_status_t eldr_gpu_footprints_new(const eldr_gpu_options_t* opts,
 
 ELDR_API void eldr_gpu_footprints_free(eldr_gpu_footprints_t* gpu) { delete gpu; }
 
-ELDR_API eldr_status_t eldr_gpu_update_blocks(eldr_gpu_footprints_t* gpu, const void* expert_ids,
-                                              uint32_t id_bytes, uint32_t tokens, int32_t layer,
-                                              const int64_t* slot_mapping, void* stream) {
-  return eldr::capi::guarded("eldr_gpu_update_blocks", [&]() -> eldr_status_t {
+ELDR_API eldr_status_t eldr_gpu_footprints_update_blocks(eldr_gpu_footprints_t* gpu,
+                                                         const void* expert_ids, uint32_t id_bytes,
+                                                         uint32_t tokens, int32_t layer,
+                                                         const int64_t* slot_mapping,
+                                                         void* stream) {
+  return eldr::capi::guarded("eldr_gpu_footprints_update_blocks", [&]() -> eldr_status_t {
     if (gpu == nullptr) return fail(ELDR_E_INVALID_ARGUMENT, "gpu is NULL");
     if (tokens > 0 && expert_ids == nullptr)
       return fail(ELDR_E_INVALID_ARGUMENT, "expert_ids is NULL");
@@ -71,10 +73,10 @@ ELDR_API eldr_status_t eldr_gpu_update_blocks(eldr_gpu_footprints_t* gpu, const 
   });
 }
 
-ELDR_API eldr_status_t eldr_gpu_sum_requests(eldr_gpu_footprints_t* gpu, const int32_t* block_table,
-                                             uint32_t max_blocks, const int32_t* num_blocks,
-                                             uint32_t requests, int16_t* out, void* stream) {
-  return eldr::capi::guarded("eldr_gpu_sum_requests", [&]() -> eldr_status_t {
+ELDR_API eldr_status_t eldr_gpu_footprints_sum_requests(
+    eldr_gpu_footprints_t* gpu, const int32_t* block_table, uint32_t max_blocks,
+    const int32_t* num_blocks, uint32_t requests, int16_t* out, void* stream) {
+  return eldr::capi::guarded("eldr_gpu_footprints_sum_requests", [&]() -> eldr_status_t {
     if (gpu == nullptr) return fail(ELDR_E_INVALID_ARGUMENT, "gpu is NULL");
     if (requests > 0 &&
         (num_blocks == nullptr || out == nullptr || (max_blocks > 0 && block_table == nullptr)))
@@ -84,12 +86,11 @@ ELDR_API eldr_status_t eldr_gpu_sum_requests(eldr_gpu_footprints_t* gpu, const i
   });
 }
 
-ELDR_API eldr_status_t eldr_gpu_push_requests(eldr_gpu_footprints_t* gpu, eldr_client_t* client,
-                                              const char* const* request_ids,
-                                              const int32_t* block_table, uint32_t max_blocks,
-                                              const int32_t* num_blocks, uint32_t requests,
-                                              void* stream) {
-  return eldr::capi::guarded("eldr_gpu_push_requests", [&]() -> eldr_status_t {
+ELDR_API eldr_status_t eldr_gpu_footprints_push_requests(
+    eldr_gpu_footprints_t* gpu, eldr_client_t* client, const char* const* request_ids,
+    const int32_t* block_table, uint32_t max_blocks, const int32_t* num_blocks, uint32_t requests,
+    void* stream) {
+  return eldr::capi::guarded("eldr_gpu_footprints_push_requests", [&]() -> eldr_status_t {
     if (gpu == nullptr) return fail(ELDR_E_INVALID_ARGUMENT, "gpu is NULL");
     eldr::shm::Client* c = eldr::capi::client_of(client);
     if (c == nullptr) return fail(ELDR_E_INVALID_ARGUMENT, "client is NULL");
@@ -113,14 +114,14 @@ ELDR_API eldr_status_t eldr_gpu_push_requests(eldr_gpu_footprints_t* gpu, eldr_c
   });
 }
 
-ELDR_API eldr_status_t eldr_gpu_take_errors(eldr_gpu_footprints_t* gpu, void* stream,
-                                            uint32_t* flags) {
-  return eldr::capi::guarded("eldr_gpu_take_errors", [&]() -> eldr_status_t {
+ELDR_API eldr_status_t eldr_gpu_footprints_take_errors(eldr_gpu_footprints_t* gpu, void* stream,
+                                                       uint32_t* out) {
+  return eldr::capi::guarded("eldr_gpu_footprints_take_errors", [&]() -> eldr_status_t {
     if (gpu == nullptr) return fail(ELDR_E_INVALID_ARGUMENT, "gpu is NULL");
-    if (flags == nullptr) return fail(ELDR_E_INVALID_ARGUMENT, "flags is NULL");
+    if (out == nullptr) return fail(ELDR_E_INVALID_ARGUMENT, "out is NULL");
     auto taken = gpu->impl->take_errors(stream);
     if (!taken) return fail(taken.status());
-    *flags = taken.value();
+    *out = taken.value();
     return ELDR_OK;
   });
 }

@@ -99,7 +99,7 @@ eldr_status_t eldr_pool_open(const char* nats_urls, const char* pool, uint32_t t
   });
 }
 
-void eldr_pool_close(eldr_pool_t* pool) { delete pool; }
+void eldr_pool_free(eldr_pool_t* pool) { delete pool; }
 
 eldr_status_t eldr_pool_route(eldr_pool_t* pool, const char* request_id, const int16_t* counts,
                               uint32_t layers, uint32_t experts, uint32_t timeout_ms,
@@ -161,15 +161,13 @@ eldr_status_t eldr_pool_route(eldr_pool_t* pool, const char* request_id, const i
         }
       }
     }
-    eldr_decision_t d = ELDR_DECISION_INIT;
-    d.worker = r->worker();
-    d.similarity = r->similarity();
-    d.band_size = r->band_size();
-    d.table_epoch = r->table_epoch();
-    d.policy = r->policy();
-    d.status = ELDR_OK;
-    d.completion_token = r->completion_token();
-    *out = d;
+    eldr::capi::write_decision({.worker = r->worker(),
+                                .similarity = r->similarity(),
+                                .band_size = r->band_size(),
+                                .table_epoch = r->table_epoch(),
+                                .policy = r->policy(),
+                                .completion_token = r->completion_token()},
+                               out);
     return ELDR_OK;
   });
 }

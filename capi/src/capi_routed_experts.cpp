@@ -13,7 +13,7 @@ namespace eldr::capi {
 namespace {
 
 // ELDR_DTYPE_* -> the core's dtype; AUTO only where `allow_auto` (nullopt).
-eldr_status_t to_dtype(const char* fn, int32_t dtype, bool allow_auto, bool* is_auto,
+eldr_status_t to_dtype(const char* fn, uint32_t dtype, bool allow_auto, bool* is_auto,
                        IdDtype* out) noexcept {
   *is_auto = false;
   switch (dtype) {
@@ -129,10 +129,11 @@ void eldr_routed_experts_info_init(eldr_routed_experts_info_t* info) {
   *info = init;
 }
 
-eldr_status_t eldr_footprint_from_ids(const void* ids, size_t bytes, int32_t dtype,
-                                      const eldr_routed_experts_options_t* options, int16_t* out,
-                                      size_t out_len, eldr_routed_experts_info_t* info) {
-  static constexpr const char* fn = "eldr_footprint_from_ids";
+eldr_status_t eldr_routed_experts_decode_ids(const void* ids, size_t bytes, uint32_t dtype,
+                                             const eldr_routed_experts_options_t* options,
+                                             int16_t* out, size_t out_len,
+                                             eldr_routed_experts_info_t* info) {
+  static constexpr const char* fn = "eldr_routed_experts_decode_ids";
   return guarded(fn, [&]() -> eldr_status_t {
     eldr::RoutedExpertsOptions core;
     if (eldr_status_t s = eldr::capi::prepare(fn, ids, bytes, options, out, info, &core)) return s;
@@ -144,11 +145,11 @@ eldr_status_t eldr_footprint_from_ids(const void* ids, size_t bytes, int32_t dty
   });
 }
 
-eldr_status_t eldr_footprint_from_base64_ids(const char* base64, size_t len, int32_t dtype,
-                                             const eldr_routed_experts_options_t* options,
-                                             int16_t* out, size_t out_len,
-                                             eldr_routed_experts_info_t* info) {
-  static constexpr const char* fn = "eldr_footprint_from_base64_ids";
+eldr_status_t eldr_routed_experts_decode_base64_ids(const char* base64, size_t len, uint32_t dtype,
+                                                    const eldr_routed_experts_options_t* options,
+                                                    int16_t* out, size_t out_len,
+                                                    eldr_routed_experts_info_t* info) {
+  static constexpr const char* fn = "eldr_routed_experts_decode_base64_ids";
   return guarded(fn, [&]() -> eldr_status_t {
     eldr::RoutedExpertsOptions core;
     if (eldr_status_t s = eldr::capi::prepare(fn, base64, len, options, out, info, &core)) return s;
@@ -161,11 +162,11 @@ eldr_status_t eldr_footprint_from_base64_ids(const char* base64, size_t len, int
   });
 }
 
-eldr_status_t eldr_footprint_from_base64_npy(const char* base64, size_t len, int32_t dtype,
-                                             const eldr_routed_experts_options_t* options,
-                                             int16_t* out, size_t out_len,
-                                             eldr_routed_experts_info_t* info) {
-  static constexpr const char* fn = "eldr_footprint_from_base64_npy";
+eldr_status_t eldr_routed_experts_decode_base64_npy(const char* base64, size_t len, uint32_t dtype,
+                                                    const eldr_routed_experts_options_t* options,
+                                                    int16_t* out, size_t out_len,
+                                                    eldr_routed_experts_info_t* info) {
+  static constexpr const char* fn = "eldr_routed_experts_decode_base64_npy";
   return guarded(fn, [&]() -> eldr_status_t {
     eldr::RoutedExpertsOptions core;
     if (eldr_status_t s = eldr::capi::prepare(fn, base64, len, options, out, info, &core)) return s;
@@ -179,9 +180,9 @@ eldr_status_t eldr_footprint_from_base64_npy(const char* base64, size_t len, int
   });
 }
 
-eldr_status_t eldr_base64_npy_shape(const char* base64, size_t len,
-                                    eldr_routed_experts_info_t* info) {
-  static constexpr const char* fn = "eldr_base64_npy_shape";
+eldr_status_t eldr_routed_experts_inspect_base64_npy(const char* base64, size_t len,
+                                                     eldr_routed_experts_info_t* info) {
+  static constexpr const char* fn = "eldr_routed_experts_inspect_base64_npy";
   return guarded(fn, [&]() -> eldr_status_t {
     if (len > 0)
       if (eldr_status_t s = eldr::capi::require(fn, base64, "base64")) return s;

@@ -42,26 +42,7 @@ eldr_status_t check_counts(const char* fn, const eldr_router_t& router, const in
   return ELDR_OK;
 }
 
-eldr_status_t check_worker(const char* fn, int32_t worker) noexcept {
-  if (worker >= 0) return ELDR_OK;
-  char msg[64];
-  std::snprintf(msg, sizeof msg, "worker id %d is negative", worker);
-  return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
-}
-
-void fill_decision(const Decision& d, eldr_decision_t* out) noexcept {
-  eldr_decision_t decision = ELDR_DECISION_INIT;
-  decision.version = out->version;
-  decision.worker = d.worker_id;
-  decision.similarity = d.similarity;
-  decision.band_size = d.band_size;
-  decision.table_epoch = d.table_epoch;
-  decision.policy = static_cast<uint32_t>(d.policy);
-  decision.status = ELDR_OK;
-  *out = decision;
-}
-
-// The arguments of the calls that fill a whole decision (route_ex, route_id).
+// The arguments of the calls that fill a decision (route, route_request).
 eldr_status_t check_decision_call(const char* fn, const eldr_router_t* router,
                                   const int16_t* counts, uint32_t layers, uint32_t experts,
                                   const eldr_decision_t* out) noexcept {
@@ -76,27 +57,16 @@ eldr_status_t decide(const char* fn, eldr_router_t& router, const int16_t* count
                      const RouteHints& hints, eldr_decision_t* out) {
   auto d = router.router->route({counts, router.geometry.cells()}, hints);
   if (!d) return fail(fn, d.status());
-  fill_decision(*d, out);
+  write_decision({.worker = d->worker_id,
+                  .similarity = d->similarity,
+                  .band_size = d->band_size,
+                  .table_epoch = d->table_epoch,
+                  .policy = static_cast<uint32_t>(d->policy)},
+                 out);
   return ELDR_OK;
 }
 
-// A version-1 eldr_router_options_t ends where version 2's step constants begin.
-constexpr size_t kRouterOptionsV1Size = offsetof(eldr_router_options_t, t0_ms);
-static_assert(kRouterOptionsV1Size == 64, "the version-1 layout of eldr_router_options_t moved");
-
-// The caller's options over the defaults: a version-1 struct is read up to
-// its end only (the version-2 fields keep ELDR_ROUTER_OPTIONS_INIT's values).
-eldr_router_options_t read_options(const eldr_router_options_t& opts) noexcept {
-  eldr_router_options_t o = ELDR_ROUTER_OPTIONS_INIT;
-  if (opts.version == 1) {
-    std::memcpy(static_cast<void*>(&o), &opts, kRouterOptionsV1Size);
-  } else {
-    o = opts;
-  }
-  return o;
-}
-
-// The step constants of a version-2 struct: all three < 0 = unset (the
+// The step constants: all three < 0 = unset (the
 // table's, else its geometry's preset), all three >= 0 = these; anything
 // else (a mix, a NaN) is refused.
 eldr_status_t step_cost_option(const char* fn, const eldr_router_options_t& o,
@@ -184,7 +154,7 @@ eldr_status_t eldr_router_new(const eldr_table_t* table, const eldr_router_optio
     if (opts != nullptr) {
       if (eldr_status_t s = check_version(fn, "opts", opts->version, ELDR_ROUTER_OPTIONS_VERSION))
         return s;
-      o = eldr::capi::read_options(*opts);
+      o = *opts;
     }
     if (o.policy >= eldr::capi::kPolicyCount) {
       char msg[96];
@@ -216,23 +186,9 @@ eldr_status_t eldr_router_new(const eldr_table_t* table, const eldr_router_optio
 void eldr_router_free(eldr_router_t* router) { delete router; }
 
 eldr_status_t eldr_router_route(eldr_router_t* router, const int16_t* counts, uint32_t layers,
-                                uint32_t experts, int32_t* worker) {
+                                uint32_t experts, const uint32_t* loads, uint32_t n_loads,
+                                eldr_decision_t* out) {
   static constexpr const char* fn = "eldr_router_route";
-  return guarded(fn, [&]() -> eldr_status_t {
-    if (eldr_status_t s = require(fn, router, "router")) return s;
-    if (eldr_status_t s = require(fn, worker, "worker")) return s;
-    if (eldr_status_t s = eldr::capi::check_counts(fn, *router, counts, layers, experts)) return s;
-    auto d = router->router->route({counts, router->geometry.cells()});
-    if (!d) return fail(fn, d.status());
-    *worker = d->worker_id;
-    return ELDR_OK;
-  });
-}
-
-eldr_status_t eldr_router_route_ex(eldr_router_t* router, const int16_t* counts, uint32_t layers,
-                                   uint32_t experts, const uint32_t* loads, uint32_t n_loads,
-                                   eldr_decision_t* out) {
-  static constexpr const char* fn = "eldr_router_route_ex";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = eldr::capi::check_decision_call(fn, router, counts, layers, experts, out))
       return s;
@@ -253,10 +209,10 @@ eldr_status_t eldr_router_route_ex(eldr_router_t* router, const int16_t* counts,
   });
 }
 
-eldr_status_t eldr_router_route_id(eldr_router_t* router, uint64_t request_id,
-                                   const int16_t* counts, uint32_t layers, uint32_t experts,
-                                   eldr_decision_t* out) {
-  static constexpr const char* fn = "eldr_router_route_id";
+eldr_status_t eldr_router_route_request(eldr_router_t* router, uint64_t request_id,
+                                        const int16_t* counts, uint32_t layers, uint32_t experts,
+                                        eldr_decision_t* out) {
+  static constexpr const char* fn = "eldr_router_route_request";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = eldr::capi::check_decision_call(fn, router, counts, layers, experts, out))
       return s;
@@ -266,36 +222,35 @@ eldr_status_t eldr_router_route_id(eldr_router_t* router, uint64_t request_id,
   });
 }
 
-eldr_status_t eldr_router_scores(eldr_router_t* router, const int16_t* counts, uint32_t layers,
-                                 uint32_t experts, float* scores, uint8_t* in_band,
-                                 uint32_t n_workers) {
-  static constexpr const char* fn = "eldr_router_scores";
+eldr_status_t eldr_router_score(eldr_router_t* router, const int16_t* counts, uint32_t layers,
+                                uint32_t experts, float* out_scores, uint8_t* out_in_band,
+                                uint32_t n) {
+  static constexpr const char* fn = "eldr_router_score";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require(fn, router, "router")) return s;
-    if (eldr_status_t s = require(fn, scores, "scores")) return s;
-    if (eldr_status_t s = require(fn, in_band, "in_band")) return s;
+    if (eldr_status_t s = require(fn, out_scores, "out_scores")) return s;
+    if (eldr_status_t s = require(fn, out_in_band, "out_in_band")) return s;
     if (eldr_status_t s = eldr::capi::check_counts(fn, *router, counts, layers, experts)) return s;
     const uint32_t slots = router->router->worker_slots();
-    if (n_workers != slots) {
+    if (n != slots) {
       char msg[128];
-      std::snprintf(msg, sizeof msg, "n_workers is %u, the router has %u worker slots", n_workers,
-                    slots);
+      std::snprintf(msg, sizeof msg, "n is %u, the router has %u worker slots", n, slots);
       return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
     }
-    auto band = router->router->scores({counts, router->geometry.cells()}, {scores, n_workers},
-                                       {in_band, n_workers});
+    auto band = router->router->scores({counts, router->geometry.cells()}, {out_scores, n},
+                                       {out_in_band, n});
     if (!band) return fail(fn, band.status());
     return ELDR_OK;
   });
 }
 
-eldr_status_t eldr_router_complete(eldr_router_t* router, int32_t worker) {
-  return eldr::capi::worker_call("eldr_router_complete", router, worker,
+eldr_status_t eldr_router_complete_worker(eldr_router_t* router, int32_t worker) {
+  return eldr::capi::worker_call("eldr_router_complete_worker", router, worker,
                                  [&](eldr::Router& r) { return r.complete(worker); });
 }
 
-eldr_status_t eldr_router_complete_request(eldr_router_t* router, uint64_t request_id) {
-  static constexpr const char* fn = "eldr_router_complete_request";
+eldr_status_t eldr_router_complete(eldr_router_t* router, uint64_t request_id) {
+  static constexpr const char* fn = "eldr_router_complete";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require(fn, router, "router")) return s;
     if (eldr::Status s = router->router->complete_request(request_id); !s) return fail(fn, s);
@@ -319,8 +274,8 @@ eldr_status_t eldr_router_report(eldr_router_t* router, const eldr_worker_report
   });
 }
 
-eldr_status_t eldr_router_stats(const eldr_router_t* router, eldr_router_stats_t* out) {
-  static constexpr const char* fn = "eldr_router_stats";
+eldr_status_t eldr_router_get_stats(const eldr_router_t* router, eldr_router_stats_t* out) {
+  static constexpr const char* fn = "eldr_router_get_stats";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require(fn, router, "router")) return s;
     if (eldr_status_t s = require(fn, out, "out")) return s;
@@ -374,8 +329,8 @@ eldr_status_t eldr_router_swap_table(eldr_router_t* router, const eldr_table_t* 
   });
 }
 
-eldr_status_t eldr_router_worker_slots(const eldr_router_t* router, uint32_t* out) {
-  static constexpr const char* fn = "eldr_router_worker_slots";
+eldr_status_t eldr_router_get_worker_slots(const eldr_router_t* router, uint32_t* out) {
+  static constexpr const char* fn = "eldr_router_get_worker_slots";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require(fn, router, "router")) return s;
     if (eldr_status_t s = require(fn, out, "out")) return s;
@@ -384,12 +339,12 @@ eldr_status_t eldr_router_worker_slots(const eldr_router_t* router, uint32_t* ou
   });
 }
 
-eldr_status_t eldr_router_workers(const eldr_router_t* router, int32_t* ids, uint8_t* states,
-                                  uint32_t* inflight, uint32_t n) {
-  static constexpr const char* fn = "eldr_router_workers";
+eldr_status_t eldr_router_get_workers(const eldr_router_t* router, int32_t* out_ids,
+                                      uint32_t* out_states, uint32_t* out_inflight, uint32_t n) {
+  static constexpr const char* fn = "eldr_router_get_workers";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require(fn, router, "router")) return s;
-    if (eldr_status_t s = require(fn, ids, "ids")) return s;
+    if (eldr_status_t s = require(fn, out_ids, "out_ids")) return s;
     const std::vector<eldr::WorkerInfo> workers = router->router->workers();
     if (n != workers.size()) {
       char msg[128];
@@ -397,11 +352,11 @@ eldr_status_t eldr_router_workers(const eldr_router_t* router, int32_t* ids, uin
       return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
     }
     for (uint32_t i = 0; i < n; ++i) {
-      ids[i] = workers[i].id;
-      if (states != nullptr) states[i] = static_cast<uint8_t>(workers[i].state);
-      if (inflight != nullptr) {
+      out_ids[i] = workers[i].id;
+      if (out_states != nullptr) out_states[i] = static_cast<uint32_t>(workers[i].state);
+      if (out_inflight != nullptr) {
         const int64_t v = workers[i].inflight;
-        inflight[i] = v <= 0 ? 0u : v >= UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(v);
+        out_inflight[i] = v <= 0 ? 0u : v >= UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(v);
       }
     }
     return ELDR_OK;

@@ -86,8 +86,8 @@ void eldr_table_info_init(eldr_table_info_t* info) {
   *info = init;
 }
 
-eldr_status_t eldr_table_info(const eldr_table_t* table, eldr_table_info_t* out) {
-  static constexpr const char* fn = "eldr_table_info";
+eldr_status_t eldr_table_get_info(const eldr_table_t* table, eldr_table_info_t* out) {
+  static constexpr const char* fn = "eldr_table_get_info";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require(fn, table, "table")) return s;
     if (eldr_status_t s = require(fn, out, "out")) return s;
@@ -106,19 +106,19 @@ eldr_status_t eldr_table_info(const eldr_table_t* table, eldr_table_info_t* out)
   });
 }
 
-eldr_status_t eldr_table_worker_ids(const eldr_table_t* table, int32_t* ids, uint32_t n) {
-  static constexpr const char* fn = "eldr_table_worker_ids";
+eldr_status_t eldr_table_get_worker_ids(const eldr_table_t* table, int32_t* out, uint32_t n) {
+  static constexpr const char* fn = "eldr_table_get_worker_ids";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require(fn, table, "table")) return s;
-    if (eldr_status_t s = require(fn, ids, "ids")) return s;
+    if (eldr_status_t s = require(fn, out, "out")) return s;
     const std::vector<int32_t>& worker_ids = table->table->worker_ids;
     if (n != worker_ids.size()) {
       char msg[128];
-      std::snprintf(msg, sizeof msg, "ids holds %u entries, the table has %zu workers", n,
+      std::snprintf(msg, sizeof msg, "out holds %u entries, the table has %zu workers", n,
                     worker_ids.size());
       return fail(ELDR_E_INVALID_ARGUMENT, fn, msg);
     }
-    std::memcpy(ids, worker_ids.data(), worker_ids.size() * sizeof(int32_t));
+    std::memcpy(out, worker_ids.data(), worker_ids.size() * sizeof(int32_t));
     return ELDR_OK;
   });
 }
@@ -167,9 +167,10 @@ eldr_status_t eldr_table_fit(const int16_t* prefill, const int16_t* decode, uint
   });
 }
 
-eldr_status_t eldr_table_signature(const eldr_table_t* table, const int16_t* counts,
-                                   uint32_t layers, uint32_t experts, float* out, uint64_t n) {
-  static constexpr const char* fn = "eldr_table_signature";
+eldr_status_t eldr_table_compute_signature(const eldr_table_t* table, const int16_t* counts,
+                                           uint32_t layers, uint32_t experts, float* out,
+                                           uint64_t n) {
+  static constexpr const char* fn = "eldr_table_compute_signature";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require(fn, table, "table")) return s;
     if (eldr_status_t s = require(fn, out, "out")) return s;
@@ -188,9 +189,9 @@ eldr_status_t eldr_table_signature(const eldr_table_t* table, const int16_t* cou
   });
 }
 
-eldr_status_t eldr_table_scores(const eldr_table_t* table, const int16_t* counts, uint32_t layers,
-                                uint32_t experts, float* out, uint32_t n) {
-  static constexpr const char* fn = "eldr_table_scores";
+eldr_status_t eldr_table_score(const eldr_table_t* table, const int16_t* counts, uint32_t layers,
+                               uint32_t experts, float* out, uint32_t n) {
+  static constexpr const char* fn = "eldr_table_score";
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require(fn, table, "table")) return s;
     if (eldr_status_t s = require(fn, out, "out")) return s;

@@ -5,10 +5,10 @@
  *                 [--open-timeout-ms 2000] [--prefix ID_PREFIX] [--limit N]
  *
  * Footprints come from an int16 (N, L, E) .npy file (e.g. `eldr synth`). Each
- * is pushed and its decision awaited with eldr_route; one line per request:
+ * is pushed and its decision awaited with eldr_client_route; one line per request:
  *   <request id> -> worker <w> similarity <s> band <b>
  * The decode is assumed done at once, so each request is completed right away
- * (a real engine calls eldr_request_complete when the decode finishes).
+ * (a real engine calls eldr_client_complete when the decode finishes).
  * Exit status: 0 if every request was routed, 1 otherwise, 2 on bad usage. */
 #include <eldr/eldr.h>
 #include <errno.h>
@@ -20,8 +20,8 @@
 
 #include "npy_reader.h"
 
-#if ELDR_ABI_VERSION != 1
-#error "this example is written for ELDR_ABI_VERSION 1"
+#if ELDR_ABI_VERSION != 2
+#error "this example is written for ELDR_ABI_VERSION 2"
 #endif
 
 typedef struct options {
@@ -136,8 +136,8 @@ int main(int argc, char** argv) {
     char request_id[129];
     snprintf(request_id, sizeof request_id, "%s-%" PRIu64, o.prefix, i);
     eldr_decision_t decision = ELDR_DECISION_INIT;
-    s = eldr_route(client, request_id, file.counts + i * cells, file.layers, file.experts,
-                   o.timeout_ms, &decision);
+    s = eldr_client_route(client, request_id, file.counts + i * cells, file.layers, file.experts,
+                          o.timeout_ms, &decision);
     if (s == ELDR_OK && decision.status != ELDR_OK) {
       fprintf(stderr, "eldr_c_engine: %s: rejected by eldrd: %s\n", request_id,
               eldr_status_name(decision.status));
@@ -151,14 +151,14 @@ int main(int argc, char** argv) {
     }
     printf("%s -> worker %" PRId32 " similarity %.4f band %" PRIu32 "\n", request_id,
            decision.worker, (double)decision.similarity, decision.band_size);
-    s = eldr_request_complete(client, request_id);
+    s = eldr_client_complete(client, request_id, 0);
     if (s != ELDR_OK) {
       report_error("complete", s);
       ++failed;
     }
   }
   fflush(stdout);
-  eldr_client_close(client);
+  eldr_client_free(client);
   footprint_file_free(&file);
   if (failed != 0) {
     fprintf(stderr, "eldr_c_engine: %" PRIu64 " of %" PRIu64 " requests failed\n", failed, n);

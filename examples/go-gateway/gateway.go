@@ -28,7 +28,7 @@ type Decisions interface {
 	RouteContext(ctx context.Context, requestID string, fp eldr.Footprint) (eldr.Decision, error)
 	// The gateway did not push the footprint (the engine did): it presents
 	// the decision's completion token, or the daemon refuses the complete.
-	CompleteWithToken(requestID string, token uint64) error
+	Complete(requestID string, token uint64) error
 }
 
 // Gateway takes /v1/completions, has the prefill engine run the prompt, asks
@@ -270,7 +270,7 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 	err = g.post(ctx, url, decodeRequest{req.RequestID, resp.Worker, req.MaxTokens, d.CompletionToken}, &out)
 	if g.ReportCompletion && g.Eldr != nil && resp.RoutedBy == "eldr" {
 		// Finished or failed, the request no longer runs on the worker.
-		if cerr := g.Eldr.CompleteWithToken(req.RequestID, d.CompletionToken); cerr != nil {
+		if cerr := g.Eldr.Complete(req.RequestID, d.CompletionToken); cerr != nil {
 			g.logf("request %s: eldr complete: %v", req.RequestID, cerr)
 		}
 	}

@@ -281,7 +281,7 @@ func (r refuse) RouteContext(_ context.Context, id string, _ eldr.Footprint) (el
 	r.t.Errorf("eldr asked to route %q", id)
 	return eldr.Decision{}, eldr.ErrInternal
 }
-func (r refuse) CompleteWithToken(id string, _ uint64) error {
+func (r refuse) Complete(id string, _ uint64) error {
 	r.t.Errorf("eldr completion for %q", id)
 	return nil
 }

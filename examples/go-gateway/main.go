@@ -147,6 +147,6 @@ func (p poolDecisions) RouteContext(ctx context.Context, requestID string, fp el
 	return p.pool.RouteContext(ctx, requestID, fp)
 }
 
-func (p poolDecisions) CompleteWithToken(requestID string, token uint64) error {
+func (p poolDecisions) Complete(requestID string, token uint64) error {
 	return p.pool.Complete(requestID, token)
 }

@@ -141,7 +141,7 @@ func TestAGatewayWithoutEldrdRoutesByThePrefillEnginesDecision(t *testing.T) {
 	decode := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req decodeRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
-		if err := decodeNode.CompleteWithToken(req.RequestID, req.CompletionToken); err != nil {
+		if err := decodeNode.Complete(req.RequestID, req.CompletionToken); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -177,7 +177,7 @@ func TestAGatewayWithoutEldrdRoutesByThePrefillEnginesDecision(t *testing.T) {
 	if _, err := prefillNode.Route("pool-gw-forged", taskFootprint(1, 1), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := decodeNode.CompleteWithToken("pool-gw-forged", 12345); err != nil {
+	if err := decodeNode.Complete("pool-gw-forged", 12345); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the forged complete forwarded", func() bool {

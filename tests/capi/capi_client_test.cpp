@@ -215,19 +215,22 @@ TEST(capi_client, every_call_rejects_a_null_client) {
   eldr_decision_t d = ELDR_DECISION_INIT;
   const uint64_t hash = 1;
   const uint8_t row[kCells] = {};
-  EXPECT_EQ(eldr_footprint_push(nullptr, "r", counts.data(), kLayers, kExperts),
+  EXPECT_EQ(eldr_client_push(nullptr, "r", counts.data(), kLayers, kExperts),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_footprint_push_blocks(nullptr, "r", &hash, nullptr, row, 1, kLayers, kExperts),
+  EXPECT_EQ(eldr_client_push_blocks(nullptr, "r", &hash, nullptr, row, 1, kLayers, kExperts),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_decision_wait(nullptr, "r", 0, &d), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_route(nullptr, "r", counts.data(), kLayers, kExperts, 0, &d),
+  EXPECT_EQ(eldr_client_wait(nullptr, "r", 0, &d), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_route(nullptr, "r", counts.data(), kLayers, kExperts, 0, &d),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_request_complete(nullptr, "r"), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_request_complete_token(nullptr, "r", 7), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_TRUE(message_names("eldr_request_complete_token"));
-  EXPECT_EQ(eldr_worker_report(nullptr, 0, 0, 0.0f), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_worker_control(nullptr, 0, ELDR_WORKER_ADD), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_TRUE(message_names("eldr_worker_control"));
+  EXPECT_EQ(eldr_client_complete(nullptr, "r", 7), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_names("eldr_client_complete"));
+  eldr_worker_report_t report = ELDR_WORKER_REPORT_INIT;
+  EXPECT_EQ(eldr_client_report(nullptr, &report), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_add_worker(nullptr, 0), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_names("eldr_client_add_worker"));
+  EXPECT_EQ(eldr_client_drain_worker(nullptr, 0), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_remove_worker(nullptr, 0), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_names("eldr_client_remove_worker"));
   EXPECT_EQ(d.worker, -1);
 }
 
@@ -247,10 +250,10 @@ TEST_F(capi_client_live, push_then_wait_finds_the_decision) {
   const auto counts = domain_footprint(1);
   int64_t sum = 0;
   for (int16_t c : counts) sum += c;
-  ASSERT_EQ(eldr_footprint_push(sut.get(), "req-1", counts.data(), kLayers, kExperts), ELDR_OK)
+  ASSERT_EQ(eldr_client_push(sut.get(), "req-1", counts.data(), kLayers, kExperts), ELDR_OK)
       << eldr_last_error_message();
   eldr_decision_t d = ELDR_DECISION_INIT;
-  ASSERT_EQ(eldr_decision_wait(sut.get(), "req-1", 5000, &d), ELDR_OK) << eldr_last_error_message();
+  ASSERT_EQ(eldr_client_wait(sut.get(), "req-1", 5000, &d), ELDR_OK) << eldr_last_error_message();
   EXPECT_EQ(d.version, static_cast<uint32_t>(ELDR_DECISION_VERSION));
   EXPECT_EQ(d.worker, sum % 4);
   EXPECT_FLOAT_EQ(d.similarity, 0.5f);
@@ -269,32 +272,33 @@ TEST_F(capi_client_live, push_then_wait_finds_the_decision) {
 
 TEST_F(capi_client_live, wait_for_an_unknown_request_times_out_and_leaves_out_alone) {
   eldr_decision_t d = ELDR_DECISION_INIT;
-  EXPECT_EQ(eldr_decision_wait(sut.get(), "never-pushed", 20, &d), ELDR_E_TIMEOUT);
-  EXPECT_TRUE(message_names("eldr_decision_wait"));
-  EXPECT_EQ(eldr_decision_wait(sut.get(), "never-pushed", 0, &d), ELDR_E_TIMEOUT);
+  EXPECT_EQ(eldr_client_wait(sut.get(), "never-pushed", 20, &d), ELDR_E_TIMEOUT);
+  EXPECT_TRUE(message_names("eldr_client_wait"));
+  EXPECT_EQ(eldr_client_wait(sut.get(), "never-pushed", 0, &d), ELDR_E_TIMEOUT);
   EXPECT_EQ(d.worker, -1);
 }
 
 TEST_F(capi_client_live, route_pushes_and_waits_and_any_client_can_wait) {
   const auto counts = domain_footprint(0, 2);
   eldr_decision_t d = ELDR_DECISION_INIT;
-  ASSERT_EQ(eldr_route(sut.get(), "req-route", counts.data(), kLayers, kExperts, 5000, &d), ELDR_OK)
+  ASSERT_EQ(eldr_client_route(sut.get(), "req-route", counts.data(), kLayers, kExperts, 5000, &d),
+            ELDR_OK)
       << eldr_last_error_message();
   EXPECT_GE(d.worker, 0);
   // A gateway with its own handle sees the same decision.
   ClientPtr gateway = open_client(instance);
   eldr_decision_t g = ELDR_DECISION_INIT;
-  ASSERT_EQ(eldr_decision_wait(gateway.get(), "req-route", 0, &g), ELDR_OK);
+  ASSERT_EQ(eldr_client_wait(gateway.get(), "req-route", 0, &g), ELDR_OK);
   EXPECT_EQ(g.worker, d.worker);
 }
 
 TEST_F(capi_client_live, route_returns_the_daemons_status_for_a_rejected_footprint) {
   const std::vector<int16_t> counts(size_t{kRejectedLayers} * kExperts, 1);
   eldr_decision_t d = ELDR_DECISION_INIT;
-  EXPECT_EQ(
-      eldr_route(sut.get(), "req-rejected", counts.data(), kRejectedLayers, kExperts, 5000, &d),
-      ELDR_E_SHAPE_MISMATCH);
-  EXPECT_TRUE(message_names("eldr_route"));
+  EXPECT_EQ(eldr_client_route(sut.get(), "req-rejected", counts.data(), kRejectedLayers, kExperts,
+                              5000, &d),
+            ELDR_E_SHAPE_MISMATCH);
+  EXPECT_TRUE(message_names("eldr_client_route"));
   EXPECT_NE(std::string(eldr_last_error_message()).find("rejected request 'req-rejected'"),
             std::string::npos)
       << eldr_last_error_message();
@@ -303,11 +307,12 @@ TEST_F(capi_client_live, route_returns_the_daemons_status_for_a_rejected_footpri
   EXPECT_EQ(d.worker, -1);
   // Waiting for the same decision is not an error: a gateway reads its status.
   eldr_decision_t g = ELDR_DECISION_INIT;
-  ASSERT_EQ(eldr_decision_wait(sut.get(), "req-rejected", 0, &g), ELDR_OK);
+  ASSERT_EQ(eldr_client_wait(sut.get(), "req-rejected", 0, &g), ELDR_OK);
   EXPECT_EQ(g.status, ELDR_E_SHAPE_MISMATCH);
   // An accepted footprint still routes with ELDR_OK.
   const auto ok = domain_footprint(1);
-  ASSERT_EQ(eldr_route(sut.get(), "req-accepted", ok.data(), kLayers, kExperts, 5000, &d), ELDR_OK)
+  ASSERT_EQ(eldr_client_route(sut.get(), "req-accepted", ok.data(), kLayers, kExperts, 5000, &d),
+            ELDR_OK)
       << eldr_last_error_message();
   EXPECT_EQ(d.status, ELDR_OK);
 }
@@ -316,8 +321,8 @@ TEST_F(capi_client_live, push_blocks_carries_hashes_and_present_rows) {
   const uint64_t hashes[3] = {11, 22, 33};
   const uint8_t present[3] = {1, 0, 7};  // any nonzero means present
   std::vector<uint8_t> rows(2 * kCells, 1);
-  ASSERT_EQ(eldr_footprint_push_blocks(sut.get(), "req-blocks", hashes, present, rows.data(), 3,
-                                       kLayers, kExperts),
+  ASSERT_EQ(eldr_client_push_blocks(sut.get(), "req-blocks", hashes, present, rows.data(), 3,
+                                    kLayers, kExperts),
             ELDR_OK)
       << eldr_last_error_message();
   ASSERT_TRUE(daemon.eventually([](auto& h) { return h.footprints.size() + h.rejected >= 1; }));
@@ -330,33 +335,35 @@ TEST_F(capi_client_live, push_blocks_carries_hashes_and_present_rows) {
 TEST_F(capi_client_live, push_blocks_rejects_bad_arguments) {
   const uint64_t hashes[2] = {1, 2};
   std::vector<uint8_t> rows(2 * kCells, 1);
-  EXPECT_EQ(eldr_footprint_push_blocks(sut.get(), "r", hashes, nullptr, rows.data(), 0, kLayers,
-                                       kExperts),
-            ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_footprint_push_blocks(sut.get(), "r", nullptr, nullptr, rows.data(), 2, kLayers,
-                                       kExperts),
-            ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(
-      eldr_footprint_push_blocks(sut.get(), "r", hashes, nullptr, nullptr, 2, kLayers, kExperts),
+      eldr_client_push_blocks(sut.get(), "r", hashes, nullptr, rows.data(), 0, kLayers, kExperts),
       ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(
-      eldr_footprint_push_blocks(sut.get(), "r", hashes, nullptr, rows.data(), 2, 0, kExperts),
+      eldr_client_push_blocks(sut.get(), "r", nullptr, nullptr, rows.data(), 2, kLayers, kExperts),
       ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_push_blocks(sut.get(), "r", hashes, nullptr, nullptr, 2, kLayers, kExperts),
+            ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_push_blocks(sut.get(), "r", hashes, nullptr, rows.data(), 2, 0, kExperts),
+            ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(
-      eldr_footprint_push_blocks(sut.get(), "", hashes, nullptr, rows.data(), 2, kLayers, kExperts),
+      eldr_client_push_blocks(sut.get(), "", hashes, nullptr, rows.data(), 2, kLayers, kExperts),
       ELDR_E_INVALID_ARGUMENT);
   // No row present: rows may be NULL (every block is looked up by hash).
   const uint8_t none[2] = {0, 0};
-  EXPECT_EQ(eldr_footprint_push_blocks(sut.get(), "r-hash-only", hashes, none, nullptr, 2, kLayers,
-                                       kExperts),
+  EXPECT_EQ(eldr_client_push_blocks(sut.get(), "r-hash-only", hashes, none, nullptr, 2, kLayers,
+                                    kExperts),
             ELDR_OK)
       << eldr_last_error_message();
 }
 
 TEST_F(capi_client_live, complete_report_and_control_reach_the_daemon) {
-  ASSERT_EQ(eldr_request_complete(sut.get(), "req-done"), ELDR_OK);
-  ASSERT_EQ(eldr_worker_report(sut.get(), 3, 17, 0.25f), ELDR_OK);
-  ASSERT_EQ(eldr_worker_control(sut.get(), 2, ELDR_WORKER_DRAIN), ELDR_OK);
+  ASSERT_EQ(eldr_client_complete(sut.get(), "req-done", 0), ELDR_OK);
+  eldr_worker_report_t report = ELDR_WORKER_REPORT_INIT;
+  report.worker = 3;
+  report.running = 17;
+  report.kv_usage = 0.25f;
+  ASSERT_EQ(eldr_client_report(sut.get(), &report), ELDR_OK);
+  ASSERT_EQ(eldr_client_drain_worker(sut.get(), 2), ELDR_OK);
   ASSERT_TRUE(daemon.eventually(
       [](auto& h) { return !h.completes.empty() && !h.reports.empty() && !h.controls.empty(); }));
   daemon.handler->read([](auto& h) {
@@ -365,7 +372,7 @@ TEST_F(capi_client_live, complete_report_and_control_reach_the_daemon) {
     EXPECT_EQ(h.reports[0].running, 17u);
     EXPECT_FLOAT_EQ(h.reports[0].kv, 0.25f);
     EXPECT_EQ(h.controls[0].worker, 2u);
-    EXPECT_EQ(h.controls[0].op, static_cast<uint32_t>(ELDR_WORKER_DRAIN));
+    EXPECT_EQ(h.controls[0].op, static_cast<uint32_t>(eldr::shm::WorkerOp::drain));
     return 0;
   });
 }
@@ -377,11 +384,11 @@ TEST_F(capi_client_live, an_extended_report_carries_batch_size_and_step_time) {
   report.kv_usage = 0.5f;
   report.batch_size = 12;
   report.step_ms = 6.25f;
-  ASSERT_EQ(eldr_worker_report_ex(sut.get(), &report), ELDR_OK) << eldr_last_error_message();
+  ASSERT_EQ(eldr_client_report(sut.get(), &report), ELDR_OK) << eldr_last_error_message();
   eldr_worker_report_t plain = ELDR_WORKER_REPORT_INIT;  // no step: the schema-1 record
   plain.worker = 5;
   plain.running = 2;
-  ASSERT_EQ(eldr_worker_report_ex(sut.get(), &plain), ELDR_OK) << eldr_last_error_message();
+  ASSERT_EQ(eldr_client_report(sut.get(), &plain), ELDR_OK) << eldr_last_error_message();
   ASSERT_TRUE(daemon.eventually([](auto& h) { return h.reports.size() >= 2; }));
   daemon.handler->read([](auto& h) {
     EXPECT_EQ(h.reports[0].worker, 4u);
@@ -395,69 +402,68 @@ TEST_F(capi_client_live, an_extended_report_carries_batch_size_and_step_time) {
     return 0;
   });
   // Bad arguments never reach the ring.
-  EXPECT_EQ(eldr_worker_report_ex(sut.get(), nullptr), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_worker_report_ex(nullptr, &report), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_report(sut.get(), nullptr), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_report(nullptr, &report), ELDR_E_INVALID_ARGUMENT);
   eldr_worker_report_t bad = report;
   bad.version = 0;
-  EXPECT_EQ(eldr_worker_report_ex(sut.get(), &bad), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_report(sut.get(), &bad), ELDR_E_INVALID_ARGUMENT);
   bad.version = ELDR_WORKER_REPORT_VERSION + 1;
-  EXPECT_EQ(eldr_worker_report_ex(sut.get(), &bad), ELDR_E_UNSUPPORTED);
+  EXPECT_EQ(eldr_client_report(sut.get(), &bad), ELDR_E_UNSUPPORTED);
   for (float step : {-1.0f, NAN, INFINITY}) {
     bad = report;
     bad.step_ms = step;
-    EXPECT_EQ(eldr_worker_report_ex(sut.get(), &bad), ELDR_E_INVALID_ARGUMENT) << step;
+    EXPECT_EQ(eldr_client_report(sut.get(), &bad), ELDR_E_INVALID_ARGUMENT) << step;
   }
   bad = report;
   bad.kv_usage = 1.5f;
-  EXPECT_EQ(eldr_worker_report_ex(sut.get(), &bad), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_report(sut.get(), &bad), ELDR_E_INVALID_ARGUMENT);
   bad = report;
   bad.worker = 0x80000000u;
-  EXPECT_EQ(eldr_worker_report_ex(sut.get(), &bad), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_report(sut.get(), &bad), ELDR_E_INVALID_ARGUMENT);
 }
 
 TEST_F(capi_client_live, bad_values_are_rejected_before_the_ring) {
   const auto counts = domain_footprint(0);
   std::vector<int16_t> negative = counts;
   negative[1] = -1;
-  EXPECT_EQ(eldr_footprint_push(sut.get(), "r", negative.data(), kLayers, kExperts),
+  EXPECT_EQ(eldr_client_push(sut.get(), "r", negative.data(), kLayers, kExperts),
             ELDR_E_OUT_OF_RANGE);
-  EXPECT_EQ(eldr_footprint_push(sut.get(), "r", nullptr, kLayers, kExperts),
+  EXPECT_EQ(eldr_client_push(sut.get(), "r", nullptr, kLayers, kExperts), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_push(sut.get(), "r", counts.data(), 0, kExperts), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_push(sut.get(), "r", counts.data(), kLayers, UINT32_MAX),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_footprint_push(sut.get(), "r", counts.data(), 0, kExperts),
+  EXPECT_EQ(eldr_client_push(sut.get(), nullptr, counts.data(), kLayers, kExperts),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_footprint_push(sut.get(), "r", counts.data(), kLayers, UINT32_MAX),
-            ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_footprint_push(sut.get(), nullptr, counts.data(), kLayers, kExperts),
-            ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_footprint_push(sut.get(), "", counts.data(), kLayers, kExperts),
+  EXPECT_EQ(eldr_client_push(sut.get(), "", counts.data(), kLayers, kExperts),
             ELDR_E_INVALID_ARGUMENT);
   const std::string too_long(129, 'x');
-  EXPECT_EQ(eldr_footprint_push(sut.get(), too_long.c_str(), counts.data(), kLayers, kExperts),
+  EXPECT_EQ(eldr_client_push(sut.get(), too_long.c_str(), counts.data(), kLayers, kExperts),
             ELDR_E_INVALID_ARGUMENT);
   EXPECT_NE(std::string(eldr_last_error_message()).find("128"), std::string::npos);
   const std::string longest(128, 'x');
-  EXPECT_EQ(eldr_footprint_push(sut.get(), longest.c_str(), counts.data(), kLayers, kExperts),
-            ELDR_OK)
+  EXPECT_EQ(eldr_client_push(sut.get(), longest.c_str(), counts.data(), kLayers, kExperts), ELDR_OK)
       << eldr_last_error_message();
-  EXPECT_EQ(eldr_request_complete(sut.get(), ""), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_request_complete(sut.get(), nullptr), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_request_complete_token(sut.get(), "", 7), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_request_complete_token(sut.get(), (longest + "x").c_str(), 7),
-            ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_worker_report(sut.get(), 0, 1, 1.5f), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_worker_report(sut.get(), 0, 1, -0.1f), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_worker_report(sut.get(), 0, 1, NAN), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_worker_report(sut.get(), 0x80000000u, 1, 0.5f), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_worker_control(sut.get(), 0, 0), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_worker_control(sut.get(), 0, 4), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_complete(sut.get(), nullptr, 0), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_complete(sut.get(), "", 7), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_complete(sut.get(), (longest + "x").c_str(), 7), ELDR_E_INVALID_ARGUMENT);
+  for (float kv : {1.5f, -0.1f, NAN}) {
+    eldr_worker_report_t bad = ELDR_WORKER_REPORT_INIT;
+    bad.kv_usage = kv;
+    EXPECT_EQ(eldr_client_report(sut.get(), &bad), ELDR_E_INVALID_ARGUMENT) << kv;
+  }
+  eldr_worker_report_t negative_worker = ELDR_WORKER_REPORT_INIT;
+  negative_worker.worker = -1;
+  EXPECT_EQ(eldr_client_report(sut.get(), &negative_worker), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_add_worker(sut.get(), -1), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_drain_worker(sut.get(), INT32_MIN), ELDR_E_INVALID_ARGUMENT);
   eldr_decision_t d = ELDR_DECISION_INIT;
   d.version = 0;
-  EXPECT_EQ(eldr_decision_wait(sut.get(), "r", 0, &d), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_wait(sut.get(), "r", 0, &d), ELDR_E_INVALID_ARGUMENT);
   d.version = ELDR_DECISION_VERSION + 1;
-  EXPECT_EQ(eldr_decision_wait(sut.get(), "r", 0, &d), ELDR_E_UNSUPPORTED);
-  EXPECT_EQ(eldr_route(sut.get(), "r2", counts.data(), kLayers, kExperts, 0, &d),
+  EXPECT_EQ(eldr_client_wait(sut.get(), "r", 0, &d), ELDR_E_UNSUPPORTED);
+  EXPECT_EQ(eldr_client_route(sut.get(), "r2", counts.data(), kLayers, kExperts, 0, &d),
             ELDR_E_UNSUPPORTED);
-  EXPECT_EQ(eldr_decision_wait(sut.get(), "r", 0, nullptr), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_wait(sut.get(), "r", 0, nullptr), ELDR_E_INVALID_ARGUMENT);
   // Nothing above reached the daemon except the one valid push.
   ASSERT_TRUE(daemon.eventually([](auto& h) { return h.footprints.size() >= 1; }));
   std::this_thread::sleep_for(20ms);
@@ -483,8 +489,8 @@ TEST(capi_client, a_full_ring_says_ring_full_and_drains_afterwards) {
   eldr_status_t s = ELDR_OK;
   int pushed = 0;
   for (; pushed < 1000; ++pushed) {
-    s = eldr_footprint_push(sut.get(), ("full-" + std::to_string(pushed)).c_str(), counts.data(), L,
-                            E);
+    s = eldr_client_push(sut.get(), ("full-" + std::to_string(pushed)).c_str(), counts.data(), L,
+                         E);
     if (s != ELDR_OK) break;
   }
   EXPECT_EQ(s, ELDR_E_RING_FULL) << eldr_last_error_message();
@@ -492,11 +498,11 @@ TEST(capi_client, a_full_ring_says_ring_full_and_drains_afterwards) {
   EXPECT_LT(pushed, 1000);
   // A record larger than the ring allows is a capacity error, not ring-full.
   std::vector<int16_t> huge(64 * 512, 1);  // 64 KiB of counts
-  EXPECT_EQ(eldr_footprint_push(sut.get(), "huge", huge.data(), 64, 512), ELDR_E_CAPACITY);
+  EXPECT_EQ(eldr_client_push(sut.get(), "huge", huge.data(), 64, 512), ELDR_E_CAPACITY);
   daemon.pause(false);
   ASSERT_TRUE(daemon.eventually(
       [&](auto& h) { return h.footprints.size() == static_cast<size_t>(pushed); }));
-  EXPECT_EQ(eldr_footprint_push(sut.get(), "after", counts.data(), L, E), ELDR_OK)
+  EXPECT_EQ(eldr_client_push(sut.get(), "after", counts.data(), L, E), ELDR_OK)
       << eldr_last_error_message();
 }
 
@@ -513,11 +519,11 @@ TEST(capi_client, calls_after_the_daemon_left_say_no_daemon) {
   ClientPtr sut(client);
   daemon.reset();  // the daemon stops: segment DRAINING, then unlinked
   const auto counts = domain_footprint(0);
-  EXPECT_EQ(eldr_footprint_push(sut.get(), "late", counts.data(), kLayers, kExperts),
+  EXPECT_EQ(eldr_client_push(sut.get(), "late", counts.data(), kLayers, kExperts),
             ELDR_E_NO_DAEMON);
-  EXPECT_TRUE(message_names("eldr_footprint_push"));
+  EXPECT_TRUE(message_names("eldr_client_push"));
   eldr_decision_t d = ELDR_DECISION_INIT;
-  EXPECT_EQ(eldr_decision_wait(sut.get(), "late", 0, &d), ELDR_E_NO_DAEMON);
+  EXPECT_EQ(eldr_client_wait(sut.get(), "late", 0, &d), ELDR_E_NO_DAEMON);
 }
 
 }  // namespace

@@ -95,8 +95,8 @@ TEST(capi_routed_experts, every_entry_point_matches_bincount) {
   std::vector<int16_t> got(want.size(), -1);
   eldr_routed_experts_info_t info = ELDR_ROUTED_EXPERTS_INFO_INIT;
 
-  ASSERT_EQ(eldr_footprint_from_ids(p.bytes_i32.data(), p.bytes_i32.size(), ELDR_DTYPE_INT32, &o,
-                                    got.data(), got.size(), &info),
+  ASSERT_EQ(eldr_routed_experts_decode_ids(p.bytes_i32.data(), p.bytes_i32.size(), ELDR_DTYPE_INT32,
+                                           &o, got.data(), got.size(), &info),
             ELDR_OK)
       << eldr_last_error_message();
   EXPECT_EQ(got, want);
@@ -107,8 +107,8 @@ TEST(capi_routed_experts, every_entry_point_matches_bincount) {
 
   const std::string text = b64(p.bytes_i32);
   std::fill(got.begin(), got.end(), -1);
-  ASSERT_EQ(eldr_footprint_from_base64_ids(text.data(), text.size(), ELDR_DTYPE_INT32, &o,
-                                           got.data(), got.size(), nullptr),
+  ASSERT_EQ(eldr_routed_experts_decode_base64_ids(text.data(), text.size(), ELDR_DTYPE_INT32, &o,
+                                                  got.data(), got.size(), nullptr),
             ELDR_OK)
       << eldr_last_error_message();
   EXPECT_EQ(got, want);
@@ -120,8 +120,8 @@ TEST(capi_routed_experts, every_entry_point_matches_bincount) {
   for (int32_t dtype : {ELDR_DTYPE_AUTO, ELDR_DTYPE_UINT8}) {
     std::fill(got.begin(), got.end(), -1);
     info = ELDR_ROUTED_EXPERTS_INFO_INIT;
-    ASSERT_EQ(eldr_footprint_from_base64_npy(npy.data(), npy.size(), dtype, &from_shape, got.data(),
-                                             got.size(), &info),
+    ASSERT_EQ(eldr_routed_experts_decode_base64_npy(npy.data(), npy.size(), dtype, &from_shape,
+                                                    got.data(), got.size(), &info),
               ELDR_OK)
         << eldr_last_error_message();
     EXPECT_EQ(got, want);
@@ -130,13 +130,13 @@ TEST(capi_routed_experts, every_entry_point_matches_bincount) {
     EXPECT_EQ(info.top_k, kK);
   }
   info = ELDR_ROUTED_EXPERTS_INFO_INIT;
-  ASSERT_EQ(eldr_base64_npy_shape(npy.data(), npy.size(), &info), ELDR_OK);
+  ASSERT_EQ(eldr_routed_experts_inspect_base64_npy(npy.data(), npy.size(), &info), ELDR_OK);
   EXPECT_EQ(info.rows_in_payload, kRows);
   EXPECT_EQ(info.num_hidden_layers, kHidden);
   EXPECT_EQ(info.top_k, kK);
   EXPECT_EQ(info.rows_counted, 0u);
   const std::string cut = npy.substr(0, npy.size() - 8);
-  EXPECT_EQ(eldr_base64_npy_shape(cut.data(), cut.size(), &info), ELDR_E_CORRUPT);
+  EXPECT_EQ(eldr_routed_experts_inspect_base64_npy(cut.data(), cut.size(), &info), ELDR_E_CORRUPT);
 }
 
 TEST(capi_routed_experts, cached_entries_in_int16) {
@@ -151,8 +151,8 @@ TEST(capi_routed_experts, cached_entries_in_int16) {
   o.top_k = 2;
   std::vector<int16_t> got(4);
   eldr_routed_experts_info_t info = ELDR_ROUTED_EXPERTS_INFO_INIT;
-  ASSERT_EQ(eldr_footprint_from_ids(bytes.data(), bytes.size(), ELDR_DTYPE_INT16, &o, got.data(),
-                                    got.size(), &info),
+  ASSERT_EQ(eldr_routed_experts_decode_ids(bytes.data(), bytes.size(), ELDR_DTYPE_INT16, &o,
+                                           got.data(), got.size(), &info),
             ELDR_OK);
   EXPECT_EQ(got, (std::vector<int16_t>{1, 0, 1, 0}));
   EXPECT_EQ(info.cached_entries, 2u);
@@ -173,70 +173,72 @@ TEST(capi_routed_experts, failures_leave_out_params_untouched) {
   std::string text = b64(p.bytes_i32);
   text[10] = '*';
   expect_fail(ELDR_E_CORRUPT,
-              eldr_footprint_from_base64_ids(text.data(), text.size(), ELDR_DTYPE_INT32, &o,
-                                             got.data(), got.size(), &info),
+              eldr_routed_experts_decode_base64_ids(text.data(), text.size(), ELDR_DTYPE_INT32, &o,
+                                                    got.data(), got.size(), &info),
               "base64");
   auto bad = p.bytes_i32;
   bad[4 * 7] = static_cast<uint8_t>(kExperts);
   expect_fail(ELDR_E_OUT_OF_RANGE,
-              eldr_footprint_from_ids(bad.data(), bad.size(), ELDR_DTYPE_INT32, &o, got.data(),
-                                      got.size(), &info),
+              eldr_routed_experts_decode_ids(bad.data(), bad.size(), ELDR_DTYPE_INT32, &o,
+                                             got.data(), got.size(), &info),
               "expert id 40");
   expect_fail(ELDR_E_CORRUPT,
-              eldr_footprint_from_ids(p.bytes_i32.data(), p.bytes_i32.size() - 4, ELDR_DTYPE_INT32,
-                                      &o, got.data(), got.size(), &info),
+              eldr_routed_experts_decode_ids(p.bytes_i32.data(), p.bytes_i32.size() - 4,
+                                             ELDR_DTYPE_INT32, &o, got.data(), got.size(), &info),
               "whole");
-  expect_fail(ELDR_E_SHAPE_MISMATCH,
-              eldr_footprint_from_ids(p.bytes_i32.data(), p.bytes_i32.size(), ELDR_DTYPE_INT32, &o,
-                                      got.data(), got.size() - 1, &info),
-              "cells");
+  expect_fail(
+      ELDR_E_SHAPE_MISMATCH,
+      eldr_routed_experts_decode_ids(p.bytes_i32.data(), p.bytes_i32.size(), ELDR_DTYPE_INT32, &o,
+                                     got.data(), got.size() - 1, &info),
+      "cells");
   expect_fail(ELDR_E_INVALID_ARGUMENT,
-              eldr_footprint_from_ids(p.bytes_i32.data(), p.bytes_i32.size(), 99, &o, got.data(),
-                                      got.size(), &info),
+              eldr_routed_experts_decode_ids(p.bytes_i32.data(), p.bytes_i32.size(), 99, &o,
+                                             got.data(), got.size(), &info),
               "dtype");
   expect_fail(ELDR_E_INVALID_ARGUMENT,
-              eldr_footprint_from_ids(p.bytes_i32.data(), p.bytes_i32.size(), ELDR_DTYPE_AUTO, &o,
-                                      got.data(), got.size(), &info),
+              eldr_routed_experts_decode_ids(p.bytes_i32.data(), p.bytes_i32.size(),
+                                             ELDR_DTYPE_AUTO, &o, got.data(), got.size(), &info),
               "AUTO");
+  expect_fail(ELDR_E_INVALID_ARGUMENT,
+              eldr_routed_experts_decode_ids(nullptr, 4, ELDR_DTYPE_INT32, &o, got.data(),
+                                             got.size(), &info),
+              "payload");
   expect_fail(
       ELDR_E_INVALID_ARGUMENT,
-      eldr_footprint_from_ids(nullptr, 4, ELDR_DTYPE_INT32, &o, got.data(), got.size(), &info),
-      "payload");
-  expect_fail(ELDR_E_INVALID_ARGUMENT,
-              eldr_footprint_from_ids(p.bytes_i32.data(), p.bytes_i32.size(), ELDR_DTYPE_INT32,
-                                      nullptr, got.data(), got.size(), &info),
-              "options");
+      eldr_routed_experts_decode_ids(p.bytes_i32.data(), p.bytes_i32.size(), ELDR_DTYPE_INT32,
+                                     nullptr, got.data(), got.size(), &info),
+      "options");
   o.row_count = kRows + 1;
   expect_fail(ELDR_E_OUT_OF_RANGE,
-              eldr_footprint_from_ids(p.bytes_i32.data(), p.bytes_i32.size(), ELDR_DTYPE_INT32, &o,
-                                      got.data(), got.size(), &info),
+              eldr_routed_experts_decode_ids(p.bytes_i32.data(), p.bytes_i32.size(),
+                                             ELDR_DTYPE_INT32, &o, got.data(), got.size(), &info),
               "past the payload");
   o = options();
   o.num_moe_layers = 2;  // moe_layers NULL
   expect_fail(ELDR_E_INVALID_ARGUMENT,
-              eldr_footprint_from_ids(p.bytes_i32.data(), p.bytes_i32.size(), ELDR_DTYPE_INT32, &o,
-                                      got.data(), got.size(), &info),
+              eldr_routed_experts_decode_ids(p.bytes_i32.data(), p.bytes_i32.size(),
+                                             ELDR_DTYPE_INT32, &o, got.data(), got.size(), &info),
               "moe_layers");
   o = options();
   o.version = 0;
   expect_fail(ELDR_E_INVALID_ARGUMENT,
-              eldr_footprint_from_ids(p.bytes_i32.data(), p.bytes_i32.size(), ELDR_DTYPE_INT32, &o,
-                                      got.data(), got.size(), &info),
+              eldr_routed_experts_decode_ids(p.bytes_i32.data(), p.bytes_i32.size(),
+                                             ELDR_DTYPE_INT32, &o, got.data(), got.size(), &info),
               "version");
   o.version = ELDR_ROUTED_EXPERTS_OPTIONS_VERSION + 1;
-  EXPECT_EQ(eldr_footprint_from_ids(p.bytes_i32.data(), p.bytes_i32.size(), ELDR_DTYPE_INT32, &o,
-                                    got.data(), got.size(), &info),
+  EXPECT_EQ(eldr_routed_experts_decode_ids(p.bytes_i32.data(), p.bytes_i32.size(), ELDR_DTYPE_INT32,
+                                           &o, got.data(), got.size(), &info),
             ELDR_E_UNSUPPORTED);
   o = options();
   const std::string npy = b64(npy_u8(p.bytes_u8));
   expect_fail(ELDR_E_SHAPE_MISMATCH,
-              eldr_footprint_from_base64_npy(npy.data(), npy.size(), ELDR_DTYPE_UINT16, &o,
-                                             got.data(), got.size(), &info),
+              eldr_routed_experts_decode_base64_npy(npy.data(), npy.size(), ELDR_DTYPE_UINT16, &o,
+                                                    got.data(), got.size(), &info),
               "uint16");
   const std::string cut = npy.substr(0, 24);
   expect_fail(ELDR_E_CORRUPT,
-              eldr_footprint_from_base64_npy(cut.data(), cut.size(), ELDR_DTYPE_AUTO, &o,
-                                             got.data(), got.size(), &info),
+              eldr_routed_experts_decode_base64_npy(cut.data(), cut.size(), ELDR_DTYPE_AUTO, &o,
+                                                    got.data(), got.size(), &info),
               "npy");
 }
 

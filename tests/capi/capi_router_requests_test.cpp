@@ -26,20 +26,20 @@ RouterPtr new_router(const eldr_table_t* table, const eldr_router_options_t& opt
 
 eldr_router_stats_t stats_of(const eldr_router_t* router) {
   eldr_router_stats_t st = ELDR_ROUTER_STATS_INIT;
-  EXPECT_EQ(eldr_router_stats(router, &st), ELDR_OK) << eldr_last_error_message();
+  EXPECT_EQ(eldr_router_get_stats(router, &st), ELDR_OK) << eldr_last_error_message();
   return st;
 }
 
 // The slot whose centroid is most similar to counts.
 uint32_t best_slot(const eldr_table_t* table, const std::vector<int16_t>& counts) {
   float scores[2];
-  EXPECT_EQ(eldr_table_scores(table, counts.data(), kLayers, kExperts, scores, 2), ELDR_OK);
+  EXPECT_EQ(eldr_table_score(table, counts.data(), kLayers, kExperts, scores, 2), ELDR_OK);
   return scores[0] >= scores[1] ? 0 : 1;
 }
 
 eldr_worker_report_t report_of(int32_t worker, uint32_t batch_size, float step_ms) {
   eldr_worker_report_t r = ELDR_WORKER_REPORT_INIT;
-  r.worker = static_cast<uint32_t>(worker);
+  r.worker = worker;
   r.batch_size = batch_size;
   r.step_ms = step_ms;
   return r;
@@ -64,7 +64,7 @@ TEST_F(capi_router_requests, init_selects_eldr_cost_and_unset_step_constants) {
   eldr_router_options_init(&o);
   const eldr_router_options_t macro = ELDR_ROUTER_OPTIONS_INIT;
   EXPECT_EQ(std::memcmp(&o, &macro, sizeof o), 0);
-  EXPECT_EQ(o.version, 2u);
+  EXPECT_EQ(o.version, 1u);
   EXPECT_EQ(o.policy, static_cast<uint32_t>(ELDR_POLICY_ELDR_COST));
   EXPECT_LT(o.t0_ms, 0.0);
   EXPECT_LT(o.tseq_ms, 0.0);
@@ -85,8 +85,7 @@ TEST_F(capi_router_requests, default_options_route_with_eldr_cost) {
     ASSERT_EQ(eldr_router_new(table.get(), null_options ? nullptr : &o, &raw), ELDR_OK);
     RouterPtr sut(raw);
     eldr_decision_t d = ELDR_DECISION_INIT;
-    ASSERT_EQ(eldr_router_route_ex(sut.get(), a.data(), kLayers, kExperts, nullptr, 0, &d),
-              ELDR_OK);
+    ASSERT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, nullptr, 0, &d), ELDR_OK);
     EXPECT_EQ(d.policy, static_cast<uint32_t>(ELDR_POLICY_ELDR_COST)) << null_options;
   }
 }
@@ -99,7 +98,7 @@ TEST_F(capi_router_requests, a_zeroed_struct_keeps_meaning_the_eldr_policy) {
   RouterPtr sut = new_router(table.get(), o);
   ASSERT_TRUE(sut);
   eldr_decision_t d = ELDR_DECISION_INIT;
-  ASSERT_EQ(eldr_router_route_ex(sut.get(), a.data(), kLayers, kExperts, nullptr, 0, &d), ELDR_OK);
+  ASSERT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, nullptr, 0, &d), ELDR_OK);
   EXPECT_EQ(d.policy, static_cast<uint32_t>(ELDR_POLICY_ELDR));
   // Zero step constants are "all three >= 0": set, as zeros.
   const eldr_router_stats_t st = stats_of(sut.get());
@@ -108,61 +107,7 @@ TEST_F(capi_router_requests, a_zeroed_struct_keeps_meaning_the_eldr_policy) {
   EXPECT_EQ(st.alpha_us, 0.0);
 }
 
-TEST_F(capi_router_requests, a_version_1_struct_is_read_up_to_its_end_only) {
-  // What a caller built against the version-1 header passes: 64 bytes.
-  eldr_router_options_t v1 = ELDR_ROUTER_OPTIONS_INIT;
-  v1.version = 1;
-  v1.policy = ELDR_POLICY_ROUND_ROBIN;
-  v1.seed = 3;
-  constexpr size_t kV1Size = offsetof(eldr_router_options_t, t0_ms);
-  static_assert(kV1Size == 64);
-  auto bytes = std::make_unique<unsigned char[]>(kV1Size);  // a heap block ASan bounds
-  std::memcpy(bytes.get(), &v1, kV1Size);
-  eldr_router_t* raw = nullptr;
-  ASSERT_EQ(eldr_router_new(table.get(),
-                            reinterpret_cast<const eldr_router_options_t*>(bytes.get()), &raw),
-            ELDR_OK)
-      << eldr_last_error_message();
-  RouterPtr sut(raw);
-  eldr_decision_t d = ELDR_DECISION_INIT;
-  ASSERT_EQ(eldr_router_route_ex(sut.get(), a.data(), kLayers, kExperts, nullptr, 0, &d), ELDR_OK);
-  EXPECT_EQ(d.policy, static_cast<uint32_t>(ELDR_POLICY_ROUND_ROBIN));
-
-  // The version-2 fields of a version-1 struct are not read, garbage or not:
-  // the defaults (the table's or preset constants, fit on, 8192 records).
-  eldr_router_options_t garbage = v1;
-  garbage.t0_ms = 5.0;
-  garbage.tseq_ms = -1.0;  // a mix: refused in a version-2 struct
-  garbage.alpha_us = NAN;
-  garbage.max_batch = 7;
-  garbage.fit_step_cost = 0;
-  garbage.max_inflight = 1;
-  garbage.policy = ELDR_POLICY_ELDR_COST;
-  RouterPtr old = new_router(table.get(), garbage);
-  RouterPtr defaults = make_router(table.get(), ELDR_POLICY_ELDR_COST);
-  ASSERT_TRUE(old && defaults);
-  const eldr_router_stats_t got = stats_of(old.get());
-  const eldr_router_stats_t want = stats_of(defaults.get());
-  EXPECT_EQ(got.t0_ms, want.t0_ms);
-  EXPECT_EQ(got.tseq_ms, want.tseq_ms);
-  EXPECT_EQ(got.alpha_us, want.alpha_us);
-  EXPECT_GT(got.t0_ms, 0.0);
-  // max_inflight kept its default: two tracked requests, none untracked.
-  for (uint64_t id = 1; id <= 2; ++id) {
-    eldr_decision_t di = ELDR_DECISION_INIT;
-    ASSERT_EQ(eldr_router_route_id(old.get(), id, a.data(), kLayers, kExperts, &di), ELDR_OK);
-  }
-  EXPECT_EQ(stats_of(old.get()).untracked, 0u);
-  // fit_step_cost kept its default (on): reports are samples.
-  const int32_t w = worker_ids(old.get())[0];
-  for (int i = 0; i < 3; ++i) {
-    const eldr_worker_report_t r = report_of(w, 4, 3.5f);
-    ASSERT_EQ(eldr_router_report(old.get(), &r), ELDR_OK) << eldr_last_error_message();
-  }
-  EXPECT_EQ(stats_of(old.get()).step_samples, 3u);
-}
-
-TEST_F(capi_router_requests, version_2_step_constants_are_used_as_given) {
+TEST_F(capi_router_requests, step_constants_are_used_as_given) {
   eldr_router_options_t o = ELDR_ROUTER_OPTIONS_INIT;
   o.t0_ms = 1.5;
   o.tseq_ms = 0.25;
@@ -182,7 +127,7 @@ TEST_F(capi_router_requests, version_2_step_constants_are_used_as_given) {
   EXPECT_EQ(st.t0_ms + st.tseq_ms + st.alpha_us, 0.0);
 }
 
-TEST_F(capi_router_requests, version_2_rejects_a_mix_of_set_and_unset_constants) {
+TEST_F(capi_router_requests, a_mix_of_set_and_unset_constants_is_rejected) {
   eldr_router_t* sentinel = reinterpret_cast<eldr_router_t*>(uintptr_t{0x1});
   eldr_router_t* out = sentinel;
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -214,49 +159,50 @@ TEST_F(capi_router_requests, version_2_rejects_a_mix_of_set_and_unset_constants)
   EXPECT_EQ(out, sentinel);
 }
 
-TEST_F(capi_router_requests, route_id_and_complete_request_keep_the_books) {
+TEST_F(capi_router_requests, route_request_and_complete_keep_the_books) {
   RouterPtr sut = locality_router();
   const int32_t w = preferred(sut);
   const uint32_t slot = best_slot(table.get(), a);
   eldr_decision_t d = ELDR_DECISION_INIT;
-  ASSERT_EQ(eldr_router_route_id(sut.get(), 11, a.data(), kLayers, kExperts, &d), ELDR_OK);
+  ASSERT_EQ(eldr_router_route_request(sut.get(), 11, a.data(), kLayers, kExperts, &d), ELDR_OK);
   EXPECT_EQ(d.worker, w);
   EXPECT_EQ(d.policy, static_cast<uint32_t>(ELDR_POLICY_ELDR));
   EXPECT_EQ(d.table_epoch, 1u);
   EXPECT_EQ(d.status, ELDR_OK);
-  ASSERT_EQ(eldr_router_route_id(sut.get(), 12, a.data(), kLayers, kExperts, &d), ELDR_OK);
+  ASSERT_EQ(eldr_router_route_request(sut.get(), 12, a.data(), kLayers, kExperts, &d), ELDR_OK);
   EXPECT_EQ(inflight(sut.get())[slot], 2u);
-  ASSERT_EQ(eldr_router_complete_request(sut.get(), 11), ELDR_OK);
+  ASSERT_EQ(eldr_router_complete(sut.get(), 11), ELDR_OK);
   EXPECT_EQ(inflight(sut.get())[slot], 1u);
 
   // Completed already, or never routed: NOT_FOUND, counted, nothing else changes.
-  EXPECT_EQ(eldr_router_complete_request(sut.get(), 11), ELDR_E_NOT_FOUND);
-  EXPECT_TRUE(message_names("eldr_router_complete_request"));
-  EXPECT_EQ(eldr_router_complete_request(sut.get(), 999), ELDR_E_NOT_FOUND);
+  EXPECT_EQ(eldr_router_complete(sut.get(), 11), ELDR_E_NOT_FOUND);
+  EXPECT_TRUE(message_names("eldr_router_complete"));
+  EXPECT_EQ(eldr_router_complete(sut.get(), 999), ELDR_E_NOT_FOUND);
   EXPECT_EQ(inflight(sut.get())[slot], 1u);
   eldr_router_stats_t st = stats_of(sut.get());
   EXPECT_EQ(st.routed, 2u);
   EXPECT_EQ(st.completes_unknown, 2u);
   EXPECT_EQ(st.completes_rejected, 2u);
 
-  ASSERT_EQ(eldr_router_complete_request(sut.get(), 12), ELDR_OK);
+  ASSERT_EQ(eldr_router_complete(sut.get(), 12), ELDR_OK);
   EXPECT_EQ(inflight(sut.get())[slot], 0u);
   // A finished id may be used again.
-  ASSERT_EQ(eldr_router_route_id(sut.get(), 11, a.data(), kLayers, kExperts, &d), ELDR_OK);
-  ASSERT_EQ(eldr_router_complete_request(sut.get(), 11), ELDR_OK);
+  ASSERT_EQ(eldr_router_route_request(sut.get(), 11, a.data(), kLayers, kExperts, &d), ELDR_OK);
+  ASSERT_EQ(eldr_router_complete(sut.get(), 11), ELDR_OK);
   st = stats_of(sut.get());
   EXPECT_EQ(st.routed, 3u);
   EXPECT_EQ(st.completes_unknown, 2u);
 }
 
-TEST_F(capi_router_requests, route_id_refuses_an_id_already_in_flight) {
+TEST_F(capi_router_requests, route_request_refuses_an_id_already_in_flight) {
   RouterPtr sut = locality_router();
   const uint32_t slot = best_slot(table.get(), a);
   eldr_decision_t d = ELDR_DECISION_INIT;
-  ASSERT_EQ(eldr_router_route_id(sut.get(), 5, a.data(), kLayers, kExperts, &d), ELDR_OK);
+  ASSERT_EQ(eldr_router_route_request(sut.get(), 5, a.data(), kLayers, kExperts, &d), ELDR_OK);
   eldr_decision_t again = ELDR_DECISION_INIT;
-  EXPECT_EQ(eldr_router_route_id(sut.get(), 5, b.data(), kLayers, kExperts, &again), ELDR_E_STATE);
-  EXPECT_TRUE(message_names("eldr_router_route_id"));
+  EXPECT_EQ(eldr_router_route_request(sut.get(), 5, b.data(), kLayers, kExperts, &again),
+            ELDR_E_STATE);
+  EXPECT_TRUE(message_names("eldr_router_route_request"));
   EXPECT_EQ(again.worker, -1);  // untouched
   const std::vector<uint32_t> counted = inflight(sut.get());
   EXPECT_EQ(counted[slot], 1u);
@@ -271,14 +217,14 @@ TEST_F(capi_router_requests, complete_worker_takes_the_oldest_request_on_it) {
   const int32_t w = preferred(sut);
   eldr_decision_t d = ELDR_DECISION_INIT;
   for (uint64_t id : {21u, 22u, 23u})
-    ASSERT_EQ(eldr_router_route_id(sut.get(), id, a.data(), kLayers, kExperts, &d), ELDR_OK);
+    ASSERT_EQ(eldr_router_route_request(sut.get(), id, a.data(), kLayers, kExperts, &d), ELDR_OK);
   ASSERT_EQ(d.worker, w);
-  ASSERT_EQ(eldr_router_complete(sut.get(), w), ELDR_OK);  // takes 21
-  EXPECT_EQ(eldr_router_complete_request(sut.get(), 21), ELDR_E_NOT_FOUND);
-  ASSERT_EQ(eldr_router_complete_request(sut.get(), 23), ELDR_OK);
-  ASSERT_EQ(eldr_router_complete(sut.get(), w), ELDR_OK);  // takes 22
-  EXPECT_EQ(eldr_router_complete_request(sut.get(), 22), ELDR_E_NOT_FOUND);
-  EXPECT_EQ(eldr_router_complete(sut.get(), w), ELDR_E_STATE);  // nothing left
+  ASSERT_EQ(eldr_router_complete_worker(sut.get(), w), ELDR_OK);  // takes 21
+  EXPECT_EQ(eldr_router_complete(sut.get(), 21), ELDR_E_NOT_FOUND);
+  ASSERT_EQ(eldr_router_complete(sut.get(), 23), ELDR_OK);
+  ASSERT_EQ(eldr_router_complete_worker(sut.get(), w), ELDR_OK);  // takes 22
+  EXPECT_EQ(eldr_router_complete(sut.get(), 22), ELDR_E_NOT_FOUND);
+  EXPECT_EQ(eldr_router_complete_worker(sut.get(), w), ELDR_E_STATE);  // nothing left
   const eldr_router_stats_t st = stats_of(sut.get());
   EXPECT_EQ(st.completes_unknown, 2u);
   EXPECT_EQ(st.completes_rejected, 3u);
@@ -294,18 +240,18 @@ TEST_F(capi_router_requests, routes_past_max_inflight_are_counted_but_untracked)
   ASSERT_TRUE(sut);
   const uint32_t slot = best_slot(table.get(), a);
   eldr_decision_t d = ELDR_DECISION_INIT;
-  ASSERT_EQ(eldr_router_route_id(sut.get(), 1, a.data(), kLayers, kExperts, &d), ELDR_OK);
-  ASSERT_EQ(eldr_router_route_id(sut.get(), 2, a.data(), kLayers, kExperts, &d), ELDR_OK);
+  ASSERT_EQ(eldr_router_route_request(sut.get(), 1, a.data(), kLayers, kExperts, &d), ELDR_OK);
+  ASSERT_EQ(eldr_router_route_request(sut.get(), 2, a.data(), kLayers, kExperts, &d), ELDR_OK);
   EXPECT_EQ(inflight(sut.get())[slot], 2u);
   eldr_router_stats_t st = stats_of(sut.get());
   EXPECT_EQ(st.routed, 2u);
   EXPECT_EQ(st.untracked, 1u);
   // The untracked request has no record: its id is unknown.
-  EXPECT_EQ(eldr_router_complete_request(sut.get(), 2), ELDR_E_NOT_FOUND);
-  EXPECT_EQ(eldr_router_complete_request(sut.get(), 1), ELDR_OK);
+  EXPECT_EQ(eldr_router_complete(sut.get(), 2), ELDR_E_NOT_FOUND);
+  EXPECT_EQ(eldr_router_complete(sut.get(), 1), ELDR_OK);
   EXPECT_EQ(inflight(sut.get())[slot], 1u);
   // A caller that keeps no ids still completes it by worker.
-  EXPECT_EQ(eldr_router_complete(sut.get(), d.worker), ELDR_OK);
+  EXPECT_EQ(eldr_router_complete_worker(sut.get(), d.worker), ELDR_OK);
   EXPECT_EQ(inflight(sut.get())[slot], 0u);
 }
 
@@ -314,11 +260,11 @@ TEST_F(capi_router_requests, a_report_sets_the_in_flight_count_routes_add_to) {
   const int32_t w = preferred(sut);
   const uint32_t slot = best_slot(table.get(), a);
   eldr_decision_t d = ELDR_DECISION_INIT;
-  ASSERT_EQ(eldr_router_route_id(sut.get(), 1, a.data(), kLayers, kExperts, &d), ELDR_OK);
+  ASSERT_EQ(eldr_router_route_request(sut.get(), 1, a.data(), kLayers, kExperts, &d), ELDR_OK);
   eldr_worker_report_t r = report_of(w, 5, 0.0f);
   ASSERT_EQ(eldr_router_report(sut.get(), &r), ELDR_OK) << eldr_last_error_message();
   EXPECT_EQ(inflight(sut.get())[slot], 5u);  // the engine's view takes precedence
-  ASSERT_EQ(eldr_router_route_id(sut.get(), 2, a.data(), kLayers, kExperts, &d), ELDR_OK);
+  ASSERT_EQ(eldr_router_route_request(sut.get(), 2, a.data(), kLayers, kExperts, &d), ELDR_OK);
   EXPECT_EQ(inflight(sut.get())[slot], 6u);
   // batch_size 0 = not reported: the count stays.
   r = report_of(w, 0, 4.0f);
@@ -326,7 +272,7 @@ TEST_F(capi_router_requests, a_report_sets_the_in_flight_count_routes_add_to) {
   r.kv_usage = 0.5f;
   ASSERT_EQ(eldr_router_report(sut.get(), &r), ELDR_OK);
   EXPECT_EQ(inflight(sut.get())[slot], 6u);
-  ASSERT_EQ(eldr_router_complete_request(sut.get(), 2), ELDR_OK);
+  ASSERT_EQ(eldr_router_complete(sut.get(), 2), ELDR_OK);
   EXPECT_EQ(inflight(sut.get())[slot], 5u);
   // The other worker is untouched by all of it.
   EXPECT_EQ(inflight(sut.get())[1 - slot], 0u);
@@ -341,7 +287,7 @@ TEST_F(capi_router_requests, step_reports_feed_the_fit_unless_it_is_off) {
     const eldr_router_stats_t before = stats_of(sut.get());
     const int32_t w = worker_ids(sut.get())[0];
     eldr_decision_t d = ELDR_DECISION_INIT;
-    ASSERT_EQ(eldr_router_route_id(sut.get(), 1, a.data(), kLayers, kExperts, &d), ELDR_OK);
+    ASSERT_EQ(eldr_router_route_request(sut.get(), 1, a.data(), kLayers, kExperts, &d), ELDR_OK);
     // Far slower steps than the prior predicts, batch sizes 1..8.
     for (uint32_t i = 0; i < 64; ++i) {
       const eldr_worker_report_t r = report_of(w, 1 + i % 8, 40.0f + 5.0f * (i % 8));
@@ -368,7 +314,7 @@ TEST_F(capi_router_requests, stats_count_routes_rejections_and_completes) {
   eldr_router_stats_t st;
   std::memset(&st, 0xcd, sizeof st);
   st.version = ELDR_ROUTER_STATS_VERSION;
-  ASSERT_EQ(eldr_router_stats(sut.get(), &st), ELDR_OK);
+  ASSERT_EQ(eldr_router_get_stats(sut.get(), &st), ELDR_OK);
   EXPECT_EQ(st.version, static_cast<uint32_t>(ELDR_ROUTER_STATS_VERSION));
   EXPECT_EQ(st.reserved0, 0u);
   EXPECT_EQ(st.routed + st.rejected + st.completes_rejected + st.completes_unknown + st.untracked +
@@ -377,13 +323,12 @@ TEST_F(capi_router_requests, stats_count_routes_rejections_and_completes) {
   for (uint64_t r : st.reserved) EXPECT_EQ(r, 0u);
   EXPECT_TRUE(std::isfinite(st.t0_ms) && st.t0_ms >= 0.0);
   int32_t w = -1;
-  ASSERT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
+  ASSERT_EQ(route_worker(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
   std::vector<int16_t> negative = a;
   negative[0] = -1;
-  EXPECT_EQ(eldr_router_route(sut.get(), negative.data(), kLayers, kExperts, &w),
-            ELDR_E_OUT_OF_RANGE);
-  ASSERT_EQ(eldr_router_complete(sut.get(), w), ELDR_OK);
-  EXPECT_EQ(eldr_router_complete(sut.get(), w), ELDR_E_STATE);
+  EXPECT_EQ(route_worker(sut.get(), negative.data(), kLayers, kExperts, &w), ELDR_E_OUT_OF_RANGE);
+  ASSERT_EQ(eldr_router_complete_worker(sut.get(), w), ELDR_OK);
+  EXPECT_EQ(eldr_router_complete_worker(sut.get(), w), ELDR_E_STATE);
   st = stats_of(sut.get());
   EXPECT_EQ(st.routed, 1u);
   EXPECT_EQ(st.rejected, 1u);
@@ -404,37 +349,38 @@ TEST_F(capi_router_requests, worker_report_init_fills_the_defaults) {
   eldr_worker_report_init(nullptr);  // no-op
 }
 
-TEST_F(capi_router_requests, route_id_rejects_bad_arguments_and_leaves_out_alone) {
+TEST_F(capi_router_requests, route_request_rejects_bad_arguments_and_leaves_out_alone) {
   RouterPtr sut = locality_router();
   eldr_decision_t d = ELDR_DECISION_INIT;
-  EXPECT_EQ(eldr_router_route_id(nullptr, 1, a.data(), kLayers, kExperts, &d),
+  EXPECT_EQ(eldr_router_route_request(nullptr, 1, a.data(), kLayers, kExperts, &d),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_route_id(sut.get(), 1, nullptr, kLayers, kExperts, &d),
+  EXPECT_EQ(eldr_router_route_request(sut.get(), 1, nullptr, kLayers, kExperts, &d),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_route_id(sut.get(), 1, a.data(), kLayers, kExperts, nullptr),
+  EXPECT_EQ(eldr_router_route_request(sut.get(), 1, a.data(), kLayers, kExperts, nullptr),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_route_id(sut.get(), 1, a.data(), 0, kExperts, &d), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_route_id(sut.get(), 1, a.data(), kExperts, kLayers, &d),
+  EXPECT_EQ(eldr_router_route_request(sut.get(), 1, a.data(), 0, kExperts, &d),
+            ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_router_route_request(sut.get(), 1, a.data(), kExperts, kLayers, &d),
             ELDR_E_SHAPE_MISMATCH);
-  EXPECT_TRUE(message_names("eldr_router_route_id"));
+  EXPECT_TRUE(message_names("eldr_router_route_request"));
   std::vector<int16_t> negative = a;
   negative[3] = -4;
-  EXPECT_EQ(eldr_router_route_id(sut.get(), 1, negative.data(), kLayers, kExperts, &d),
+  EXPECT_EQ(eldr_router_route_request(sut.get(), 1, negative.data(), kLayers, kExperts, &d),
             ELDR_E_OUT_OF_RANGE);
   d.version = 0;
-  EXPECT_EQ(eldr_router_route_id(sut.get(), 1, a.data(), kLayers, kExperts, &d),
+  EXPECT_EQ(eldr_router_route_request(sut.get(), 1, a.data(), kLayers, kExperts, &d),
             ELDR_E_INVALID_ARGUMENT);
   d.version = ELDR_DECISION_VERSION + 1;
-  EXPECT_EQ(eldr_router_route_id(sut.get(), 1, a.data(), kLayers, kExperts, &d),
+  EXPECT_EQ(eldr_router_route_request(sut.get(), 1, a.data(), kLayers, kExperts, &d),
             ELDR_E_UNSUPPORTED);
   EXPECT_EQ(d.worker, -1);
   const std::vector<uint32_t> counted = inflight(sut.get());
   EXPECT_EQ(counted[0] + counted[1], 0u);
   // None of the failures left a record behind: id 1 is free.
   d = ELDR_DECISION_INIT;
-  EXPECT_EQ(eldr_router_route_id(sut.get(), 1, a.data(), kLayers, kExperts, &d), ELDR_OK);
-  EXPECT_EQ(eldr_router_complete_request(nullptr, 1), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_TRUE(message_names("eldr_router_complete_request"));
+  EXPECT_EQ(eldr_router_route_request(sut.get(), 1, a.data(), kLayers, kExperts, &d), ELDR_OK);
+  EXPECT_EQ(eldr_router_complete(nullptr, 1), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_names("eldr_router_complete"));
 }
 
 TEST_F(capi_router_requests, report_rejects_bad_arguments) {
@@ -472,13 +418,13 @@ TEST_F(capi_router_requests, stats_reject_bad_arguments_and_leave_out_alone) {
   RouterPtr sut = locality_router();
   eldr_router_stats_t st = ELDR_ROUTER_STATS_INIT;
   st.routed = 77;
-  EXPECT_EQ(eldr_router_stats(nullptr, &st), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_stats(sut.get(), nullptr), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_TRUE(message_names("eldr_router_stats"));
+  EXPECT_EQ(eldr_router_get_stats(nullptr, &st), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_router_get_stats(sut.get(), nullptr), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_names("eldr_router_get_stats"));
   st.version = 0;
-  EXPECT_EQ(eldr_router_stats(sut.get(), &st), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_router_get_stats(sut.get(), &st), ELDR_E_INVALID_ARGUMENT);
   st.version = ELDR_ROUTER_STATS_VERSION + 1;
-  EXPECT_EQ(eldr_router_stats(sut.get(), &st), ELDR_E_UNSUPPORTED);
+  EXPECT_EQ(eldr_router_get_stats(sut.get(), &st), ELDR_E_UNSUPPORTED);
   EXPECT_EQ(st.routed, 77u);
 }
 

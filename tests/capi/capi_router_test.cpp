@@ -17,7 +17,7 @@ using namespace eldr::capi_test;
 // The slot whose centroid is most similar to counts.
 uint32_t best_slot(const eldr_table_t* table, const std::vector<int16_t>& counts) {
   float scores[2];
-  EXPECT_EQ(eldr_table_scores(table, counts.data(), kLayers, kExperts, scores, 2), ELDR_OK);
+  EXPECT_EQ(eldr_table_score(table, counts.data(), kLayers, kExperts, scores, 2), ELDR_OK);
   return scores[0] >= scores[1] ? 0 : 1;
 }
 
@@ -32,8 +32,8 @@ TEST_F(capi_router, routes_each_domain_to_its_own_worker) {
   RouterPtr sut = make_router(table.get());
   const std::vector<int32_t> ids = worker_ids(sut.get());
   int32_t wa = -1, wb = -1;
-  ASSERT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, &wa), ELDR_OK);
-  ASSERT_EQ(eldr_router_route(sut.get(), b.data(), kLayers, kExperts, &wb), ELDR_OK);
+  ASSERT_EQ(route_worker(sut.get(), a.data(), kLayers, kExperts, &wa), ELDR_OK);
+  ASSERT_EQ(route_worker(sut.get(), b.data(), kLayers, kExperts, &wb), ELDR_OK);
   EXPECT_EQ(wa, ids[best_slot(table.get(), a)]);
   EXPECT_EQ(wb, ids[best_slot(table.get(), b)]);
   EXPECT_NE(wa, wb);
@@ -42,33 +42,33 @@ TEST_F(capi_router, routes_each_domain_to_its_own_worker) {
 TEST_F(capi_router, route_counts_in_flight_and_complete_releases_it) {
   RouterPtr sut = make_router(table.get());
   int32_t w = -1;
-  ASSERT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
-  ASSERT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
+  ASSERT_EQ(route_worker(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
+  ASSERT_EQ(route_worker(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
   const uint32_t slot = best_slot(table.get(), a);
   EXPECT_EQ(inflight(sut.get())[slot], 2u);
-  ASSERT_EQ(eldr_router_complete(sut.get(), w), ELDR_OK);
-  ASSERT_EQ(eldr_router_complete(sut.get(), w), ELDR_OK);
+  ASSERT_EQ(eldr_router_complete_worker(sut.get(), w), ELDR_OK);
+  ASSERT_EQ(eldr_router_complete_worker(sut.get(), w), ELDR_OK);
   EXPECT_EQ(inflight(sut.get())[slot], 0u);
 }
 
 TEST_F(capi_router, complete_never_takes_a_count_below_zero) {
   RouterPtr sut = make_router(table.get());
   const std::vector<int32_t> ids = worker_ids(sut.get());
-  EXPECT_EQ(eldr_router_complete(sut.get(), ids[0]), ELDR_E_STATE);
-  EXPECT_TRUE(message_names("eldr_router_complete"));
+  EXPECT_EQ(eldr_router_complete_worker(sut.get(), ids[0]), ELDR_E_STATE);
+  EXPECT_TRUE(message_names("eldr_router_complete_worker"));
   EXPECT_EQ(inflight(sut.get())[0], 0u);
-  EXPECT_EQ(eldr_router_complete(sut.get(), 999), ELDR_E_NOT_FOUND);
-  EXPECT_EQ(eldr_router_complete(sut.get(), -1), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_complete(nullptr, 0), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_router_complete_worker(sut.get(), 999), ELDR_E_NOT_FOUND);
+  EXPECT_EQ(eldr_router_complete_worker(sut.get(), -1), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_router_complete_worker(nullptr, 0), ELDR_E_INVALID_ARGUMENT);
 }
 
-TEST_F(capi_router, route_ex_fills_the_whole_decision) {
+TEST_F(capi_router, route_fills_the_whole_decision) {
   RouterPtr sut = make_router(table.get());
   eldr_decision_t d = ELDR_DECISION_INIT;
-  ASSERT_EQ(eldr_router_route_ex(sut.get(), b.data(), kLayers, kExperts, nullptr, 0, &d), ELDR_OK);
+  ASSERT_EQ(eldr_router_route(sut.get(), b.data(), kLayers, kExperts, nullptr, 0, &d), ELDR_OK);
   const uint32_t slot = best_slot(table.get(), b);
   float scores[2];
-  ASSERT_EQ(eldr_table_scores(table.get(), b.data(), kLayers, kExperts, scores, 2), ELDR_OK);
+  ASSERT_EQ(eldr_table_score(table.get(), b.data(), kLayers, kExperts, scores, 2), ELDR_OK);
   EXPECT_EQ(d.version, static_cast<uint32_t>(ELDR_DECISION_VERSION));
   EXPECT_EQ(d.worker, worker_ids(sut.get())[slot]);
   EXPECT_NEAR(d.similarity, scores[slot], 1e-5);
@@ -80,14 +80,14 @@ TEST_F(capi_router, route_ex_fills_the_whole_decision) {
   EXPECT_EQ(inflight(sut.get())[slot], 1u);
 }
 
-TEST_F(capi_router, route_ex_loads_override_in_flight_for_that_decision_only) {
+TEST_F(capi_router, route_loads_override_in_flight_for_that_decision_only) {
   // tau = 2: every worker is in the band, so the least loaded one wins.
   RouterPtr sut = make_router(table.get(), ELDR_POLICY_ELDR, 2.0f);
   const uint32_t preferred = best_slot(table.get(), a);
   uint32_t loads[2] = {0, 0};
   loads[preferred] = 10;
   eldr_decision_t d = ELDR_DECISION_INIT;
-  ASSERT_EQ(eldr_router_route_ex(sut.get(), a.data(), kLayers, kExperts, loads, 2, &d), ELDR_OK);
+  ASSERT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, loads, 2, &d), ELDR_OK);
   EXPECT_EQ(d.worker, worker_ids(sut.get())[1 - preferred]);
   EXPECT_EQ(d.band_size, 2u);
   const std::vector<uint32_t> counted = inflight(sut.get());
@@ -100,7 +100,7 @@ TEST_F(capi_router, set_load_steers_a_wide_band_to_the_less_loaded_worker) {
   const uint32_t preferred = best_slot(table.get(), a);
   ASSERT_EQ(eldr_router_set_load(sut.get(), ids[preferred], 5), ELDR_OK);
   int32_t w = -1;
-  ASSERT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
+  ASSERT_EQ(route_worker(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
   EXPECT_EQ(w, ids[1 - preferred]);
   EXPECT_EQ(inflight(sut.get())[preferred], 5u);
   EXPECT_EQ(eldr_router_set_load(sut.get(), 999, 1), ELDR_E_NOT_FOUND);
@@ -112,8 +112,8 @@ TEST_F(capi_router, scores_match_the_table_and_mark_the_band) {
   RouterPtr sut = make_router(table.get());
   float scores[2] = {-1, -1}, expected[2];
   uint8_t band[2] = {9, 9};
-  ASSERT_EQ(eldr_router_scores(sut.get(), a.data(), kLayers, kExperts, scores, band, 2), ELDR_OK);
-  ASSERT_EQ(eldr_table_scores(table.get(), a.data(), kLayers, kExperts, expected, 2), ELDR_OK);
+  ASSERT_EQ(eldr_router_score(sut.get(), a.data(), kLayers, kExperts, scores, band, 2), ELDR_OK);
+  ASSERT_EQ(eldr_table_score(table.get(), a.data(), kLayers, kExperts, expected, 2), ELDR_OK);
   const uint32_t preferred = best_slot(table.get(), a);
   EXPECT_NEAR(scores[0], expected[0], 1e-5);
   EXPECT_NEAR(scores[1], expected[1], 1e-5);
@@ -127,19 +127,19 @@ TEST_F(capi_router, scores_reject_bad_arguments_and_leave_out_alone) {
   RouterPtr sut = make_router(table.get());
   float scores[3] = {7, 7, 7};
   uint8_t band[3] = {9, 9, 9};
-  EXPECT_EQ(eldr_router_scores(sut.get(), a.data(), kLayers, kExperts, scores, band, 3),
+  EXPECT_EQ(eldr_router_score(sut.get(), a.data(), kLayers, kExperts, scores, band, 3),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_scores(sut.get(), a.data(), kLayers, kExperts, scores, band, 0),
+  EXPECT_EQ(eldr_router_score(sut.get(), a.data(), kLayers, kExperts, scores, band, 0),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_scores(sut.get(), a.data(), kLayers, kExperts, nullptr, band, 2),
+  EXPECT_EQ(eldr_router_score(sut.get(), a.data(), kLayers, kExperts, nullptr, band, 2),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_scores(sut.get(), a.data(), kLayers, kExperts, scores, nullptr, 2),
+  EXPECT_EQ(eldr_router_score(sut.get(), a.data(), kLayers, kExperts, scores, nullptr, 2),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_scores(sut.get(), nullptr, kLayers, kExperts, scores, band, 2),
+  EXPECT_EQ(eldr_router_score(sut.get(), nullptr, kLayers, kExperts, scores, band, 2),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_scores(sut.get(), a.data(), kLayers, 4, scores, band, 2),
+  EXPECT_EQ(eldr_router_score(sut.get(), a.data(), kLayers, 4, scores, band, 2),
             ELDR_E_SHAPE_MISMATCH);
-  EXPECT_EQ(eldr_router_scores(nullptr, a.data(), kLayers, kExperts, scores, band, 2),
+  EXPECT_EQ(eldr_router_score(nullptr, a.data(), kLayers, kExperts, scores, band, 2),
             ELDR_E_INVALID_ARGUMENT);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(scores[i], 7.0f);
@@ -150,47 +150,43 @@ TEST_F(capi_router, scores_reject_bad_arguments_and_leave_out_alone) {
 TEST_F(capi_router, route_rejects_garbage_and_leaves_the_worker_alone) {
   RouterPtr sut = make_router(table.get());
   int32_t w = -77;
-  EXPECT_EQ(eldr_router_route(nullptr, a.data(), kLayers, kExperts, &w), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_route(sut.get(), nullptr, kLayers, kExperts, &w), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, nullptr),
-            ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), 0, kExperts, &w), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, 0, &w), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), UINT32_MAX, UINT32_MAX, &w),
-            ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(route_worker(nullptr, a.data(), kLayers, kExperts, &w), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(route_worker(sut.get(), nullptr, kLayers, kExperts, &w), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(route_worker(sut.get(), a.data(), kLayers, kExperts, nullptr), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(route_worker(sut.get(), a.data(), 0, kExperts, &w), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(route_worker(sut.get(), a.data(), kLayers, 0, &w), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(route_worker(sut.get(), a.data(), UINT32_MAX, UINT32_MAX, &w), ELDR_E_INVALID_ARGUMENT);
   // Same cell count, other shape: still a mismatch.
-  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), kExperts, kLayers, &w), ELDR_E_SHAPE_MISMATCH);
+  EXPECT_EQ(route_worker(sut.get(), a.data(), kExperts, kLayers, &w), ELDR_E_SHAPE_MISMATCH);
   EXPECT_TRUE(message_names("eldr_router_route"));
-  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), kLayers + 1, kExperts, &w),
-            ELDR_E_SHAPE_MISMATCH);
+  EXPECT_EQ(route_worker(sut.get(), a.data(), kLayers + 1, kExperts, &w), ELDR_E_SHAPE_MISMATCH);
   std::vector<int16_t> negative = a;
   negative[5] = INT16_MIN;
-  EXPECT_EQ(eldr_router_route(sut.get(), negative.data(), kLayers, kExperts, &w),
-            ELDR_E_OUT_OF_RANGE);
+  EXPECT_EQ(route_worker(sut.get(), negative.data(), kLayers, kExperts, &w), ELDR_E_OUT_OF_RANGE);
   EXPECT_EQ(w, -77);
   const std::vector<uint32_t> counted = inflight(sut.get());
   EXPECT_EQ(counted[0] + counted[1], 0u);
 }
 
-TEST_F(capi_router, route_ex_rejects_bad_versions_and_loads) {
+TEST_F(capi_router, route_rejects_bad_versions_and_loads) {
   RouterPtr sut = make_router(table.get());
   eldr_decision_t d = ELDR_DECISION_INIT;
   d.version = 0;
-  EXPECT_EQ(eldr_router_route_ex(sut.get(), a.data(), kLayers, kExperts, nullptr, 0, &d),
+  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, nullptr, 0, &d),
             ELDR_E_INVALID_ARGUMENT);
   d.version = ELDR_DECISION_VERSION + 1;
-  EXPECT_EQ(eldr_router_route_ex(sut.get(), a.data(), kLayers, kExperts, nullptr, 0, &d),
+  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, nullptr, 0, &d),
             ELDR_E_UNSUPPORTED);
-  EXPECT_TRUE(message_names("eldr_router_route_ex"));
+  EXPECT_TRUE(message_names("eldr_router_route"));
   d.version = ELDR_DECISION_VERSION;
   uint32_t loads[3] = {0, 0, 0};
-  EXPECT_EQ(eldr_router_route_ex(sut.get(), a.data(), kLayers, kExperts, nullptr, 2, &d),
+  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, nullptr, 2, &d),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_route_ex(sut.get(), a.data(), kLayers, kExperts, loads, 3, &d),
+  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, loads, 3, &d),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_route_ex(sut.get(), a.data(), kLayers, kExperts, loads, 0, &d),
+  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, loads, 0, &d),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_route_ex(sut.get(), a.data(), kLayers, kExperts, loads, 2, nullptr),
+  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, loads, 2, nullptr),
             ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(d.worker, -1);
 }
@@ -202,24 +198,24 @@ TEST_F(capi_router, drain_remove_and_add_change_who_gets_requests) {
   const int32_t other = ids[1 - best_slot(table.get(), a)];
   int32_t w = -1;
   ASSERT_EQ(eldr_router_drain_worker(sut.get(), preferred), ELDR_OK);
-  ASSERT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
+  ASSERT_EQ(route_worker(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
   EXPECT_EQ(w, other);
   ASSERT_EQ(eldr_router_remove_worker(sut.get(), other), ELDR_OK);
-  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_E_NO_WORKER);
+  EXPECT_EQ(route_worker(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_E_NO_WORKER);
   EXPECT_TRUE(message_names("eldr_router_route"));
   // A removed worker keeps its slot (positions never shift) in state removed.
   uint32_t n = 0;
-  ASSERT_EQ(eldr_router_worker_slots(sut.get(), &n), ELDR_OK);
+  ASSERT_EQ(eldr_router_get_worker_slots(sut.get(), &n), ELDR_OK);
   ASSERT_EQ(n, 2u);
   int32_t slot_ids[2];
-  uint8_t states[2];
-  ASSERT_EQ(eldr_router_workers(sut.get(), slot_ids, states, nullptr, 2), ELDR_OK);
+  uint32_t states[2];
+  ASSERT_EQ(eldr_router_get_workers(sut.get(), slot_ids, states, nullptr, 2), ELDR_OK);
   const uint32_t other_slot = slot_ids[0] == other ? 0 : 1;
   EXPECT_EQ(states[other_slot], ELDR_WORKER_STATE_REMOVED);
   EXPECT_EQ(states[1 - other_slot], ELDR_WORKER_STATE_DRAINING);
   // Re-activating the drained worker routes to it again.
   ASSERT_EQ(eldr_router_add_worker(sut.get(), preferred), ELDR_OK);
-  ASSERT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
+  ASSERT_EQ(route_worker(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
   EXPECT_EQ(w, preferred);
   EXPECT_EQ(eldr_router_add_worker(sut.get(), preferred), ELDR_E_STATE);  // already active
   EXPECT_EQ(eldr_router_drain_worker(sut.get(), 999), ELDR_E_NOT_FOUND);
@@ -239,22 +235,23 @@ TEST_F(capi_router, add_worker_with_a_new_id_takes_a_new_slot) {
   // The score and loads arrays follow the slot count.
   float scores[3];
   uint8_t band[3];
-  EXPECT_EQ(eldr_router_scores(sut.get(), a.data(), kLayers, kExperts, scores, band, 3), ELDR_OK);
+  EXPECT_EQ(eldr_router_score(sut.get(), a.data(), kLayers, kExperts, scores, band, 3), ELDR_OK);
   uint32_t loads[3] = {0, 0, 0};
   eldr_decision_t d = ELDR_DECISION_INIT;
-  EXPECT_EQ(eldr_router_route_ex(sut.get(), a.data(), kLayers, kExperts, loads, 3, &d), ELDR_OK);
+  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, loads, 3, &d), ELDR_OK);
 }
 
 TEST_F(capi_router, workers_needs_the_exact_slot_count) {
   RouterPtr sut = make_router(table.get());
   int32_t ids[3] = {-9, -9, -9};
-  EXPECT_EQ(eldr_router_workers(sut.get(), ids, nullptr, nullptr, 3), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_workers(sut.get(), nullptr, nullptr, nullptr, 2), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_workers(nullptr, ids, nullptr, nullptr, 2), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_router_get_workers(sut.get(), ids, nullptr, nullptr, 3), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_router_get_workers(sut.get(), nullptr, nullptr, nullptr, 2),
+            ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_router_get_workers(nullptr, ids, nullptr, nullptr, 2), ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(ids[0], -9);
   uint32_t n = 5;
-  EXPECT_EQ(eldr_router_worker_slots(nullptr, &n), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_router_worker_slots(sut.get(), nullptr), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_router_get_worker_slots(nullptr, &n), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_router_get_worker_slots(sut.get(), nullptr), ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(n, 5u);
 }
 
@@ -262,11 +259,11 @@ TEST_F(capi_router, swap_table_moves_later_decisions_to_the_new_epoch) {
   RouterPtr sut = make_router(table.get());
   TablePtr next = fit_two_domain_table(2);
   eldr_decision_t d = ELDR_DECISION_INIT;
-  ASSERT_EQ(eldr_router_route_ex(sut.get(), a.data(), kLayers, kExperts, nullptr, 0, &d), ELDR_OK);
+  ASSERT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, nullptr, 0, &d), ELDR_OK);
   EXPECT_EQ(d.table_epoch, 1u);
   ASSERT_EQ(eldr_router_swap_table(sut.get(), next.get()), ELDR_OK);
   next.reset();  // the router holds its own reference
-  ASSERT_EQ(eldr_router_route_ex(sut.get(), a.data(), kLayers, kExperts, nullptr, 0, &d), ELDR_OK);
+  ASSERT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, nullptr, 0, &d), ELDR_OK);
   EXPECT_EQ(d.table_epoch, 2u);
   EXPECT_EQ(eldr_router_swap_table(sut.get(), nullptr), ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(eldr_router_swap_table(nullptr, table.get()), ELDR_E_INVALID_ARGUMENT);
@@ -291,7 +288,7 @@ TEST_F(capi_router, the_router_outlives_the_table_handle) {
   RouterPtr sut = make_router(table.get());
   table.reset();
   int32_t w = -1;
-  EXPECT_EQ(eldr_router_route(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
+  EXPECT_EQ(route_worker(sut.get(), a.data(), kLayers, kExperts, &w), ELDR_OK);
   EXPECT_GE(w, 0);
 }
 
@@ -303,9 +300,9 @@ TEST_F(capi_router, every_policy_routes_to_a_worker_of_the_table) {
     ASSERT_TRUE(sut) << policy;
     for (int i = 0; i < 8; ++i) {
       eldr_decision_t d = ELDR_DECISION_INIT;
-      ASSERT_EQ(eldr_router_route_ex(sut.get(), (i % 2 ? a : b).data(), kLayers, kExperts, nullptr,
-                                     0, &d),
-                ELDR_OK)
+      ASSERT_EQ(
+          eldr_router_route(sut.get(), (i % 2 ? a : b).data(), kLayers, kExperts, nullptr, 0, &d),
+          ELDR_OK)
           << policy;
       EXPECT_TRUE(d.worker == 0 || d.worker == 1) << policy;
       EXPECT_EQ(d.policy, policy);
@@ -314,8 +311,8 @@ TEST_F(capi_router, every_policy_routes_to_a_worker_of_the_table) {
   // Round robin alternates whatever the footprint.
   RouterPtr rr = make_router(table.get(), ELDR_POLICY_ROUND_ROBIN);
   int32_t w1 = -1, w2 = -1;
-  ASSERT_EQ(eldr_router_route(rr.get(), a.data(), kLayers, kExperts, &w1), ELDR_OK);
-  ASSERT_EQ(eldr_router_route(rr.get(), a.data(), kLayers, kExperts, &w2), ELDR_OK);
+  ASSERT_EQ(route_worker(rr.get(), a.data(), kLayers, kExperts, &w1), ELDR_OK);
+  ASSERT_EQ(route_worker(rr.get(), a.data(), kLayers, kExperts, &w2), ELDR_OK);
   EXPECT_NE(w1, w2);
 }
 
@@ -363,8 +360,8 @@ TEST_F(capi_router, concurrent_routes_and_completes_keep_the_books) {
       const std::vector<int16_t>& counts = t % 2 ? a : b;
       for (int i = 0; i < kRounds; ++i) {
         int32_t w = -1;
-        if (eldr_router_route(sut.get(), counts.data(), kLayers, kExperts, &w) != ELDR_OK ||
-            eldr_router_complete(sut.get(), w) != ELDR_OK) {
+        if (route_worker(sut.get(), counts.data(), kLayers, kExperts, &w) != ELDR_OK ||
+            eldr_router_complete_worker(sut.get(), w) != ELDR_OK) {
           failures.fetch_add(1);
         }
       }

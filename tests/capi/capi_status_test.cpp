@@ -72,7 +72,8 @@ TEST(capi_status, version_and_abi_match_the_header) {
 
 TEST(capi_status, last_error_names_the_call_and_the_argument) {
   int32_t worker = -1;
-  ASSERT_EQ(eldr_router_route(nullptr, nullptr, 1, 1, &worker), ELDR_E_INVALID_ARGUMENT);
+  ASSERT_EQ(eldr::capi_test::route_worker(nullptr, nullptr, 1, 1, &worker),
+            ELDR_E_INVALID_ARGUMENT);
   EXPECT_TRUE(eldr::capi_test::message_names("eldr_router_route"));
   EXPECT_NE(std::string(eldr_last_error_message()).find("router"), std::string::npos);
   EXPECT_EQ(worker, -1);
@@ -97,12 +98,12 @@ TEST(capi_status, last_error_is_per_thread) {
   std::string other_before, other_after;
   std::thread other([&] {
     other_before = eldr_last_error_message();
-    EXPECT_EQ(eldr_router_complete(nullptr, 0), ELDR_E_INVALID_ARGUMENT);
+    EXPECT_EQ(eldr_router_complete_worker(nullptr, 0), ELDR_E_INVALID_ARGUMENT);
     other_after = eldr_last_error_message();
   });
   other.join();
   EXPECT_EQ(other_before, "");
-  EXPECT_NE(other_after.find("eldr_router_complete"), std::string::npos);
+  EXPECT_NE(other_after.find("eldr_router_complete_worker"), std::string::npos);
   EXPECT_EQ(mine, eldr_last_error_message());
 }
 
@@ -171,7 +172,7 @@ TEST(capi_status, init_functions_match_the_init_macros) {
 TEST(capi_status, destroy_functions_accept_null) {
   eldr_table_free(nullptr);
   eldr_router_free(nullptr);
-  eldr_client_close(nullptr);
+  eldr_client_free(nullptr);
   SUCCEED();
 }
 
@@ -179,20 +180,21 @@ TEST(capi_gpu, a_build_without_cuda_answers_unsupported_with_a_message) {
 #if defined(ELDR_CAPI_TEST_WITH_CUDA)
   GTEST_SKIP() << "CUDA build: the cuda suite tests the GPU section";
 #endif
-  EXPECT_FALSE(eldr_cuda_available());
+  EXPECT_FALSE(eldr_gpu_available());
   eldr_gpu_options_t options = ELDR_GPU_OPTIONS_INIT;
   eldr_gpu_footprints_t* gpu = nullptr;
   EXPECT_EQ(eldr_gpu_footprints_new(&options, &gpu), ELDR_E_UNSUPPORTED);
   EXPECT_EQ(gpu, nullptr);
   EXPECT_TRUE(eldr::capi_test::message_names("eldr_gpu_footprints_new"));
-  EXPECT_EQ(eldr_gpu_update_blocks(nullptr, nullptr, 4, 0, -1, nullptr, nullptr),
+  EXPECT_EQ(eldr_gpu_footprints_update_blocks(nullptr, nullptr, 4, 0, -1, nullptr, nullptr),
             ELDR_E_UNSUPPORTED);
-  EXPECT_EQ(eldr_gpu_sum_requests(nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr),
+  EXPECT_EQ(eldr_gpu_footprints_sum_requests(nullptr, nullptr, 0, nullptr, 0, nullptr, nullptr),
             ELDR_E_UNSUPPORTED);
-  EXPECT_EQ(eldr_gpu_push_requests(nullptr, nullptr, nullptr, nullptr, 0, nullptr, 0, nullptr),
-            ELDR_E_UNSUPPORTED);
+  EXPECT_EQ(
+      eldr_gpu_footprints_push_requests(nullptr, nullptr, nullptr, nullptr, 0, nullptr, 0, nullptr),
+      ELDR_E_UNSUPPORTED);
   uint32_t flags = 77;
-  EXPECT_EQ(eldr_gpu_take_errors(nullptr, nullptr, &flags), ELDR_E_UNSUPPORTED);
+  EXPECT_EQ(eldr_gpu_footprints_take_errors(nullptr, nullptr, &flags), ELDR_E_UNSUPPORTED);
   EXPECT_EQ(flags, 77u);
   eldr_gpu_footprints_free(nullptr);
 }

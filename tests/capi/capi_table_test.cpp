@@ -41,7 +41,7 @@ TEST(capi_table, fit_reports_its_geometry_and_workers) {
   TablePtr sut = fit_two_domain_table();
   ASSERT_TRUE(sut);
   eldr_table_info_t info = ELDR_TABLE_INFO_INIT;
-  ASSERT_EQ(eldr_table_info(sut.get(), &info), ELDR_OK);
+  ASSERT_EQ(eldr_table_get_info(sut.get(), &info), ELDR_OK);
   EXPECT_EQ(info.version, static_cast<uint32_t>(ELDR_TABLE_INFO_VERSION));
   EXPECT_EQ(info.layers, kLayers);
   EXPECT_EQ(info.experts, kExperts);
@@ -50,7 +50,7 @@ TEST(capi_table, fit_reports_its_geometry_and_workers) {
   EXPECT_EQ(info.num_selected_layers, kLayers);  // no decode counts: every layer
   EXPECT_FLOAT_EQ(info.default_tau, 0.1f);
   int32_t ids[2] = {-5, -5};
-  ASSERT_EQ(eldr_table_worker_ids(sut.get(), ids, 2), ELDR_OK);
+  ASSERT_EQ(eldr_table_get_worker_ids(sut.get(), ids, 2), ELDR_OK);
   EXPECT_EQ(ids[0], 0);
   EXPECT_EQ(ids[1], 1);
 }
@@ -59,8 +59,8 @@ TEST(capi_table, fit_separates_the_two_domains) {
   TablePtr sut = fit_two_domain_table();
   float a[2], b[2];
   const auto fa = domain_footprint(0), fb = domain_footprint(1);
-  ASSERT_EQ(eldr_table_scores(sut.get(), fa.data(), kLayers, kExperts, a, 2), ELDR_OK);
-  ASSERT_EQ(eldr_table_scores(sut.get(), fb.data(), kLayers, kExperts, b, 2), ELDR_OK);
+  ASSERT_EQ(eldr_table_score(sut.get(), fa.data(), kLayers, kExperts, a, 2), ELDR_OK);
+  ASSERT_EQ(eldr_table_score(sut.get(), fb.data(), kLayers, kExperts, b, 2), ELDR_OK);
   const int best_a = a[0] > a[1] ? 0 : 1;
   const int best_b = b[0] > b[1] ? 0 : 1;
   EXPECT_NE(best_a, best_b);
@@ -80,7 +80,7 @@ TEST(capi_table, fit_with_decode_counts_selects_layers) {
       << eldr_last_error_message();
   TablePtr sut(table);
   eldr_table_info_t info = ELDR_TABLE_INFO_INIT;
-  ASSERT_EQ(eldr_table_info(sut.get(), &info), ELDR_OK);
+  ASSERT_EQ(eldr_table_get_info(sut.get(), &info), ELDR_OK);
   EXPECT_GE(info.num_selected_layers, 1u);
   EXPECT_LE(info.num_selected_layers, kLayers);
 }
@@ -138,9 +138,8 @@ TEST(capi_table, save_then_load_gives_the_same_table) {
   TablePtr sut(loaded);
   const auto counts = domain_footprint(1, 2);
   float before[2], after[2];
-  ASSERT_EQ(eldr_table_scores(original.get(), counts.data(), kLayers, kExperts, before, 2),
-            ELDR_OK);
-  ASSERT_EQ(eldr_table_scores(sut.get(), counts.data(), kLayers, kExperts, after, 2), ELDR_OK);
+  ASSERT_EQ(eldr_table_score(original.get(), counts.data(), kLayers, kExperts, before, 2), ELDR_OK);
+  ASSERT_EQ(eldr_table_score(sut.get(), counts.data(), kLayers, kExperts, after, 2), ELDR_OK);
   EXPECT_EQ(before[0], after[0]);
   EXPECT_EQ(before[1], after[1]);
 }
@@ -172,22 +171,22 @@ TEST(capi_table, info_checks_its_version_and_arguments) {
   TablePtr sut = fit_two_domain_table();
   eldr_table_info_t info = ELDR_TABLE_INFO_INIT;
   info.version = 0;
-  EXPECT_EQ(eldr_table_info(sut.get(), &info), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_table_get_info(sut.get(), &info), ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(info.layers, 0u);
   info.version = ELDR_TABLE_INFO_VERSION + 1;
-  EXPECT_EQ(eldr_table_info(sut.get(), &info), ELDR_E_UNSUPPORTED);
+  EXPECT_EQ(eldr_table_get_info(sut.get(), &info), ELDR_E_UNSUPPORTED);
   EXPECT_EQ(info.layers, 0u);
-  EXPECT_EQ(eldr_table_info(nullptr, &info), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_table_info(sut.get(), nullptr), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_table_get_info(nullptr, &info), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_table_get_info(sut.get(), nullptr), ELDR_E_INVALID_ARGUMENT);
 }
 
 TEST(capi_table, worker_ids_needs_the_exact_count) {
   TablePtr sut = fit_two_domain_table();
   int32_t ids[3] = {-5, -5, -5};
-  EXPECT_EQ(eldr_table_worker_ids(sut.get(), ids, 3), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_table_worker_ids(sut.get(), ids, 1), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_table_worker_ids(sut.get(), nullptr, 2), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_table_worker_ids(nullptr, ids, 2), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_table_get_worker_ids(sut.get(), ids, 3), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_table_get_worker_ids(sut.get(), ids, 1), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_table_get_worker_ids(sut.get(), nullptr, 2), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_table_get_worker_ids(nullptr, ids, 2), ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(ids[0], -5);
 }
 
@@ -195,8 +194,8 @@ TEST(capi_table, signature_is_unit_length_and_scores_are_its_dot_products) {
   TablePtr sut = fit_two_domain_table();
   const auto counts = domain_footprint(0, 1);
   std::vector<float> signature(kLayers * kExperts);
-  ASSERT_EQ(eldr_table_signature(sut.get(), counts.data(), kLayers, kExperts, signature.data(),
-                                 signature.size()),
+  ASSERT_EQ(eldr_table_compute_signature(sut.get(), counts.data(), kLayers, kExperts,
+                                         signature.data(), signature.size()),
             ELDR_OK);
   double norm = 0;
   for (float v : signature) norm += double{v} * v;
@@ -210,35 +209,40 @@ TEST(capi_table, signature_and_scores_reject_bad_shapes_and_leave_out_alone) {
   TablePtr sut = fit_two_domain_table();
   const auto counts = domain_footprint(0);
   std::vector<float> out(kCells + 1, 42.0f);
+  EXPECT_EQ(eldr_table_compute_signature(sut.get(), counts.data(), kLayers, kExperts, out.data(),
+                                         kCells + 1),
+            ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(
-      eldr_table_signature(sut.get(), counts.data(), kLayers, kExperts, out.data(), kCells + 1),
+      eldr_table_compute_signature(sut.get(), counts.data(), kLayers, kExperts, out.data(), 0),
       ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_table_signature(sut.get(), counts.data(), kLayers, kExperts, out.data(), 0),
+  EXPECT_EQ(eldr_table_compute_signature(sut.get(), counts.data(), kLayers + 1, kExperts,
+                                         out.data(), kCells),
+            ELDR_E_SHAPE_MISMATCH);
+  EXPECT_EQ(
+      eldr_table_compute_signature(sut.get(), counts.data(), kExperts, kLayers, out.data(), kCells),
+      ELDR_E_SHAPE_MISMATCH);
+  EXPECT_EQ(eldr_table_compute_signature(sut.get(), counts.data(), 0, kExperts, out.data(), kCells),
+            ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_table_compute_signature(sut.get(), nullptr, kLayers, kExperts, out.data(), kCells),
             ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(
-      eldr_table_signature(sut.get(), counts.data(), kLayers + 1, kExperts, out.data(), kCells),
-      ELDR_E_SHAPE_MISMATCH);
-  EXPECT_EQ(eldr_table_signature(sut.get(), counts.data(), kExperts, kLayers, out.data(), kCells),
-            ELDR_E_SHAPE_MISMATCH);
-  EXPECT_EQ(eldr_table_signature(sut.get(), counts.data(), 0, kExperts, out.data(), kCells),
-            ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_table_signature(sut.get(), nullptr, kLayers, kExperts, out.data(), kCells),
-            ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_table_signature(sut.get(), counts.data(), kLayers, kExperts, nullptr, kCells),
-            ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_table_signature(nullptr, counts.data(), kLayers, kExperts, out.data(), kCells),
-            ELDR_E_INVALID_ARGUMENT);
+      eldr_table_compute_signature(sut.get(), counts.data(), kLayers, kExperts, nullptr, kCells),
+      ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      eldr_table_compute_signature(nullptr, counts.data(), kLayers, kExperts, out.data(), kCells),
+      ELDR_E_INVALID_ARGUMENT);
   std::vector<int16_t> negative = counts;
   negative[0] = -3;
-  EXPECT_EQ(eldr_table_signature(sut.get(), negative.data(), kLayers, kExperts, out.data(), kCells),
+  EXPECT_EQ(eldr_table_compute_signature(sut.get(), negative.data(), kLayers, kExperts, out.data(),
+                                         kCells),
             ELDR_E_OUT_OF_RANGE);
-  EXPECT_EQ(eldr_table_scores(sut.get(), negative.data(), kLayers, kExperts, out.data(), 2),
+  EXPECT_EQ(eldr_table_score(sut.get(), negative.data(), kLayers, kExperts, out.data(), 2),
             ELDR_E_OUT_OF_RANGE);
-  EXPECT_EQ(eldr_table_scores(sut.get(), counts.data(), kLayers, kExperts, out.data(), 3),
+  EXPECT_EQ(eldr_table_score(sut.get(), counts.data(), kLayers, kExperts, out.data(), 3),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_table_scores(sut.get(), counts.data(), kLayers, 3, out.data(), 2),
+  EXPECT_EQ(eldr_table_score(sut.get(), counts.data(), kLayers, 3, out.data(), 2),
             ELDR_E_SHAPE_MISMATCH);
-  EXPECT_EQ(eldr_table_scores(sut.get(), counts.data(), kLayers, kExperts, nullptr, 2),
+  EXPECT_EQ(eldr_table_score(sut.get(), counts.data(), kLayers, kExperts, nullptr, 2),
             ELDR_E_INVALID_ARGUMENT);
   for (float v : out) EXPECT_EQ(v, 42.0f);
 }
@@ -247,7 +251,7 @@ TEST(capi_table, a_zero_footprint_scores_zero) {
   TablePtr sut = fit_two_domain_table();
   const std::vector<int16_t> zero(kCells, 0);
   float scores[2] = {5.0f, 5.0f};
-  ASSERT_EQ(eldr_table_scores(sut.get(), zero.data(), kLayers, kExperts, scores, 2), ELDR_OK);
+  ASSERT_EQ(eldr_table_score(sut.get(), zero.data(), kLayers, kExperts, scores, 2), ELDR_OK);
   EXPECT_EQ(scores[0], 0.0f);
   EXPECT_EQ(scores[1], 0.0f);
 }

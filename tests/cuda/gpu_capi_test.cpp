@@ -39,11 +39,13 @@ TEST(GpuCapiTest, null_arguments_are_invalid_without_touching_a_device) {
   int16_t out = 0;
   uint32_t flags = 0;
   const char* id = "r";
-  EXPECT_EQ(eldr_gpu_update_blocks(nullptr, &x, 4, 1, -1, &slot, nullptr), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_gpu_sum_requests(nullptr, &x, 1, &x, 1, &out, nullptr), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_gpu_push_requests(nullptr, nullptr, &id, &x, 1, &x, 1, nullptr),
+  EXPECT_EQ(eldr_gpu_footprints_update_blocks(nullptr, &x, 4, 1, -1, &slot, nullptr),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_gpu_take_errors(nullptr, nullptr, &flags), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_gpu_footprints_sum_requests(nullptr, &x, 1, &x, 1, &out, nullptr),
+            ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_gpu_footprints_push_requests(nullptr, nullptr, &id, &x, 1, &x, 1, nullptr),
+            ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_gpu_footprints_take_errors(nullptr, nullptr, &flags), ELDR_E_INVALID_ARGUMENT);
   EXPECT_FALSE(last_message().empty());
   eldr_gpu_footprints_free(nullptr);  // accepted, like every _free
 }
@@ -80,7 +82,7 @@ TEST(GpuCapiTest, bad_options_are_rejected_before_any_device_check) {
 }
 
 TEST(GpuCapiTest, valid_options_without_a_device_are_a_cuda_error) {
-  if (eldr_cuda_available()) GTEST_SKIP() << "a CUDA device is present";
+  if (eldr_gpu_available()) GTEST_SKIP() << "a CUDA device is present";
   eldr_gpu_options_t o = good_options();
   eldr_gpu_footprints_t* sut = nullptr;
   EXPECT_EQ(eldr_gpu_footprints_new(&o, &sut), ELDR_E_CUDA);
@@ -92,11 +94,11 @@ TEST(GpuCapiTest, cuda_available_agrees_with_the_runtime) {
   int count = 0;
   const bool runtime = cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
   cudaGetLastError();
-  EXPECT_EQ(eldr_cuda_available(), runtime);
+  EXPECT_EQ(eldr_gpu_available(), runtime);
 }
 
 TEST(GpuCapiTest, live_handle_validates_every_argument) {
-  if (!eldr_cuda_available()) GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount found none)";
+  if (!eldr_gpu_available()) GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount found none)";
   eldr_gpu_options_t o = good_options();
   eldr_gpu_footprints_t* sut = nullptr;
   ASSERT_EQ(eldr_gpu_footprints_new(&o, &sut), ELDR_OK) << last_message();
@@ -110,22 +112,28 @@ TEST(GpuCapiTest, live_handle_validates_every_argument) {
   ASSERT_EQ(cudaMemset(slots, 0, 4 * sizeof(int64_t)), cudaSuccess);
   std::vector<int32_t> host(64, 0);
 
-  EXPECT_EQ(eldr_gpu_update_blocks(sut, ids, 3, 4, -1, slots, nullptr), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_gpu_update_blocks(sut, ids, 4, 4, 4, slots, nullptr), ELDR_E_OUT_OF_RANGE);
-  EXPECT_EQ(eldr_gpu_update_blocks(sut, nullptr, 4, 4, -1, slots, nullptr),
+  EXPECT_EQ(eldr_gpu_footprints_update_blocks(sut, ids, 3, 4, -1, slots, nullptr),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_gpu_update_blocks(sut, host.data(), 4, 4, -1, slots, nullptr),
+  EXPECT_EQ(eldr_gpu_footprints_update_blocks(sut, ids, 4, 4, 4, slots, nullptr),
+            ELDR_E_OUT_OF_RANGE);
+  EXPECT_EQ(eldr_gpu_footprints_update_blocks(sut, nullptr, 4, 4, -1, slots, nullptr),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_gpu_update_blocks(sut, ids, 4, 4, -1, slots, nullptr), ELDR_OK) << last_message();
-  EXPECT_EQ(eldr_gpu_sum_requests(sut, ids, 1, ids, 5, out, nullptr), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_gpu_sum_requests(sut, ids, 1, nullptr, 1, out, nullptr), ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_gpu_sum_requests(sut, ids, 1, ids, 1, out, nullptr), ELDR_OK) << last_message();
+  EXPECT_EQ(eldr_gpu_footprints_update_blocks(sut, host.data(), 4, 4, -1, slots, nullptr),
+            ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_gpu_footprints_update_blocks(sut, ids, 4, 4, -1, slots, nullptr), ELDR_OK)
+      << last_message();
+  EXPECT_EQ(eldr_gpu_footprints_sum_requests(sut, ids, 1, ids, 5, out, nullptr),
+            ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_gpu_footprints_sum_requests(sut, ids, 1, nullptr, 1, out, nullptr),
+            ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_gpu_footprints_sum_requests(sut, ids, 1, ids, 1, out, nullptr), ELDR_OK)
+      << last_message();
   const char* id = "r";
-  EXPECT_EQ(eldr_gpu_push_requests(sut, nullptr, &id, ids, 1, ids, 1, nullptr),
+  EXPECT_EQ(eldr_gpu_footprints_push_requests(sut, nullptr, &id, ids, 1, ids, 1, nullptr),
             ELDR_E_INVALID_ARGUMENT);
-  EXPECT_EQ(eldr_gpu_take_errors(sut, nullptr, nullptr), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_gpu_footprints_take_errors(sut, nullptr, nullptr), ELDR_E_INVALID_ARGUMENT);
   uint32_t flags = 99;
-  EXPECT_EQ(eldr_gpu_take_errors(sut, nullptr, &flags), ELDR_OK) << last_message();
+  EXPECT_EQ(eldr_gpu_footprints_take_errors(sut, nullptr, &flags), ELDR_OK) << last_message();
   EXPECT_EQ(flags, 0u);
   eldr_gpu_footprints_free(sut);
   cudaFree(ids);

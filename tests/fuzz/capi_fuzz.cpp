@@ -134,12 +134,13 @@ void run(Bytes& in) {
     switch (op % 20) {
       case 0: {  // route
         Footprint f = footprint(in);
-        int32_t worker = -7;
+        eldr_decision_t d = ELDR_DECISION_INIT;
+        d.worker = -7;
         const eldr_status_t s =
             checked(eldr_router_route(maybe_null(in, router), maybe_null(in, f.ptr()), f.layers,
-                                      f.experts, maybe_null(in, &worker)));
-        if (s != ELDR_OK) check(worker == -7, "route wrote worker on failure");
-        if (s == ELDR_OK) check(worker >= 0, "routed to a negative worker");
+                                      f.experts, nullptr, 0, maybe_null(in, &d)));
+        if (s != ELDR_OK) check(d.worker == -7, "route wrote the decision on failure");
+        if (s == ELDR_OK) check(d.worker >= 0, "routed to a negative worker");
         break;
       }
       case 1: {  // route_ex with loads and a decision version
@@ -150,9 +151,9 @@ void run(Bytes& in) {
         eldr_decision_t d = ELDR_DECISION_INIT;
         d.version = in.u8() % 3;
         const eldr_decision_t before = d;
-        const eldr_status_t s = checked(eldr_router_route_ex(
-            router, maybe_null(in, f.ptr()), f.layers, f.experts,
-            (in.u8() & 1) ? loads.data() : nullptr, n_loads, maybe_null(in, &d)));
+        const eldr_status_t s = checked(
+            eldr_router_route(router, maybe_null(in, f.ptr()), f.layers, f.experts,
+                              (in.u8() & 1) ? loads.data() : nullptr, n_loads, maybe_null(in, &d)));
         if (s != ELDR_OK)
           check(std::memcmp(&d, &before, sizeof d) == 0, "route_ex wrote on failure");
         break;
@@ -162,14 +163,14 @@ void run(Bytes& in) {
         const uint32_t n = in.u8() % 8;
         std::vector<float> scores(8, 9.0f);
         std::vector<uint8_t> band(8, 9);
-        const eldr_status_t s = checked(eldr_router_scores(router, f.ptr(), f.layers, f.experts,
-                                                           maybe_null(in, scores.data()),
-                                                           maybe_null(in, band.data()), n));
+        const eldr_status_t s = checked(eldr_router_score(router, f.ptr(), f.layers, f.experts,
+                                                          maybe_null(in, scores.data()),
+                                                          maybe_null(in, band.data()), n));
         if (s != ELDR_OK) check(scores[0] == 9.0f && band[0] == 9, "scores wrote on failure");
         break;
       }
       case 3:
-        checked(eldr_router_complete(maybe_null(in, router), static_cast<int8_t>(in.u8())));
+        checked(eldr_router_complete_worker(maybe_null(in, router), static_cast<int8_t>(in.u8())));
         break;
       case 4:
         checked(eldr_router_set_load(router, static_cast<int8_t>(in.u8()), in.u32()));
@@ -188,20 +189,21 @@ void run(Bytes& in) {
         const uint32_t n = in.u8() % (kCells + 4);
         std::vector<float> out(kCells + 4, 5.0f);
         const eldr_status_t s =
-            (op & 16) ? checked(eldr_table_signature(maybe_null(in, table), f.ptr(), f.layers,
-                                                     f.experts, maybe_null(in, out.data()), n))
-                      : checked(eldr_table_scores(table, f.ptr(), f.layers, f.experts,
-                                                  maybe_null(in, out.data()), n));
+            (op & 16)
+                ? checked(eldr_table_compute_signature(maybe_null(in, table), f.ptr(), f.layers,
+                                                       f.experts, maybe_null(in, out.data()), n))
+                : checked(eldr_table_score(table, f.ptr(), f.layers, f.experts,
+                                           maybe_null(in, out.data()), n));
         if (s != ELDR_OK) check(out[0] == 5.0f, "signature/scores wrote on failure");
         break;
       }
       case 9: {  // info and worker ids
         eldr_table_info_t info = ELDR_TABLE_INFO_INIT;
         info.version = in.u8() % 3;
-        checked(eldr_table_info(maybe_null(in, table), maybe_null(in, &info)));
+        checked(eldr_table_get_info(maybe_null(in, table), maybe_null(in, &info)));
         std::vector<int32_t> ids(8, -3);
         const eldr_status_t s =
-            checked(eldr_table_worker_ids(table, maybe_null(in, ids.data()), in.u8() % 8));
+            checked(eldr_table_get_worker_ids(table, maybe_null(in, ids.data()), in.u8() % 8));
         if (s != ELDR_OK) check(ids[0] == -3, "worker_ids wrote on failure");
         break;
       }
@@ -251,14 +253,14 @@ void run(Bytes& in) {
       }
       case 12: {  // worker list
         uint32_t slots = 0;
-        checked(eldr_router_worker_slots(router, &slots));
+        checked(eldr_router_get_worker_slots(router, &slots));
         const uint32_t n = (in.u8() & 1) ? slots : in.u8() % 8;
         std::vector<int32_t> ids(n + 1);
-        std::vector<uint8_t> states(n + 1);
+        std::vector<uint32_t> states(n + 1);
         std::vector<uint32_t> inflight(n + 1);
-        checked(eldr_router_workers(router, maybe_null(in, ids.data()),
-                                    maybe_null(in, states.data()), maybe_null(in, inflight.data()),
-                                    n));
+        checked(eldr_router_get_workers(router, maybe_null(in, ids.data()),
+                                        maybe_null(in, states.data()),
+                                        maybe_null(in, inflight.data()), n));
         break;
       }
       case 13: {  // status texts, policy names
@@ -272,29 +274,36 @@ void run(Bytes& in) {
         std::string id(in.u8() % 140, 'r');
         for (auto& ch : id) ch = static_cast<char>(1 + in.u8() % 255);
         eldr_decision_t d = ELDR_DECISION_INIT;
-        check(checked(eldr_footprint_push(nullptr, id.c_str(), f.ptr(), f.layers, f.experts)) ==
+        check(checked(eldr_client_push(nullptr, id.c_str(), f.ptr(), f.layers, f.experts)) ==
                   ELDR_E_INVALID_ARGUMENT,
               "push without a client");
-        check(checked(eldr_decision_wait(nullptr, id.c_str(), 0, &d)) == ELDR_E_INVALID_ARGUMENT,
+        check(checked(eldr_client_wait(nullptr, id.c_str(), 0, &d)) == ELDR_E_INVALID_ARGUMENT,
               "wait without a client");
-        checked(eldr_request_complete(nullptr, id.c_str()));
-        check(checked(eldr_request_complete_token(nullptr, id.c_str(),
-                                                  (uint64_t{in.u32()} << 32) | in.u32())) ==
+        check(checked(eldr_client_complete(nullptr, id.c_str(),
+                                           (uint64_t{in.u32()} << 32) | in.u32())) ==
                   ELDR_E_INVALID_ARGUMENT,
               "complete without a client");
-        checked(eldr_worker_report(nullptr, in.u32(), in.u32(), in.f32()));
-        checked(eldr_worker_control(nullptr, in.u32(), in.u32()));
+        eldr_worker_report_t report = ELDR_WORKER_REPORT_INIT;
+        report.worker = static_cast<int32_t>(in.u32());
+        report.running = in.u32();
+        report.kv_usage = in.f32();
+        check(checked(eldr_client_report(nullptr, &report)) == ELDR_E_INVALID_ARGUMENT,
+              "report without a client");
+        check(checked(eldr_client_drain_worker(nullptr, static_cast<int32_t>(in.u32()))) ==
+                  ELDR_E_INVALID_ARGUMENT,
+              "drain without a client");
         break;
       }
       case 16: {  // route with a request id (a small id space: repeats and collisions)
         Footprint f = footprint(in);
         eldr_decision_t d = ELDR_DECISION_INIT;
-        checked(eldr_router_route_id(maybe_null(in, router), in.u8() % 16, maybe_null(in, f.ptr()),
-                                     f.layers, f.experts, maybe_null(in, &d)));
+        checked(eldr_router_route_request(maybe_null(in, router), in.u8() % 16,
+                                          maybe_null(in, f.ptr()), f.layers, f.experts,
+                                          maybe_null(in, &d)));
         break;
       }
       case 17:  // complete by id: unknown and repeated ids are refused, never harmful
-        checked(eldr_router_complete_request(maybe_null(in, router), in.u8() % 16));
+        checked(eldr_router_complete(maybe_null(in, router), in.u8() % 16));
         break;
       case 18: {  // an engine's report
         eldr_worker_report_t r = ELDR_WORKER_REPORT_INIT;
@@ -310,7 +319,7 @@ void run(Bytes& in) {
       case 19: {  // stats
         eldr_router_stats_t st = ELDR_ROUTER_STATS_INIT;
         st.version = in.u8() % 3;
-        checked(eldr_router_stats(maybe_null(in, router), maybe_null(in, &st)));
+        checked(eldr_router_get_stats(maybe_null(in, router), maybe_null(in, &st)));
         break;
       }
       case 15: {  // open an instance that has no daemon
@@ -330,12 +339,12 @@ void run(Bytes& in) {
   // The books: nothing in flight is below zero (the counter is clamped in the
   // C view, so check complete refuses on an idle worker instead).
   uint32_t slots = 0;
-  checked(eldr_router_worker_slots(router, &slots));
+  checked(eldr_router_get_worker_slots(router, &slots));
   std::vector<int32_t> ids(slots);
   std::vector<uint32_t> inflight(slots);
-  std::vector<uint8_t> states(slots);
-  if (slots > 0 && checked(eldr_router_workers(router, ids.data(), states.data(), inflight.data(),
-                                               slots)) == ELDR_OK) {
+  std::vector<uint32_t> states(slots);
+  if (slots > 0 && checked(eldr_router_get_workers(router, ids.data(), states.data(),
+                                                   inflight.data(), slots)) == ELDR_OK) {
     for (uint32_t i = 0; i < slots; ++i) {
       if (inflight[i] == 0 && ids[i] >= 0) {
         bool newer_slot = false;  // complete takes the newest slot with the id
@@ -345,12 +354,13 @@ void run(Bytes& in) {
         // set_load lowered it): each complete takes one, the count stays at 0,
         // and then complete refuses.
         eldr_status_t s = ELDR_OK;
-        for (int n = 0; n < 10000 && s == ELDR_OK; ++n) s = eldr_router_complete(router, ids[i]);
+        for (int n = 0; n < 10000 && s == ELDR_OK; ++n)
+          s = eldr_router_complete_worker(router, ids[i]);
         check(s == ELDR_E_STATE, "complete never refused on an idle worker");
         uint32_t now = 1;
         std::vector<int32_t> all(slots);
         std::vector<uint32_t> counts(slots);
-        if (eldr_router_workers(router, all.data(), nullptr, counts.data(), slots) == ELDR_OK)
+        if (eldr_router_get_workers(router, all.data(), nullptr, counts.data(), slots) == ELDR_OK)
           now = counts[i];
         check(now == 0, "complete below zero");
       }

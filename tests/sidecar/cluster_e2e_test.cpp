@@ -585,7 +585,7 @@ TEST_F(ClusterTest, a_gateway_without_a_sidecar_routes_through_any_node_over_nat
         ELDR_OK);
   for (const Node* n : {&a, &b})
     EXPECT_TRUE(eventually([&] { return inflight(*n).first == 0; })) << n->name;
-  eldr_pool_close(pool);
+  eldr_pool_free(pool);
   // Garbage on the route subject gets an error answer, never a crash.
   natsConnection* nc = nullptr;
   ASSERT_EQ(natsConnection_ConnectTo(&nc, servers[0].url().c_str()), NATS_OK);

@@ -21,11 +21,22 @@ struct RouterDeleter {
   void operator()(eldr_router_t* r) const noexcept { eldr_router_free(r); }
 };
 struct ClientDeleter {
-  void operator()(eldr_client_t* c) const noexcept { eldr_client_close(c); }
+  void operator()(eldr_client_t* c) const noexcept { eldr_client_free(c); }
 };
 using TablePtr = std::unique_ptr<eldr_table_t, TableDeleter>;
 using RouterPtr = std::unique_ptr<eldr_router_t, RouterDeleter>;
 using ClientPtr = std::unique_ptr<eldr_client_t, ClientDeleter>;
+
+// eldr_router_route for the tests that need only the worker id (NULL worker:
+// NULL out, so the API's own NULL check is what a test sees).
+inline eldr_status_t route_worker(eldr_router_t* router, const int16_t* counts, uint32_t layers,
+                                  uint32_t experts, int32_t* worker) {
+  eldr_decision_t d = ELDR_DECISION_INIT;
+  const eldr_status_t s = eldr_router_route(router, counts, layers, experts, nullptr, 0,
+                                            worker == nullptr ? nullptr : &d);
+  if (s == ELDR_OK) *worker = d.worker;
+  return s;
+}
 
 inline constexpr uint32_t kLayers = 2;
 inline constexpr uint32_t kExperts = 8;
@@ -83,18 +94,18 @@ inline RouterPtr make_router(const eldr_table_t* table, uint32_t policy = ELDR_P
 // Worker ids in slot order.
 inline std::vector<int32_t> worker_ids(const eldr_router_t* router) {
   uint32_t n = 0;
-  EXPECT_EQ(eldr_router_worker_slots(router, &n), ELDR_OK);
+  EXPECT_EQ(eldr_router_get_worker_slots(router, &n), ELDR_OK);
   std::vector<int32_t> ids(n);
-  EXPECT_EQ(eldr_router_workers(router, ids.data(), nullptr, nullptr, n), ELDR_OK);
+  EXPECT_EQ(eldr_router_get_workers(router, ids.data(), nullptr, nullptr, n), ELDR_OK);
   return ids;
 }
 
 inline std::vector<uint32_t> inflight(const eldr_router_t* router) {
   uint32_t n = 0;
-  EXPECT_EQ(eldr_router_worker_slots(router, &n), ELDR_OK);
+  EXPECT_EQ(eldr_router_get_worker_slots(router, &n), ELDR_OK);
   std::vector<int32_t> ids(n);
   std::vector<uint32_t> loads(n);
-  EXPECT_EQ(eldr_router_workers(router, ids.data(), nullptr, loads.data(), n), ELDR_OK);
+  EXPECT_EQ(eldr_router_get_workers(router, ids.data(), nullptr, loads.data(), n), ELDR_OK);
   return loads;
 }
 

@@ -49,13 +49,13 @@ Result<std::vector<uint64_t>> pool_round_trips(const ClusterBenchArgs& a, const 
         eldr_pool_route(handle, id.c_str(), row.data(), g.layers, g.experts, 2000, &d);
     if (s != ELDR_OK) {
       const std::string why = eldr_last_error_message();
-      eldr_pool_close(handle);
+      eldr_pool_free(handle);
       return Status{static_cast<Errc>(s), why};
     }
     ns.push_back(ns_since(t0));
     (void)eldr_pool_complete(handle, id.c_str(), d.completion_token);
   }
-  eldr_pool_close(handle);
+  eldr_pool_free(handle);
   return ns;
 }
 

@@ -44,7 +44,7 @@ class Client {
     const uint32_t layers = extent_u32(counts, 0, "counts");
     const uint32_t experts = extent_u32(counts, 1, "counts");
     call([&](eldr_client_t* client) {
-      return eldr_footprint_push(client, id.c_str(), counts.data(), layers, experts);
+      return eldr_client_push(client, id.c_str(), counts.data(), layers, experts);
     });
   }
 
@@ -61,14 +61,12 @@ class Client {
 
   void complete(const py::handle& request_id_obj, uint64_t token) {
     const std::string id = request_id_arg(request_id_obj);
-    call([&](eldr_client_t* client) {
-      return eldr_request_complete_token(client, id.c_str(), token);
-    });
+    call([&](eldr_client_t* client) { return eldr_client_complete(client, id.c_str(), token); });
   }
 
-  // eldr_worker_report_ex: without batch_size and step_ms it sends the plain
+  // eldr_client_report: without batch_size and step_ms it sends the plain
   // report (which every eldrd reads).
-  void report(uint32_t worker, uint32_t running, float kv_usage, uint32_t batch_size,
+  void report(int32_t worker, uint32_t running, float kv_usage, uint32_t batch_size,
               float step_ms) {
     eldr_worker_report_t r = ELDR_WORKER_REPORT_INIT;
     r.worker = worker;
@@ -76,11 +74,12 @@ class Client {
     r.kv_usage = kv_usage;
     r.batch_size = batch_size;
     r.step_ms = step_ms;
-    call([&](eldr_client_t* client) { return eldr_worker_report_ex(client, &r); });
+    call([&](eldr_client_t* client) { return eldr_client_report(client, &r); });
   }
 
-  void control(uint32_t worker, uint32_t op) {
-    call([&](eldr_client_t* client) { return eldr_worker_control(client, worker, op); });
+  using WorkerCall = eldr_status_t (*)(eldr_client_t*, int32_t);
+  void control(WorkerCall op, int32_t worker) {
+    call([&](eldr_client_t* client) { return op(client, worker); });
   }
 
   // One C call without the GIL (SharedHandle::call).
@@ -101,7 +100,7 @@ class Client {
           static_cast<uint32_t>(std::clamp<int64_t>(left.count(), 0, kSignalCheckMs));
       eldr_status_t status = ELDR_OK;
       call([&](eldr_client_t* client) {
-        status = eldr_decision_wait(client, id.c_str(), slice, &decision);
+        status = eldr_client_wait(client, id.c_str(), slice, &decision);
         return status == ELDR_E_TIMEOUT ? ELDR_OK : status;
       });
       if (status == ELDR_OK) break;
@@ -128,7 +127,7 @@ class Client {
   }
 
   std::string m_instance;
-  SharedHandle<eldr_client_t, eldr_client_close> m_client{"client"};
+  SharedHandle<eldr_client_t, eldr_client_free> m_client{"client"};
 };
 
 }  // namespace
@@ -163,14 +162,14 @@ void bind_client(py::module_& m) {
            "last decode step, which replaces the daemon's in-flight count; step_ms: that step's "
            "duration, a sample for the online fit of the step constants (0 = not reported).")
       .def(
-          "add_worker", [](Client& c, uint32_t w) { c.control(w, ELDR_WORKER_ADD); },
-          py::arg("worker"))
+          "add_worker", [](Client& c, int32_t w) { c.control(&eldr_client_add_worker, w); },
+          py::arg("worker"), "Admin: the worker is routable again.")
       .def(
-          "drain_worker", [](Client& c, uint32_t w) { c.control(w, ELDR_WORKER_DRAIN); },
-          py::arg("worker"))
+          "drain_worker", [](Client& c, int32_t w) { c.control(&eldr_client_drain_worker, w); },
+          py::arg("worker"), "Admin: no new requests for the worker.")
       .def(
-          "remove_worker", [](Client& c, uint32_t w) { c.control(w, ELDR_WORKER_REMOVE); },
-          py::arg("worker"))
+          "remove_worker", [](Client& c, int32_t w) { c.control(&eldr_client_remove_worker, w); },
+          py::arg("worker"), "Admin: the worker leaves routing.")
       .def("close", &Client::close, "Unregisters from the daemon. Idempotent.")
       .def_property_readonly("closed", &Client::closed)
       .def_property_readonly("instance", &Client::instance)

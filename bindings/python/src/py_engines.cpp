@@ -90,22 +90,23 @@ py::tuple decode(const Options& o, Call&& call) {
 void bind_engines(py::module_& m) {
   m.def(
       "_footprint_from_base64_ids",
-      [](const py::object& text, int32_t dtype, uint32_t num_experts, uint32_t num_hidden_layers,
+      [](const py::object& text, uint32_t dtype, uint32_t num_experts, uint32_t num_hidden_layers,
          uint32_t top_k, std::optional<std::vector<uint32_t>> moe_layers, uint64_t first_row,
          std::optional<uint64_t> row_count) {
         const std::string_view t = text_arg(text, "routed_experts");
         const Options o =
             make_options(num_experts, num_hidden_layers, top_k, moe_layers, first_row, row_count);
         return decode(o, [&](auto* opts, int16_t* out, size_t n, auto* info) {
-          return eldr_footprint_from_base64_ids(t.data(), t.size(), dtype, opts, out, n, info);
+          return eldr_routed_experts_decode_base64_ids(t.data(), t.size(), dtype, opts, out, n,
+                                                       info);
         });
       },
       py::arg("text"), py::arg("dtype"), py::arg("num_experts"), py::arg("num_hidden_layers"),
       py::arg("top_k"), py::arg("moe_layers"), py::arg("first_row"), py::arg("row_count"),
-      "(int16 cells as a bytearray, info dict) of eldr_footprint_from_base64_ids.");
+      "(int16 cells as a bytearray, info dict) of eldr_routed_experts_decode_base64_ids.");
   m.def(
       "_footprint_from_ids",
-      [](const py::buffer& ids, int32_t dtype, uint32_t num_experts, uint32_t num_hidden_layers,
+      [](const py::buffer& ids, uint32_t dtype, uint32_t num_experts, uint32_t num_hidden_layers,
          uint32_t top_k, std::optional<std::vector<uint32_t>> moe_layers, uint64_t first_row,
          std::optional<uint64_t> row_count) {
         const py::buffer_info buf = ids.request();
@@ -120,16 +121,17 @@ void bind_engines(py::module_& m) {
             make_options(num_experts, num_hidden_layers, top_k, moe_layers, first_row, row_count);
         const size_t bytes = static_cast<size_t>(buf.size * buf.itemsize);
         return decode(o, [&](auto* opts, int16_t* out, size_t n, auto* info) {
-          return eldr_footprint_from_ids(buf.ptr, bytes, dtype, opts, out, n, info);
+          return eldr_routed_experts_decode_ids(buf.ptr, bytes, dtype, opts, out, n, info);
         });
       },
       py::arg("ids"), py::arg("dtype"), py::arg("num_experts"), py::arg("num_hidden_layers"),
       py::arg("top_k"), py::arg("moe_layers"), py::arg("first_row"), py::arg("row_count"),
-      "(int16 cells as a bytearray, info dict) of eldr_footprint_from_ids over a C-contiguous "
+      "(int16 cells as a bytearray, info dict) of eldr_routed_experts_decode_ids over a "
+      "C-contiguous "
       "buffer.");
   m.def(
       "_footprint_from_base64_npy",
-      [](const py::object& text, int32_t dtype, uint32_t num_experts,
+      [](const py::object& text, uint32_t dtype, uint32_t num_experts,
          std::optional<std::vector<uint32_t>> moe_layers, uint64_t first_row,
          std::optional<uint64_t> row_count) {
         const std::string_view t = text_arg(text, "routed_experts");
@@ -137,17 +139,18 @@ void bind_engines(py::module_& m) {
         eldr_routed_experts_info_t shape = ELDR_ROUTED_EXPERTS_INFO_INIT;
         {
           py::gil_scoped_release unlocked;
-          check(eldr_base64_npy_shape(t.data(), t.size(), &shape));
+          check(eldr_routed_experts_inspect_base64_npy(t.data(), t.size(), &shape));
         }
         Options o = make_options(num_experts, shape.num_hidden_layers, shape.top_k, moe_layers,
                                  first_row, row_count);
         return decode(o, [&](auto* opts, int16_t* out, size_t n, auto* info) {
-          return eldr_footprint_from_base64_npy(t.data(), t.size(), dtype, opts, out, n, info);
+          return eldr_routed_experts_decode_base64_npy(t.data(), t.size(), dtype, opts, out, n,
+                                                       info);
         });
       },
       py::arg("text"), py::arg("dtype"), py::arg("num_experts"), py::arg("moe_layers"),
       py::arg("first_row"), py::arg("row_count"),
-      "(int16 cells as a bytearray, info dict) of eldr_footprint_from_base64_npy.");
+      "(int16 cells as a bytearray, info dict) of eldr_routed_experts_decode_base64_npy.");
 }
 
 }  // namespace eldr_py

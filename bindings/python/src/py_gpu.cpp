@@ -37,19 +37,19 @@ class GpuFootprints {
   void update_blocks(uintptr_t expert_ids, uint32_t id_bytes, uint32_t tokens, int32_t layer,
                      uintptr_t slot_mapping, uintptr_t stream) {
     m_gpu.call([&](eldr_gpu_footprints_t* gpu) {
-      return eldr_gpu_update_blocks(gpu, as_pointer(expert_ids), id_bytes, tokens, layer,
-                                    static_cast<const int64_t*>(as_pointer(slot_mapping)),
-                                    as_pointer(stream));
+      return eldr_gpu_footprints_update_blocks(
+          gpu, as_pointer(expert_ids), id_bytes, tokens, layer,
+          static_cast<const int64_t*>(as_pointer(slot_mapping)), as_pointer(stream));
     });
   }
 
   void sum_requests(uintptr_t block_table, uint32_t max_blocks, uintptr_t num_blocks,
                     uint32_t requests, uintptr_t out, uintptr_t stream) {
     m_gpu.call([&](eldr_gpu_footprints_t* gpu) {
-      return eldr_gpu_sum_requests(gpu, static_cast<const int32_t*>(as_pointer(block_table)),
-                                   max_blocks, static_cast<const int32_t*>(as_pointer(num_blocks)),
-                                   requests, static_cast<int16_t*>(as_pointer(out)),
-                                   as_pointer(stream));
+      return eldr_gpu_footprints_sum_requests(
+          gpu, static_cast<const int32_t*>(as_pointer(block_table)), max_blocks,
+          static_cast<const int32_t*>(as_pointer(num_blocks)), requests,
+          static_cast<int16_t*>(as_pointer(out)), as_pointer(stream));
     });
   }
 
@@ -66,7 +66,7 @@ class GpuFootprints {
     // Lock order: the client (call_with_client), then this object.
     call_with_client(client, [&](eldr_client_t* c) {
       return m_gpu.locked([&](eldr_gpu_footprints_t* gpu) {
-        return eldr_gpu_push_requests(
+        return eldr_gpu_footprints_push_requests(
             gpu, c, pointers.data(), static_cast<const int32_t*>(as_pointer(block_table)),
             max_blocks, static_cast<const int32_t*>(as_pointer(num_blocks)), requests,
             as_pointer(stream));
@@ -77,7 +77,7 @@ class GpuFootprints {
   uint32_t take_errors(uintptr_t stream) {
     uint32_t flags = 0;
     m_gpu.call([&](eldr_gpu_footprints_t* gpu) {
-      return eldr_gpu_take_errors(gpu, as_pointer(stream), &flags);
+      return eldr_gpu_footprints_take_errors(gpu, as_pointer(stream), &flags);
     });
     return flags;
   }

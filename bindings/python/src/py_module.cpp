@@ -30,7 +30,7 @@ PYBIND11_MODULE(_eldr, m) {
   m.attr("ABI_VERSION") = ELDR_ABI_VERSION;
   m.def("version_number", &eldr_version_number, "MAJOR * 10000 + MINOR * 100 + PATCH.");
   m.def("abi_version", &eldr_abi_version, "The loaded libeldr.so's ABI version.");
-  m.def("cuda_available", &eldr_cuda_available, "True when libeldr.so was built with CUDA.");
+  m.def("cuda_available", &eldr_gpu_available, "True when libeldr.so was built with CUDA.");
   m.def("_check_abi", &check_abi, py::arg("library_abi"),
         "The import-time ABI check (ImportError on a mismatch); exposed for tests.");
   m.def(

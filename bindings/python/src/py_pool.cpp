@@ -43,7 +43,7 @@ class Pool {
 
  private:
   std::string m_pool_name;
-  SharedHandle<eldr_pool_t, eldr_pool_close> m_pool{"pool"};
+  SharedHandle<eldr_pool_t, eldr_pool_free> m_pool{"pool"};
 };
 
 }  // namespace

@@ -35,7 +35,7 @@ uint32_t policy_arg(const py::handle& policy) {
   raise_status(ELDR_E_INVALID_ARGUMENT, "unknown policy '" + name + "' (known: " + known + ")");
 }
 
-const char* worker_state_name(uint8_t state) {
+const char* worker_state_name(uint32_t state) {
   switch (state) {
     case ELDR_WORKER_STATE_ACTIVE:
       return "active";
@@ -66,7 +66,7 @@ struct StepOptions {
 
 class Router {
  public:
-  Router(std::shared_ptr<ClusterTable> table, const py::handle& policy, std::optional<float> tau,
+  Router(std::shared_ptr<Table> table, const py::handle& policy, std::optional<float> tau,
          uint64_t seed, bool min2_band, uint32_t max_workers, const StepOptions& step)
       : m_table(std::move(table)) {
     if (!m_table) raise_status(ELDR_E_INVALID_ARGUMENT, "table is None");
@@ -97,31 +97,37 @@ class Router {
   }
 
   eldr_router_t* get() const noexcept { return m_router.get(); }
-  const std::shared_ptr<ClusterTable>& table() const noexcept { return m_table; }
+  const std::shared_ptr<Table>& table() const noexcept { return m_table; }
 
-  int32_t route(const py::handle& counts_obj, const py::handle& loads_obj,
-                std::optional<uint64_t> request_id) {
+  Decision route(const py::handle& counts_obj, const py::handle& loads_obj,
+                 std::optional<uint64_t> request_id) {
     const auto counts = as_counts(counts_obj, 2, "counts");
     const uint32_t layers = extent_u32(counts, 0, "counts");
     const uint32_t experts = extent_u32(counts, 1, "counts");
-    if (loads_obj.is_none() && !request_id) {
-      int32_t worker = -1;
-      check(eldr_router_route(m_router.get(), counts.data(), layers, experts, &worker));
-      return worker;
+    eldr_decision_t decision;
+    eldr_decision_init(&decision);
+    if (request_id) {
+      if (!loads_obj.is_none())
+        raise_status(ELDR_E_INVALID_ARGUMENT,
+                     "request_id needs the router's own in-flight counts: not with loads");
+      check(eldr_router_route_request(m_router.get(), *request_id, counts.data(), layers, experts,
+                                      &decision));
+      return Decision::from_c(decision);
     }
-    return route_ex(counts, layers, experts, loads_obj, request_id).worker;
+    IntArray<uint32_t> loads;
+    const uint32_t* loads_data = nullptr;
+    uint32_t n_loads = 0;
+    if (!loads_obj.is_none()) {
+      loads = as_int_array<uint32_t>(loads_obj, 1, "loads");
+      loads_data = loads.data();
+      n_loads = extent_u32(loads, 0, "loads");
+    }
+    check(eldr_router_route(m_router.get(), counts.data(), layers, experts, loads_data, n_loads,
+                            &decision));
+    return Decision::from_c(decision);
   }
 
-  Decision route_decision(const py::handle& counts_obj, const py::handle& loads_obj,
-                          std::optional<uint64_t> request_id) {
-    const auto counts = as_counts(counts_obj, 2, "counts");
-    return route_ex(counts, extent_u32(counts, 0, "counts"), extent_u32(counts, 1, "counts"),
-                    loads_obj, request_id);
-  }
-
-  void complete_request(uint64_t request_id) {
-    check(eldr_router_complete_request(m_router.get(), request_id));
-  }
+  void complete(uint64_t request_id) { check(eldr_router_complete(m_router.get(), request_id)); }
 
   // None and 0 are both "not reported" (eldr.h).
   void report(int32_t worker, std::optional<uint32_t> batch_size, std::optional<float> step_ms) {
@@ -129,7 +135,7 @@ class Router {
       raise_status(ELDR_E_INVALID_ARGUMENT, "worker id " + std::to_string(worker) + " is negative");
     eldr_worker_report_t report;
     eldr_worker_report_init(&report);
-    report.worker = static_cast<uint32_t>(worker);
+    report.worker = worker;
     report.batch_size = batch_size.value_or(0);
     report.step_ms = step_ms.value_or(0.0f);
     check(eldr_router_report(m_router.get(), &report));
@@ -137,7 +143,7 @@ class Router {
 
   py::dict stats() const {
     eldr_router_stats_t st = ELDR_ROUTER_STATS_INIT;
-    check(eldr_router_stats(m_router.get(), &st));
+    check(eldr_router_get_stats(m_router.get(), &st));
     py::dict out;
     out["routed"] = st.routed;
     out["rejected"] = st.rejected;
@@ -162,8 +168,8 @@ class Router {
       py::array_t<float> scores(static_cast<py::ssize_t>(n));
       py::array_t<bool> in_band(static_cast<py::ssize_t>(n));
       const eldr_status_t status =
-          eldr_router_scores(m_router.get(), counts.data(), layers, experts, scores.mutable_data(),
-                             reinterpret_cast<uint8_t*>(in_band.mutable_data()), n);
+          eldr_router_score(m_router.get(), counts.data(), layers, experts, scores.mutable_data(),
+                            reinterpret_cast<uint8_t*>(in_band.mutable_data()), n);
       if (status == ELDR_E_INVALID_ARGUMENT && worker_slots() != n) continue;
       check(status);
       return py::make_tuple(std::move(scores), std::move(in_band));
@@ -172,7 +178,7 @@ class Router {
 
   uint32_t worker_slots() const {
     uint32_t n = 0;
-    check(eldr_router_worker_slots(m_router.get(), &n));
+    check(eldr_router_get_worker_slots(m_router.get(), &n));
     return n;
   }
 
@@ -181,10 +187,10 @@ class Router {
     for (;;) {
       const uint32_t n = worker_slots();
       std::vector<int32_t> ids(n);
-      std::vector<uint8_t> states(n);
+      std::vector<uint32_t> states(n);
       std::vector<uint32_t> inflight(n);
       const eldr_status_t status =
-          eldr_router_workers(m_router.get(), ids.data(), states.data(), inflight.data(), n);
+          eldr_router_get_workers(m_router.get(), ids.data(), states.data(), inflight.data(), n);
       if (status == ELDR_E_INVALID_ARGUMENT && worker_slots() != n) continue;
       check(status);
       py::list out;
@@ -199,39 +205,14 @@ class Router {
     }
   }
 
-  void swap_table(std::shared_ptr<ClusterTable> table) {
+  void swap_table(std::shared_ptr<Table> table) {
     if (!table) raise_status(ELDR_E_INVALID_ARGUMENT, "table is None");
     check(eldr_router_swap_table(m_router.get(), table->get()));
     m_table = std::move(table);
   }
 
  private:
-  Decision route_ex(const IntArray<int16_t>& counts, uint32_t layers, uint32_t experts,
-                    const py::handle& loads_obj, std::optional<uint64_t> request_id) {
-    eldr_decision_t decision;
-    eldr_decision_init(&decision);
-    if (request_id) {
-      if (!loads_obj.is_none())
-        raise_status(ELDR_E_INVALID_ARGUMENT,
-                     "request_id needs the router's own in-flight counts: not with loads");
-      check(eldr_router_route_id(m_router.get(), *request_id, counts.data(), layers, experts,
-                                 &decision));
-      return Decision::from_c(decision);
-    }
-    IntArray<uint32_t> loads;
-    const uint32_t* loads_data = nullptr;
-    uint32_t n_loads = 0;
-    if (!loads_obj.is_none()) {
-      loads = as_int_array<uint32_t>(loads_obj, 1, "loads");
-      loads_data = loads.data();
-      n_loads = extent_u32(loads, 0, "loads");
-    }
-    check(eldr_router_route_ex(m_router.get(), counts.data(), layers, experts, loads_data, n_loads,
-                               &decision));
-    return Decision::from_c(decision);
-  }
-
-  std::shared_ptr<ClusterTable> m_table;
+  std::shared_ptr<Table> m_table;
   std::unique_ptr<eldr_router_t, RouterFree> m_router;
 };
 
@@ -247,10 +228,12 @@ double bench_c_route(Router& router, const py::handle& counts_obj, uint32_t iter
   std::vector<double> per_call_ns(rounds);
   for (auto& sample : per_call_ns) {
     eldr_status_t status = ELDR_OK;
-    int32_t worker = -1;
+    eldr_decision_t decision;
+    eldr_decision_init(&decision);
     const auto start = std::chrono::steady_clock::now();
     for (uint32_t i = 0; i < iterations && status == ELDR_OK; ++i)
-      status = eldr_router_route(router.get(), counts.data(), layers, experts, &worker);
+      status =
+          eldr_router_route(router.get(), counts.data(), layers, experts, nullptr, 0, &decision);
     const auto elapsed = std::chrono::steady_clock::now() - start;
     check(status);
     sample = std::chrono::duration<double, std::nano>(elapsed).count() / iterations;
@@ -269,7 +252,7 @@ void bind_router(py::module_& m) {
   py::class_<Router>(m, "Router",
                      "The embedded router (no daemon): footprint -> decode worker. Thread-safe.")
       .def(
-          py::init([](std::shared_ptr<ClusterTable> table, const py::handle& policy,
+          py::init([](std::shared_ptr<Table> table, const py::handle& policy,
                       std::optional<float> tau, uint64_t seed, bool min2_band, uint32_t max_workers,
                       std::optional<double> t0_ms, std::optional<double> tseq_ms,
                       std::optional<double> alpha_us, std::optional<uint32_t> max_batch,
@@ -292,14 +275,12 @@ void bind_router(py::module_& m) {
           "report() step times. max_inflight: request records for request ids (None: 8192).")
       .def("route", &Router::route, py::arg("counts"), py::arg("loads") = py::none(),
            py::arg("request_id") = py::none(),
-           "Routes one request and returns the worker id. Without loads the pick is counted in "
-           "flight on its worker; loads (uint32 per worker slot, workers() order) override the "
-           "in-flight counts for this decision only and nothing is counted. request_id (an int "
-           "not in flight, not with loads): complete_request(request_id) ends it.")
-      .def("route_decision", &Router::route_decision, py::arg("counts"),
-           py::arg("loads") = py::none(), py::arg("request_id") = py::none(),
-           "As route, returning the full Decision.")
-      .def("complete_request", &Router::complete_request, py::arg("request_id"),
+           "Routes one request and returns its Decision (.worker is the worker id). Without "
+           "loads the pick is counted in flight on its worker (complete_worker(worker) ends "
+           "it); loads (uint32 per worker slot, workers() order) override the in-flight counts "
+           "for this decision only and nothing is counted. request_id (an int not in flight, "
+           "not with loads): complete(request_id) ends it.")
+      .def("complete", &Router::complete, py::arg("request_id"),
            "The request routed with request_id finished: its worker's in-flight count drops by "
            "one and its experts leave that worker's batch. NotFound for an id not in flight "
            "(unknown, or completed already): counted in stats(), nothing else changes.")
@@ -320,7 +301,7 @@ void bind_router(py::module_& m) {
                              "Worker slots: the length of loads and scores.")
       .def("workers", &Router::workers,
            "Per slot: {'id', 'state' ('active' | 'draining' | 'removed'), 'inflight'}.")
-      .def("complete", worker_method(&eldr_router_complete), py::arg("worker"),
+      .def("complete_worker", worker_method(&eldr_router_complete_worker), py::arg("worker"),
            "The oldest request still in flight on worker finished: its in-flight count drops "
            "by one.")
       .def(

@@ -1,12 +1,12 @@
-// eldr.fit and eldr.ClusterTable over eldr_table_*.
+// eldr.fit and eldr.Table over eldr_table_*.
 #include "py_table.hpp"
 
 #include <string>
 
 namespace eldr_py {
 
-ClusterTable::ClusterTable(eldr_table_t* table) : m_table(table) {
-  check(eldr_table_info(m_table.get(), &m_info));
+Table::Table(eldr_table_t* table) : m_table(table) {
+  check(eldr_table_get_info(m_table.get(), &m_info));
 }
 
 namespace {
@@ -19,9 +19,9 @@ std::string path_arg(const py::handle& obj) {
   return encoded;
 }
 
-std::shared_ptr<ClusterTable> fit(const py::handle& prefill_obj, uint32_t num_workers,
-                                  const py::handle& decode_obj, uint64_t seed, uint32_t top_k,
-                                  bool select_layers, uint32_t max_iterations, uint32_t threads) {
+std::shared_ptr<Table> fit(const py::handle& prefill_obj, uint32_t num_workers,
+                           const py::handle& decode_obj, uint64_t seed, uint32_t top_k,
+                           bool select_layers, uint32_t max_iterations, uint32_t threads) {
   const auto prefill = as_counts(prefill_obj, 3, "prefill_counts");
   IntArray<int16_t> decode;
   const bool has_decode = !decode_obj.is_none();
@@ -54,17 +54,17 @@ std::shared_ptr<ClusterTable> fit(const py::handle& prefill_obj, uint32_t num_wo
                             experts, top_k, &options, &table);
   }
   check(status);
-  return std::make_shared<ClusterTable>(table);
+  return std::make_shared<Table>(table);
 }
 
-std::shared_ptr<ClusterTable> load(const py::handle& path_obj) {
+std::shared_ptr<Table> load(const py::handle& path_obj) {
   const std::string path = path_arg(path_obj);
   eldr_table_t* table = nullptr;
   check(eldr_table_load(path.c_str(), &table));
-  return std::make_shared<ClusterTable>(table);
+  return std::make_shared<Table>(table);
 }
 
-void save(const ClusterTable& self, const py::handle& path_obj) {
+void save(const Table& self, const py::handle& path_obj) {
   const std::string path = path_arg(path_obj);
   check(eldr_table_save(self.get(), path.c_str()));
 }
@@ -73,37 +73,37 @@ IntArray<int16_t> footprint_arg(const py::handle& counts_obj) {
   return as_counts(counts_obj, 2, "counts");
 }
 
-py::array_t<float> signature(const ClusterTable& self, const py::handle& counts_obj) {
+py::array_t<float> signature(const Table& self, const py::handle& counts_obj) {
   const auto counts = footprint_arg(counts_obj);
   const uint64_t n = uint64_t{self.info().num_selected_layers} * self.info().experts;
   py::array_t<float> out(static_cast<py::ssize_t>(n));
-  check(eldr_table_signature(self.get(), counts.data(), extent_u32(counts, 0, "counts"),
-                             extent_u32(counts, 1, "counts"), out.mutable_data(), n));
+  check(eldr_table_compute_signature(self.get(), counts.data(), extent_u32(counts, 0, "counts"),
+                                     extent_u32(counts, 1, "counts"), out.mutable_data(), n));
   return out;
 }
 
-py::array_t<float> scores(const ClusterTable& self, const py::handle& counts_obj) {
+py::array_t<float> scores(const Table& self, const py::handle& counts_obj) {
   const auto counts = footprint_arg(counts_obj);
   const uint32_t n = self.info().num_workers;
   py::array_t<float> out(static_cast<py::ssize_t>(n));
-  check(eldr_table_scores(self.get(), counts.data(), extent_u32(counts, 0, "counts"),
-                          extent_u32(counts, 1, "counts"), out.mutable_data(), n));
+  check(eldr_table_score(self.get(), counts.data(), extent_u32(counts, 0, "counts"),
+                         extent_u32(counts, 1, "counts"), out.mutable_data(), n));
   return out;
 }
 
-py::array_t<int32_t> worker_ids(const ClusterTable& self) {
-  require_numpy("ClusterTable.worker_ids", /*is_argument=*/false);
+py::array_t<int32_t> worker_ids(const Table& self) {
+  require_numpy("Table.worker_ids", /*is_argument=*/false);
   const uint32_t n = self.info().num_workers;
   py::array_t<int32_t> out(static_cast<py::ssize_t>(n));
-  check(eldr_table_worker_ids(self.get(), out.mutable_data(), n));
+  check(eldr_table_get_worker_ids(self.get(), out.mutable_data(), n));
   return out;
 }
 
 }  // namespace
 
 void bind_table(py::module_& m) {
-  py::class_<ClusterTable, std::shared_ptr<ClusterTable>>(
-      m, "ClusterTable",
+  py::class_<Table, std::shared_ptr<Table>>(
+      m, "Table",
       "Fitted cluster table (immutable): per decode worker, a centroid of request signatures.")
       .def_static("load", &load, py::arg("path"), "Loads and verifies a cluster table file.")
       .def("save", &save, py::arg("path"), "Writes the table atomically (temporary file + rename).")
@@ -111,20 +111,18 @@ void bind_table(py::module_& m) {
            "The request's unit-norm signature: float32 [num_selected_layers * experts].")
       .def("scores", &scores, py::arg("counts"),
            "Similarity to each cluster centroid: float32 [num_workers], in worker_ids order.")
-      .def_property_readonly("layers", [](const ClusterTable& t) { return t.info().layers; })
-      .def_property_readonly("experts", [](const ClusterTable& t) { return t.info().experts; })
-      .def_property_readonly("top_k", [](const ClusterTable& t) { return t.info().top_k; })
-      .def_property_readonly("num_workers",
-                             [](const ClusterTable& t) { return t.info().num_workers; })
+      .def_property_readonly("layers", [](const Table& t) { return t.info().layers; })
+      .def_property_readonly("experts", [](const Table& t) { return t.info().experts; })
+      .def_property_readonly("top_k", [](const Table& t) { return t.info().top_k; })
+      .def_property_readonly("num_workers", [](const Table& t) { return t.info().num_workers; })
       .def_property_readonly("num_selected_layers",
-                             [](const ClusterTable& t) { return t.info().num_selected_layers; })
-      .def_property_readonly("default_tau",
-                             [](const ClusterTable& t) { return t.info().default_tau; })
+                             [](const Table& t) { return t.info().num_selected_layers; })
+      .def_property_readonly("default_tau", [](const Table& t) { return t.info().default_tau; })
       .def_property_readonly("worker_ids", &worker_ids,
                              "Worker id owning each cluster: int32 [num_workers].")
-      .def("__repr__", [](const ClusterTable& t) {
+      .def("__repr__", [](const Table& t) {
         const eldr_table_info_t& i = t.info();
-        return "ClusterTable(layers=" + std::to_string(i.layers) +
+        return "Table(layers=" + std::to_string(i.layers) +
                ", experts=" + std::to_string(i.experts) + ", top_k=" + std::to_string(i.top_k) +
                ", num_workers=" + std::to_string(i.num_workers) +
                ", num_selected_layers=" + std::to_string(i.num_selected_layers) + ")";

@@ -1,4 +1,4 @@
-// eldr.ClusterTable: an owned, immutable eldr_table_t plus its info block.
+// eldr.Table: an owned, immutable eldr_table_t plus its info block.
 #pragma once
 
 #include <memory>
@@ -7,10 +7,10 @@
 
 namespace eldr_py {
 
-class ClusterTable {
+class Table {
  public:
   // Takes ownership of `table` (freed even if reading its info fails).
-  explicit ClusterTable(eldr_table_t* table);
+  explicit Table(eldr_table_t* table);
 
   const eldr_table_t* get() const noexcept { return m_table.get(); }
   const eldr_table_info_t& info() const noexcept { return m_info; }

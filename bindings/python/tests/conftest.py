@@ -56,12 +56,12 @@ def workload() -> Workload:
 
 
 @pytest.fixture(scope="session")
-def table(workload: Workload) -> eldr.ClusterTable:
+def table(workload: Workload) -> eldr.Table:
     return eldr.fit(workload.prefill, WORKERS, workload.decode, seed=1, top_k=TOP_K)
 
 
 @pytest.fixture(scope="session")
-def table_path(table: eldr.ClusterTable, tmp_path_factory: pytest.TempPathFactory) -> str:
+def table_path(table: eldr.Table, tmp_path_factory: pytest.TempPathFactory) -> str:
     path = tmp_path_factory.mktemp("table") / "table.eldr"
     table.save(path)
     return str(path)

@@ -57,7 +57,7 @@ def main() -> None:
             prefill[i, layer] = np.bincount(picks, minlength=experts)
     table = eldr.fit(prefill, 2, seed=1, top_k=1)
     router = eldr.Router(table, policy="eldr")
-    picked = [router.route(prefill[i]) for i in range(n)]
+    picked = [router.route(prefill[i]).worker for i in range(n)]
     assert set(picked) <= {0, 1}
     worker_of = {int(group[i]): picked[i] for i in range(n)}
     assert sorted(worker_of.values()) == [0, 1], picked

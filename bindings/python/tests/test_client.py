@@ -18,7 +18,7 @@ def rid(tag: str) -> str:
     return f"{tag}-{uuid.uuid4().hex[:12]}"
 
 
-def test_route_gets_a_decision_from_the_daemon(daemon: str, table: eldr.ClusterTable,
+def test_route_gets_a_decision_from_the_daemon(daemon: str, table: eldr.Table,
                                                workload: Workload) -> None:
     fp = workload.prefill[11]
     with eldr.Client(daemon) as sut:
@@ -86,7 +86,7 @@ def test_reports_and_worker_control(daemon: str, workload: Workload) -> None:
 
 def test_step_reports_are_sent_and_bad_values_refused(daemon: str, workload: Workload) -> None:
     with eldr.Client(daemon) as sut:
-        sut.report(0, 2, 0.5, batch_size=3, step_ms=4.5)  # eldr_worker_report_ex
+        sut.report(0, 2, 0.5, batch_size=3, step_ms=4.5)  # eldr_client_report
         sut.report(1, 1, 0.25, batch_size=0, step_ms=0.0)  # nothing of _ex: the plain report
         for bad in ({"step_ms": -1.0}, {"step_ms": float("nan")}, {"step_ms": float("inf")}):
             with pytest.raises(eldr.InvalidArgument, match="step_ms"):

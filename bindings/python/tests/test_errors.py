@@ -40,7 +40,7 @@ def test_errors_pickle_with_their_status() -> None:
 
 def test_library_errors_carry_status_name_and_message(tmp_path) -> None:
     with pytest.raises(eldr.Error) as info:
-        eldr.ClusterTable.load(tmp_path / "missing.eldr")
+        eldr.Table.load(tmp_path / "missing.eldr")
     assert isinstance(info.value, eldr.IoError)
     assert (info.value.status, info.value.name) == (-4, "ELDR_E_IO")
     assert info.value.message and "IoError" in repr(info.value)

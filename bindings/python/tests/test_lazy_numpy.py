@@ -54,7 +54,7 @@ def test_a_saved_table_loads_and_routes_setup_without_numpy(table_path: str) -> 
     out = _run_without_numpy(
         """
         import eldr
-        table = eldr.ClusterTable.load(sys.argv[1])
+        table = eldr.Table.load(sys.argv[1])
         router = eldr.Router(table, policy="eldr", tau=0.1, seed=0)
         assert table.num_workers > 0 and router.workers()
         try:
@@ -65,4 +65,4 @@ def test_a_saved_table_loads_and_routes_setup_without_numpy(table_path: str) -> 
         """,
         table_path,
     )
-    assert "ClusterTable.worker_ids needs NumPy" in out
+    assert "Table.worker_ids needs NumPy" in out

@@ -68,7 +68,7 @@ def open_pool(url: str, pool: str) -> eldr.Pool:
 
 
 def test_route_and_complete_through_the_pool(pool_node: Tuple[str, str, str],
-                                             table: eldr.ClusterTable,
+                                             table: eldr.Table,
                                              workload: Workload) -> None:
     url, pool, instance = pool_node
     with open_pool(url, pool) as sut:

@@ -19,19 +19,19 @@ def inflight(router: eldr.Router) -> dict:
     return {w["id"]: w["inflight"] for w in router.workers()}
 
 
-def locality(table: eldr.ClusterTable, **kwargs) -> eldr.Router:
+def locality(table: eldr.Table, **kwargs) -> eldr.Router:
     """tau 0: every request goes to its most similar worker."""
     return eldr.Router(table, "eldr", tau=0.0, **kwargs)
 
 
-def test_the_default_policy_is_eldr_cost(table: eldr.ClusterTable, workload: Workload) -> None:
+def test_the_default_policy_is_eldr_cost(table: eldr.Table, workload: Workload) -> None:
     assert "eldr_cost" in eldr.policy_names()
     assert eldr.policy_names().index("eldr_cost") == 7
-    assert eldr.Router(table).route_decision(workload.prefill[0]).policy == "eldr_cost"
-    assert eldr.Router(table, 7).route_decision(workload.prefill[0]).policy == "eldr_cost"
+    assert eldr.Router(table).route(workload.prefill[0]).policy == "eldr_cost"
+    assert eldr.Router(table, 7).route(workload.prefill[0]).policy == "eldr_cost"
 
 
-def test_stats_start_at_zero_with_the_constants_in_force(table: eldr.ClusterTable) -> None:
+def test_stats_start_at_zero_with_the_constants_in_force(table: eldr.Table) -> None:
     st = eldr.Router(table).stats()
     assert set(st) == STATS_KEYS
     assert all(st[k] == 0 for k in STATS_KEYS - {"t0_ms", "tseq_ms", "alpha_us"})
@@ -39,7 +39,7 @@ def test_stats_start_at_zero_with_the_constants_in_force(table: eldr.ClusterTabl
                for k in ("t0_ms", "tseq_ms", "alpha_us"))
 
 
-def test_step_constants_as_given(table: eldr.ClusterTable) -> None:
+def test_step_constants_as_given(table: eldr.Table) -> None:
     st = eldr.Router(table, t0_ms=2.5, tseq_ms=0.125, alpha_us=3.0, max_batch=32).stats()
     assert (st["t0_ms"], st["tseq_ms"], st["alpha_us"]) == (2.5, 0.125, 3.0)
     zeros = eldr.Router(table, t0_ms=0, tseq_ms=0, alpha_us=0).stats()
@@ -58,39 +58,39 @@ def test_step_constants_as_given(table: eldr.ClusterTable) -> None:
     {"max_inflight": 0},
     {"max_inflight": 2**32 - 1},
 ])
-def test_bad_step_options_raise(table: eldr.ClusterTable, kwargs: dict) -> None:
+def test_bad_step_options_raise(table: eldr.Table, kwargs: dict) -> None:
     with pytest.raises(eldr.InvalidArgument):
         eldr.Router(table, **kwargs)
 
 
-def test_route_with_request_id_and_complete_request(table: eldr.ClusterTable,
+def test_route_with_request_id_and_complete(table: eldr.Table,
                                                    workload: Workload) -> None:
     sut = locality(table)
     fp = workload.prefill[3]
-    worker = sut.route(fp, request_id=1)
+    worker = sut.route(fp, request_id=1).worker
     assert isinstance(worker, int) and worker in table.worker_ids
-    decision = sut.route_decision(fp, request_id=2)
+    decision = sut.route(fp, request_id=2)
     assert decision.worker == worker and decision.policy == "eldr"
     assert inflight(sut)[worker] == 2
-    sut.complete_request(1)
+    sut.complete(1)
     assert inflight(sut)[worker] == 1
     # Completed already, and never routed: NotFound, counted, counts unchanged.
     with pytest.raises(eldr.NotFound) as info:
-        sut.complete_request(1)
+        sut.complete(1)
     assert info.value.status == eldr.Status.NOT_FOUND
-    assert "eldr_router_complete_request" in info.value.message
+    assert "eldr_router_complete" in info.value.message
     with pytest.raises(eldr.NotFound):
-        sut.complete_request(12345)
+        sut.complete(12345)
     assert inflight(sut)[worker] == 1
     st = sut.stats()
     assert (st["routed"], st["completes_unknown"], st["completes_rejected"]) == (2, 2, 2)
-    sut.complete_request(2)
+    sut.complete(2)
     assert inflight(sut)[worker] == 0
     sut.route(fp, request_id=1)  # a finished id may come back
     assert inflight(sut)[worker] == 1
 
 
-def test_an_id_in_flight_is_refused(table: eldr.ClusterTable, workload: Workload) -> None:
+def test_an_id_in_flight_is_refused(table: eldr.Table, workload: Workload) -> None:
     sut = locality(table)
     sut.route(workload.prefill[0], request_id=9)
     with pytest.raises(eldr.StateError):
@@ -99,7 +99,7 @@ def test_an_id_in_flight_is_refused(table: eldr.ClusterTable, workload: Workload
     assert sut.stats()["rejected"] == 1
 
 
-def test_request_id_is_not_taken_with_loads(table: eldr.ClusterTable,
+def test_request_id_is_not_taken_with_loads(table: eldr.Table,
                                             workload: Workload) -> None:
     sut = locality(table)
     with pytest.raises(eldr.InvalidArgument, match="loads"):
@@ -107,49 +107,49 @@ def test_request_id_is_not_taken_with_loads(table: eldr.ClusterTable,
     with pytest.raises(TypeError):
         sut.route(workload.prefill[0], request_id=-1)
     with pytest.raises(TypeError):
-        sut.complete_request(-1)
+        sut.complete(-1)
     assert sum(inflight(sut).values()) == 0
 
 
-def test_complete_takes_the_oldest_request_on_the_worker(table: eldr.ClusterTable,
+def test_complete_worker_takes_the_oldest_request_on_it(table: eldr.Table,
                                                         workload: Workload) -> None:
     sut = locality(table)
     fp = workload.prefill[5]
-    worker = [sut.route(fp, request_id=i) for i in (31, 32, 33)][0]
-    sut.complete(worker)  # 31
+    worker = [sut.route(fp, request_id=i).worker for i in (31, 32, 33)][0]
+    sut.complete_worker(worker)  # 31
     with pytest.raises(eldr.NotFound):
-        sut.complete_request(31)
-    sut.complete_request(33)
-    sut.complete(worker)  # 32
+        sut.complete(31)
+    sut.complete(33)
+    sut.complete_worker(worker)  # 32
     with pytest.raises(eldr.NotFound):
-        sut.complete_request(32)
+        sut.complete(32)
     with pytest.raises(eldr.StateError):
-        sut.complete(worker)
-    # Routes without ids complete by worker as before.
+        sut.complete_worker(worker)
+    # Routes without ids complete by worker.
     sut.route(fp)
-    sut.complete(worker)
+    sut.complete_worker(worker)
     assert inflight(sut)[worker] == 0
 
 
-def test_routes_past_max_inflight_are_untracked(table: eldr.ClusterTable,
+def test_routes_past_max_inflight_are_untracked(table: eldr.Table,
                                                 workload: Workload) -> None:
     sut = locality(table, max_inflight=1)
     fp = workload.prefill[2]
-    worker = sut.route(fp, request_id=1)
+    worker = sut.route(fp, request_id=1).worker
     sut.route(fp, request_id=2)
     assert inflight(sut)[worker] == 2
     assert sut.stats()["untracked"] == 1
     with pytest.raises(eldr.NotFound):
-        sut.complete_request(2)
-    sut.complete_request(1)
-    sut.complete(worker)
+        sut.complete(2)
+    sut.complete(1)
+    sut.complete_worker(worker)
     assert inflight(sut)[worker] == 0
 
 
-def test_a_report_sets_the_in_flight_count(table: eldr.ClusterTable, workload: Workload) -> None:
+def test_a_report_sets_the_in_flight_count(table: eldr.Table, workload: Workload) -> None:
     sut = locality(table)
     fp = workload.prefill[6]
-    worker = sut.route(fp, request_id=1)
+    worker = sut.route(fp, request_id=1).worker
     sut.report(worker, batch_size=6)
     assert inflight(sut)[worker] == 6
     sut.route(fp, request_id=2)
@@ -158,12 +158,12 @@ def test_a_report_sets_the_in_flight_count(table: eldr.ClusterTable, workload: W
     sut.report(worker, batch_size=0, step_ms=0.0)  # 0 = not reported
     sut.report(worker)
     assert inflight(sut)[worker] == 7
-    sut.complete_request(2)
+    sut.complete(2)
     assert inflight(sut)[worker] == 6
     assert all(n == 0 for w, n in inflight(sut).items() if w != worker)
 
 
-def test_step_reports_feed_the_fit_unless_it_is_off(table: eldr.ClusterTable,
+def test_step_reports_feed_the_fit_unless_it_is_off(table: eldr.Table,
                                                    workload: Workload) -> None:
     for fit in (True, False):
         sut = eldr.Router(table, t0_ms=2.0, tseq_ms=0.05, alpha_us=1.5, fit_step_cost=fit)
@@ -179,14 +179,14 @@ def test_step_reports_feed_the_fit_unless_it_is_off(table: eldr.ClusterTable,
 
 
 @pytest.mark.parametrize("step_ms", [-1.0, float("nan"), float("inf")])
-def test_bad_step_times_raise(table: eldr.ClusterTable, step_ms: float) -> None:
+def test_bad_step_times_raise(table: eldr.Table, step_ms: float) -> None:
     sut = eldr.Router(table)
     with pytest.raises(eldr.InvalidArgument):
         sut.report(0, batch_size=2, step_ms=step_ms)
     assert sum(inflight(sut).values()) == 0
 
 
-def test_report_of_an_unknown_or_bad_worker_raises(table: eldr.ClusterTable) -> None:
+def test_report_of_an_unknown_or_bad_worker_raises(table: eldr.Table) -> None:
     sut = eldr.Router(table)
     with pytest.raises(eldr.NotFound):
         sut.report(4000, batch_size=1)

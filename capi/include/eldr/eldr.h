@@ -16,13 +16,23 @@
  *   - Any pointer argument may be NULL and any size may be wrong: the call
  *     returns ELDR_E_INVALID_ARGUMENT (or ELDR_E_SHAPE_MISMATCH) with a message.
  *     No C++ exception crosses this API.
- *   - Ownership: arguments are borrowed for the duration of the call only;
- *     objects returned through `**out` are owned by the caller and released
- *     with the matching _free/_close, which accept NULL.
- *   - Versioned structs: the first field is `uint32_t version`; set it with the
- *     *_INIT macro or the *_init() function. Unknown (newer) versions are
- *     rejected with ELDR_E_UNSUPPORTED; version 0 (a struct never
- *     initialised) with ELDR_E_INVALID_ARGUMENT.
+ *   - Names: eldr_<object>_<verb> for every call on an object (client, pool,
+ *     table, router, routed_experts, gpu_footprints); a constructor is _new,
+ *     _open, _load or _fit, the destructor is always _free (NULL is fine).
+ *     A call's one output is named `out`.
+ *   - Types: a worker id is int32_t everywhere (-1: none); every enum-valued
+ *     argument or field (ELDR_POLICY_*, ELDR_DTYPE_*, ELDR_WORKER_STATE_*) is
+ *     uint32_t; a status is eldr_status_t.
+ *   - Ownership: arguments are borrowed for the duration of the call only,
+ *     unless the call's comment says otherwise; objects returned through
+ *     `**out` are owned by the caller and released with the matching _free.
+ *   - Growing structs: the first field is `uint32_t version`; set it with the
+ *     *_INIT macro or the *_init() function. A struct grows only by taking
+ *     space from its trailing `reserved` array for new fields and bumping its
+ *     VERSION, so its size never changes within an ABI; the library reads the
+ *     fields that the caller's version has and defaults the rest. Unknown
+ *     (newer) versions are rejected with ELDR_E_UNSUPPORTED; version 0 (a
+ *     struct never initialised) with ELDR_E_INVALID_ARGUMENT.
  *   - Footprint: int16 counts, row-major [layers][experts]: for each MoE layer,
  *     how many prefill tokens routed to each expert.
  *
@@ -65,7 +75,7 @@ extern "C" {
 #define ELDR_VERSION_PATCH 0
 #define ELDR_VERSION_NUMBER (ELDR_VERSION_MAJOR * 10000 + ELDR_VERSION_MINOR * 100 + ELDR_VERSION_PATCH)
 /* Bumped on any incompatible change of a function signature or struct layout. */
-#define ELDR_ABI_VERSION 1
+#define ELDR_ABI_VERSION 2
 
 /* The library's ELDR_VERSION_NUMBER and ELDR_ABI_VERSION. Bindings compare the
  * ABI version with the header's at load time. */
@@ -131,10 +141,10 @@ typedef struct eldr_decision {
   uint32_t band_size;   /* workers inside the locality band */
   uint64_t table_epoch; /* cluster table generation used */
   uint32_t policy;      /* ELDR_POLICY_* */
-  int32_t status;       /* sidecar: ELDR_OK, or why the daemon rejected this request */
+  eldr_status_t status; /* sidecar: ELDR_OK, or why the daemon rejected this request */
   uint64_t latency_ns;  /* sidecar: push to publish, measured by the daemon */
-  /* sidecar: what eldr_request_complete_token presents for this request (0 for
-   * a rejected one). In the space of reserved[0] of earlier headers. */
+  /* sidecar and pool: what eldr_client_complete / eldr_pool_complete
+   * present for this request (0 for a rejected one). */
   uint64_t completion_token;
   uint64_t reserved[3];
 } eldr_decision_t;
@@ -169,47 +179,48 @@ ELDR_API void eldr_client_options_init(eldr_client_options_t* options);
  * slot), PERMISSION, TIMEOUT. */
 ELDR_API eldr_status_t eldr_client_open(const char* instance, const eldr_client_options_t* opts,
                                         eldr_client_t** out);
-/* Unregisters and releases. NULL is fine. */
-ELDR_API void eldr_client_close(eldr_client_t* client);
+/* Unregisters and releases. NULL is fine. A client that an experimental GPU
+ * hand-off still uses keeps its ring until that hand-off has committed. */
+ELDR_API void eldr_client_free(eldr_client_t* client);
 
 /* Pushes one footprint for request_id. Returns as soon as the record is in the
  * ring. Errors: INVALID_ARGUMENT, SHAPE_MISMATCH, OUT_OF_RANGE, RING_FULL
  * (nothing written: retry), CAPACITY (record larger than the ring allows),
  * NO_DAEMON. The daemon validates again; a rejected footprint gets a decision
  * whose status says why. */
-ELDR_API eldr_status_t eldr_footprint_push(eldr_client_t* client, const char* request_id,
-                                           const int16_t* counts, uint32_t layers,
-                                           uint32_t experts);
+ELDR_API eldr_status_t eldr_client_push(eldr_client_t* client, const char* request_id,
+                                        const int16_t* counts, uint32_t layers,
+                                        uint32_t experts);
 
 /* Pushes a footprint as per-KV-block rows keyed by each block's chained
  * content hash (from the engine's prefix cache). rows holds n_blocks rows of
  * [layers][experts] uint8 counts; a block whose row_present[i] is 0 has no row
  * in `rows` (its slot is skipped) and is looked up in the daemon's signature
- * cache. row_present NULL = every row present. Errors: as eldr_footprint_push,
+ * cache. row_present NULL = every row present. Errors: as eldr_client_push,
  * and NOT_FOUND in the decision when a hash-only block is unknown. */
-ELDR_API eldr_status_t eldr_footprint_push_blocks(eldr_client_t* client, const char* request_id,
-                                                  const uint64_t* block_hashes,
-                                                  const uint8_t* row_present, const uint8_t* rows,
-                                                  uint32_t n_blocks, uint32_t layers,
-                                                  uint32_t experts);
+ELDR_API eldr_status_t eldr_client_push_blocks(eldr_client_t* client, const char* request_id,
+                                               const uint64_t* block_hashes,
+                                               const uint8_t* row_present, const uint8_t* rows,
+                                               uint32_t n_blocks, uint32_t layers,
+                                               uint32_t experts);
 
 /* Waits up to timeout_ms (0 = just look) for the decision for request_id,
  * pushed by any client of this daemon. out->version must be set.
  * Errors: INVALID_ARGUMENT, TIMEOUT, NO_DAEMON, UNSUPPORTED (out->version). */
-ELDR_API eldr_status_t eldr_decision_wait(eldr_client_t* client, const char* request_id,
-                                          uint32_t timeout_ms, eldr_decision_t* out);
+ELDR_API eldr_status_t eldr_client_wait(eldr_client_t* client, const char* request_id,
+                                        uint32_t timeout_ms, eldr_decision_t* out);
 
-/* eldr_footprint_push then eldr_decision_wait, and the daemon's verdict: when
+/* eldr_client_push then eldr_client_wait, and the daemon's verdict: when
  * the daemon rejected the footprint (a geometry other than its table's, a
- * count it refuses, an unknown block), eldr_route returns that status
+ * count it refuses, an unknown block), eldr_client_route returns that status
  * (out->status, e.g. SHAPE_MISMATCH) with a message naming the request, and
  * out is filled all the same (out->worker = -1): the one call whose out-param
  * is written on failure. Other errors: as the two calls (out untouched).
- * eldr_decision_wait itself returns OK for a rejected request's decision: a
+ * eldr_client_wait itself returns OK for a rejected request's decision: a
  * gateway reads out->status. */
-ELDR_API eldr_status_t eldr_route(eldr_client_t* client, const char* request_id,
-                                  const int16_t* counts, uint32_t layers, uint32_t experts,
-                                  uint32_t timeout_ms, eldr_decision_t* out);
+ELDR_API eldr_status_t eldr_client_route(eldr_client_t* client, const char* request_id,
+                                         const int16_t* counts, uint32_t layers, uint32_t experts,
+                                         uint32_t timeout_ms, eldr_decision_t* out);
 
 /* The request's decode has finished: its worker's in-flight count drops by one.
  * Who may complete a request: whoever presents its completion token (from its
@@ -217,30 +228,25 @@ ELDR_API eldr_status_t eldr_route(eldr_client_t* client, const char* request_id,
  * token, the process that pushed its footprint. The daemon refuses any other
  * complete and counts it (eldr_complete_refused_total); nothing else changes,
  * so a client cannot complete requests it was never given.
- * eldr_request_complete = eldr_request_complete_token with token 0.
+ * completion_token 0 = "this process pushed the request's footprint".
  * Errors: INVALID_ARGUMENT, RING_FULL, NO_DAEMON. (An unknown request id is
  * counted by the daemon in its metrics.) */
-ELDR_API eldr_status_t eldr_request_complete(eldr_client_t* client, const char* request_id);
-ELDR_API eldr_status_t eldr_request_complete_token(eldr_client_t* client, const char* request_id,
-                                                   uint64_t completion_token);
-
-/* Load report from a decode engine: running requests and KV-cache usage in
- * [0, 1]. A worker that stops reporting is taken out of routing after the
- * daemon's report timeout and put back on its next report. */
-ELDR_API eldr_status_t eldr_worker_report(eldr_client_t* client, uint32_t worker, uint32_t running,
-                                          float kv_usage);
+ELDR_API eldr_status_t eldr_client_complete(eldr_client_t* client, const char* request_id,
+                                            uint64_t completion_token);
 
 #define ELDR_WORKER_REPORT_VERSION 1
 
-/* A decode engine's report about one worker, for eldr_worker_report_ex
- * (daemon) and eldr_router_report (embedded). batch_size takes precedence
+/* A decode engine's report about one worker, for eldr_client_report
+ * (daemon) and eldr_router_report (embedded). A worker that stops reporting
+ * is taken out of the daemon's routing after its report timeout and put
+ * back on its next report. batch_size takes precedence
  * over the router's own in-flight count; step_ms with batch_size is a sample
  * for the online fit of the step constants that ELDR_POLICY_ELDR_COST
  * predicts with. 0 = not reported, for batch_size and step_ms. */
 typedef struct eldr_worker_report {
   uint32_t version;     /* ELDR_WORKER_REPORT_VERSION */
-  uint32_t worker;      /* worker id */
-  uint32_t running;     /* requests running (liveness, as eldr_worker_report) */
+  int32_t worker;       /* worker id */
+  uint32_t running;     /* requests running (the daemon's liveness signal) */
   float kv_usage;       /* KV-cache usage in [0, 1] */
   uint32_t batch_size;  /* requests in its last decode step (running + waiting) */
   float step_ms;        /* that step's duration in ms (finite, >= 0) */
@@ -251,14 +257,14 @@ typedef struct eldr_worker_report {
 ELDR_API void eldr_worker_report_init(eldr_worker_report_t* report);
 /* Errors: INVALID_ARGUMENT (NULL, a bad field), UNSUPPORTED (version),
  * RING_FULL, NO_DAEMON. */
-ELDR_API eldr_status_t eldr_worker_report_ex(eldr_client_t* client,
-                                             const eldr_worker_report_t* report);
+ELDR_API eldr_status_t eldr_client_report(eldr_client_t* client,
+                                          const eldr_worker_report_t* report);
 
-#define ELDR_WORKER_ADD 1
-#define ELDR_WORKER_DRAIN 2
-#define ELDR_WORKER_REMOVE 3
-/* Admin: add (routable again), drain (no new requests) or remove a worker. */
-ELDR_API eldr_status_t eldr_worker_control(eldr_client_t* client, uint32_t worker, uint32_t op);
+/* Admin, through the daemon: add (routable again), drain (no new requests)
+ * or remove a worker. Errors: INVALID_ARGUMENT, RING_FULL, NO_DAEMON. */
+ELDR_API eldr_status_t eldr_client_add_worker(eldr_client_t* client, int32_t worker);
+ELDR_API eldr_status_t eldr_client_drain_worker(eldr_client_t* client, int32_t worker);
+ELDR_API eldr_status_t eldr_client_remove_worker(eldr_client_t* client, int32_t worker);
 
 /* ---- pool over NATS: routing without a local sidecar --------------------------
  * A gateway that has a footprint but no eldrd on its node routes through any
@@ -272,7 +278,7 @@ typedef struct eldr_pool eldr_pool_t;
 ELDR_API eldr_status_t eldr_pool_open(const char* nats_urls, const char* pool, uint32_t timeout_ms,
                                       eldr_pool_t** out);
 /* NULL is fine. */
-ELDR_API void eldr_pool_close(eldr_pool_t* pool);
+ELDR_API void eldr_pool_free(eldr_pool_t* pool);
 /* Routes one dense footprint (int16 [layers][experts]); waits at most
  * timeout_ms (0: 2000) for the answer. out->completion_token is what
  * eldr_pool_complete presents. Errors: INVALID_ARGUMENT, SHAPE_MISMATCH,
@@ -314,19 +320,11 @@ ELDR_API eldr_status_t eldr_table_load(const char* path, eldr_table_t** out);
 ELDR_API void eldr_table_free(eldr_table_t* table);
 /* Atomic write (temporary file + rename). Errors: INVALID_ARGUMENT, IO. */
 ELDR_API eldr_status_t eldr_table_save(const eldr_table_t* table, const char* path);
-/* out->version must be set. Errors: INVALID_ARGUMENT, UNSUPPORTED.
- * (In C++ the function hides the struct tag of the same name, which -Wshadow
- * reports at this line: use eldr_table_info_t.) */
-#if defined(__cplusplus) && defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wshadow"
-#endif
-ELDR_API eldr_status_t eldr_table_info(const eldr_table_t* table, eldr_table_info_t* out);
-#if defined(__cplusplus) && defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
-/* Worker id owning each cluster: ids[n] with n == num_workers. */
-ELDR_API eldr_status_t eldr_table_worker_ids(const eldr_table_t* table, int32_t* ids, uint32_t n);
+/* out->version must be set. Errors: INVALID_ARGUMENT, UNSUPPORTED. */
+ELDR_API eldr_status_t eldr_table_get_info(const eldr_table_t* table, eldr_table_info_t* out);
+/* Worker id owning each cluster: out[n] with n == num_workers. */
+ELDR_API eldr_status_t eldr_table_get_worker_ids(const eldr_table_t* table, int32_t* out,
+                                                 uint32_t n);
 
 #define ELDR_FIT_OPTIONS_VERSION 1
 
@@ -353,25 +351,23 @@ ELDR_API eldr_status_t eldr_table_fit(const int16_t* prefill, const int16_t* dec
 
 /* The request's signature (count * IDF over the selected layers, unit L2):
  * out[n] with n == num_selected_layers * experts. */
-ELDR_API eldr_status_t eldr_table_signature(const eldr_table_t* table, const int16_t* counts,
-                                            uint32_t layers, uint32_t experts, float* out,
-                                            uint64_t n);
+ELDR_API eldr_status_t eldr_table_compute_signature(const eldr_table_t* table, const int16_t* counts,
+                                                    uint32_t layers, uint32_t experts, float* out,
+                                                    uint64_t n);
 /* Similarity to each cluster centroid: out[n] with n == num_workers, in
- * cluster order (see eldr_table_worker_ids). */
-ELDR_API eldr_status_t eldr_table_scores(const eldr_table_t* table, const int16_t* counts,
-                                         uint32_t layers, uint32_t experts, float* out,
-                                         uint32_t n);
+ * cluster order (see eldr_table_get_worker_ids). */
+ELDR_API eldr_status_t eldr_table_score(const eldr_table_t* table, const int16_t* counts,
+                                        uint32_t layers, uint32_t experts, float* out,
+                                        uint32_t n);
 
 /* ---- embedded: router ----------------------------------------------------------- */
 
 typedef struct eldr_router eldr_router_t;
 
-#define ELDR_ROUTER_OPTIONS_VERSION 2
+#define ELDR_ROUTER_OPTIONS_VERSION 1
 
-/* Version 1 ends at reserved[4]; version 2 appends the step constants and
- * the request-record pool (a version-1 struct keeps their defaults). A
- * zeroed struct with only `version` set routes with ELDR_POLICY_ELDR (0); the
- * INIT macro and eldr_router_options_init() select ELDR_POLICY_ELDR_COST. */
+/* A zeroed struct with only `version` set routes with ELDR_POLICY_ELDR (0);
+ * the INIT macro and eldr_router_options_init() select ELDR_POLICY_ELDR_COST. */
 typedef struct eldr_router_options {
   uint32_t version;     /* ELDR_ROUTER_OPTIONS_VERSION */
   uint32_t policy;      /* ELDR_POLICY_*, default ELDR_POLICY_ELDR_COST */
@@ -379,71 +375,67 @@ typedef struct eldr_router_options {
   uint32_t min2_band;   /* nonzero: the band holds at least two workers */
   uint64_t seed;        /* random / p2c / tie breaks */
   uint32_t max_workers; /* worker slots, fixed at creation (default 256) */
-  uint32_t reserved0;
-  uint64_t reserved[4];
-  /* version 2: the step model of ELDR_POLICY_ELDR_COST, step = t0_ms +
-   * tseq_ms * batch + alpha_us / 1000 * distinct experts. All three < 0
-   * (the default): the table's constants, else the preset of its geometry;
-   * all three >= 0: these; a mix (or a NaN) is INVALID_ARGUMENT. */
+  uint32_t max_inflight;  /* request records, fixed at creation; 0 = 8192 */
+  /* The step model of ELDR_POLICY_ELDR_COST, step = t0_ms + tseq_ms * batch
+   * + alpha_us / 1000 * distinct experts. All three < 0 (the default): the
+   * table's constants, else the preset of its geometry; all three >= 0:
+   * these; a mix (or a NaN) is INVALID_ARGUMENT. */
   double t0_ms;
   double tseq_ms;
   double alpha_us;
   uint32_t max_batch;     /* with the constants above (else must be 0); 0 = 64 */
   uint32_t fit_step_cost; /* nonzero (default): refine them from reports */
-  uint32_t max_inflight;  /* request records, fixed at creation; 0 = 8192 */
-  uint32_t reserved1;
-  uint64_t reserved2[4];
+  uint64_t reserved[4];
 } eldr_router_options_t;
 
 #define ELDR_ROUTER_OPTIONS_INIT \
-  {ELDR_ROUTER_OPTIONS_VERSION, ELDR_POLICY_ELDR_COST, -1.0f, 0, 0, 256, 0, {0, 0, 0, 0}, \
-   -1.0, -1.0, -1.0, 0, 1, 0, 0, {0, 0, 0, 0}}
+  {ELDR_ROUTER_OPTIONS_VERSION, ELDR_POLICY_ELDR_COST, -1.0f, 0, 0, 256, 0, \
+   -1.0, -1.0, -1.0, 0, 1, {0, 0, 0, 0}}
 ELDR_API void eldr_router_options_init(eldr_router_options_t* options);
 
-/* The router keeps its own reference to the table: the caller may free it.
+/* The router keeps its own reference to the table (shared, immutable): the
+ * caller may free its handle at once.
  * opts may be NULL. Errors: INVALID_ARGUMENT, UNSUPPORTED. */
 ELDR_API eldr_status_t eldr_router_new(const eldr_table_t* table, const eldr_router_options_t* opts,
                                        eldr_router_t** out);
 ELDR_API void eldr_router_free(eldr_router_t* router);
 
-/* Routes one request and counts it in flight on the chosen worker.
- * Errors: INVALID_ARGUMENT, SHAPE_MISMATCH, OUT_OF_RANGE, NO_WORKER. */
+/* Routes one request. loads NULL (n_loads 0): the pick is counted in flight
+ * on its worker (completed with eldr_router_complete_worker). loads given
+ * (n_loads == eldr_router_get_worker_slots(), eldr_router_get_workers order):
+ * they replace the in-flight counts for this decision only and nothing is
+ * counted. Errors: INVALID_ARGUMENT, SHAPE_MISMATCH, OUT_OF_RANGE, NO_WORKER. */
 ELDR_API eldr_status_t eldr_router_route(eldr_router_t* router, const int16_t* counts,
-                                         uint32_t layers, uint32_t experts, int32_t* worker);
-/* As eldr_router_route with the full decision; loads (NULL or n_loads ==
- * worker slots in eldr_router_workers order) overrides in-flight counts for
- * this decision only. */
-ELDR_API eldr_status_t eldr_router_route_ex(eldr_router_t* router, const int16_t* counts,
-                                            uint32_t layers, uint32_t experts,
-                                            const uint32_t* loads, uint32_t n_loads,
-                                            eldr_decision_t* out);
+                                         uint32_t layers, uint32_t experts,
+                                         const uint32_t* loads, uint32_t n_loads,
+                                         eldr_decision_t* out);
 /* Every worker's similarity and band membership, one entry per worker slot
- * (eldr_router_workers order: the table's workers first, in cluster order, so
+ * (eldr_router_get_workers order: the table's workers first, in cluster order, so
  * on a router without runtime membership changes this is cluster order and
- * n_workers is the table's num_workers). n_workers must equal
- * eldr_router_worker_slots(). Draining and removed slots: 0 and not in band.
+ * n is the table's num_workers). n must equal eldr_router_get_worker_slots().
+ * Draining and removed slots: 0 and not in band.
  * Nothing is counted in flight. */
-ELDR_API eldr_status_t eldr_router_scores(eldr_router_t* router, const int16_t* counts,
-                                          uint32_t layers, uint32_t experts, float* scores,
-                                          uint8_t* in_band, uint32_t n_workers);
-/* As eldr_router_route_ex (no loads), remembering request_id so that
- * eldr_router_complete_request takes this request, and its expert
- * footprint, out of its worker's batch. Errors as eldr_router_route; STATE
- * when request_id is already in flight. */
-ELDR_API eldr_status_t eldr_router_route_id(eldr_router_t* router, uint64_t request_id,
-                                            const int16_t* counts, uint32_t layers,
-                                            uint32_t experts, eldr_decision_t* out);
+ELDR_API eldr_status_t eldr_router_score(eldr_router_t* router, const int16_t* counts,
+                                         uint32_t layers, uint32_t experts, float* out_scores,
+                                         uint8_t* out_in_band, uint32_t n);
+/* As eldr_router_route (no loads), remembering request_id so that
+ * eldr_router_complete takes this request, and its expert footprint, out of
+ * its worker's batch. Errors as eldr_router_route; STATE when request_id is
+ * already in flight. */
+ELDR_API eldr_status_t eldr_router_route_request(eldr_router_t* router, uint64_t request_id,
+                                                 const int16_t* counts, uint32_t layers,
+                                                 uint32_t experts, eldr_decision_t* out);
 /* The request routed with this id has finished. NOT_FOUND for an id not in
  * flight (unknown, or completed already): counted, nothing else changes. */
-ELDR_API eldr_status_t eldr_router_complete_request(eldr_router_t* router, uint64_t request_id);
+ELDR_API eldr_status_t eldr_router_complete(eldr_router_t* router, uint64_t request_id);
 /* The oldest request still in flight on `worker` has finished (for callers
  * that keep no ids). Errors: INVALID_ARGUMENT, NOT_FOUND; STATE when the
  * worker has nothing in flight (a count never goes below 0). */
-ELDR_API eldr_status_t eldr_router_complete(eldr_router_t* router, int32_t worker);
+ELDR_API eldr_status_t eldr_router_complete_worker(eldr_router_t* router, int32_t worker);
 /* A decode engine's report (report->worker names it). The embedded router
  * keeps no liveness: `running` is not read, kv_usage only checked. Errors:
  * INVALID_ARGUMENT (NULL, kv_usage outside [0, 1], step_ms negative or not
- * finite, worker > INT32_MAX), UNSUPPORTED (version), NOT_FOUND. */
+ * finite, worker < 0), UNSUPPORTED (version), NOT_FOUND. */
 ELDR_API eldr_status_t eldr_router_report(eldr_router_t* router, const eldr_worker_report_t* report);
 
 #define ELDR_ROUTER_STATS_VERSION 1
@@ -454,7 +446,7 @@ typedef struct eldr_router_stats {
   uint64_t routed;
   uint64_t rejected;           /* route calls that failed */
   uint64_t completes_rejected; /* completes of nothing in flight, unknown ids included */
-  uint64_t completes_unknown;  /* eldr_router_complete_request with an id not in flight */
+  uint64_t completes_unknown;  /* eldr_router_complete with an id not in flight */
   uint64_t untracked;          /* routes made with every request record in use */
   uint64_t step_samples;       /* reports the step-constant fit used */
   double t0_ms;                /* the step constants in force (configured or fitted) */
@@ -465,16 +457,8 @@ typedef struct eldr_router_stats {
 
 #define ELDR_ROUTER_STATS_INIT {ELDR_ROUTER_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, {0, 0, 0, 0}}
 /* Counters since creation and the step constants in force. out->version
- * must be set. Errors: INVALID_ARGUMENT, UNSUPPORTED. (As eldr_table_info:
- * in C++ the function hides the struct tag; use eldr_router_stats_t.) */
-#if defined(__cplusplus) && defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wshadow"
-#endif
-ELDR_API eldr_status_t eldr_router_stats(const eldr_router_t* router, eldr_router_stats_t* out);
-#if defined(__cplusplus) && defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
+ * must be set. Errors: INVALID_ARGUMENT, UNSUPPORTED. */
+ELDR_API eldr_status_t eldr_router_get_stats(const eldr_router_t* router, eldr_router_stats_t* out);
 ELDR_API eldr_status_t eldr_router_set_load(eldr_router_t* router, int32_t worker,
                                             uint32_t inflight);
 ELDR_API eldr_status_t eldr_router_add_worker(eldr_router_t* router, int32_t worker);
@@ -488,12 +472,13 @@ ELDR_API eldr_status_t eldr_router_swap_table(eldr_router_t* router, const eldr_
 #define ELDR_WORKER_STATE_REMOVED 2
 /* Worker slots: fixed positions, in order of addition (the table's workers
  * first); a removed worker keeps its slot, so positions never shift. */
-ELDR_API eldr_status_t eldr_router_worker_slots(const eldr_router_t* router, uint32_t* out);
+ELDR_API eldr_status_t eldr_router_get_worker_slots(const eldr_router_t* router, uint32_t* out);
 /* Per slot: worker id, and optionally (NULL = skip) its ELDR_WORKER_STATE_*
- * and in-flight count. n must equal eldr_router_worker_slots() (a concurrent
- * add_worker can change it: query again on INVALID_ARGUMENT). */
-ELDR_API eldr_status_t eldr_router_workers(const eldr_router_t* router, int32_t* ids,
-                                           uint8_t* states, uint32_t* inflight, uint32_t n);
+ * and in-flight count. n must equal eldr_router_get_worker_slots() (a
+ * concurrent add_worker can change it: query again on INVALID_ARGUMENT). */
+ELDR_API eldr_status_t eldr_router_get_workers(const eldr_router_t* router, int32_t* out_ids,
+                                               uint32_t* out_states, uint32_t* out_inflight,
+                                               uint32_t n);
 
 /* ---- footprints from engines' routed-expert payloads -------------------------
  * Stock engines can return, per request, the experts each token was routed to:
@@ -571,40 +556,44 @@ ELDR_API void eldr_routed_experts_info_init(eldr_routed_experts_info_t* info);
 /* Raw, flat, little-endian ids of `dtype` (not AUTO), `bytes` long. out holds
  * out_len int16 cells == layers * num_experts. info may be NULL; if given,
  * info->version must be set. On failure out and info are untouched. */
-ELDR_API eldr_status_t eldr_footprint_from_ids(const void* ids, size_t bytes, int32_t dtype,
-                                               const eldr_routed_experts_options_t* options,
-                                               int16_t* out, size_t out_len,
-                                               eldr_routed_experts_info_t* info);
-/* The same ids as base64 text (standard alphabet, padded; `len` characters,
- * no NUL needed): SGLang's meta_info.routed_experts. */
-ELDR_API eldr_status_t eldr_footprint_from_base64_ids(const char* base64, size_t len,
-                                                      int32_t dtype,
+ELDR_API eldr_status_t eldr_routed_experts_decode_ids(const void* ids, size_t bytes, uint32_t dtype,
                                                       const eldr_routed_experts_options_t* options,
                                                       int16_t* out, size_t out_len,
                                                       eldr_routed_experts_info_t* info);
+/* The same ids as base64 text (standard alphabet, padded; `len` characters,
+ * no NUL needed): SGLang's meta_info.routed_experts. */
+ELDR_API eldr_status_t eldr_routed_experts_decode_base64_ids(const char* base64, size_t len,
+                                                             uint32_t dtype,
+                                                             const eldr_routed_experts_options_t* options,
+                                                             int16_t* out, size_t out_len,
+                                                             eldr_routed_experts_info_t* info);
 /* A base64 .npy of shape [rows][num_hidden_layers][top_k]: vLLM's
  * choices[i].routed_experts. dtype: ELDR_DTYPE_AUTO, or the dtype the .npy
  * must have (SHAPE_MISMATCH otherwise). */
-ELDR_API eldr_status_t eldr_footprint_from_base64_npy(const char* base64, size_t len,
-                                                      int32_t dtype,
-                                                      const eldr_routed_experts_options_t* options,
-                                                      int16_t* out, size_t out_len,
-                                                      eldr_routed_experts_info_t* info);
+ELDR_API eldr_status_t eldr_routed_experts_decode_base64_npy(const char* base64, size_t len,
+                                                             uint32_t dtype,
+                                                             const eldr_routed_experts_options_t* options,
+                                                             int16_t* out, size_t out_len,
+                                                             eldr_routed_experts_info_t* info);
 
-/* The header of a base64 .npy alone, checked as eldr_footprint_from_base64_npy
+/* The header of a base64 .npy alone, checked as eldr_routed_experts_decode_base64_npy
  * checks it (data length included), nothing counted: info gets its dtype,
  * rows_in_payload, num_hidden_layers and top_k (layers = num_hidden_layers),
  * so a caller can size `out` before the real call. info->version must be set. */
-ELDR_API eldr_status_t eldr_base64_npy_shape(const char* base64, size_t len,
-                                             eldr_routed_experts_info_t* info);
+ELDR_API eldr_status_t eldr_routed_experts_inspect_base64_npy(const char* base64, size_t len,
+                                                              eldr_routed_experts_info_t* info);
 
 /* ---- experimental: GPU footprint collection ----------------------------------
- * Needs a library built with CUDA (eldr_cuda_available() returns true); in
- * other builds each call returns ELDR_E_UNSUPPORTED. Declared only with
- * ELDR_EXPERIMENTAL_GPU defined before including this header. Streams are
- * cudaStream_t passed as void*; device pointers are marked [device].
+ * Not part of the stable ABI: the eldr_gpu_footprints_* calls are exported
+ * under their own symbol version (ELDR_EXPERIMENTAL_GPU_0, see eldr.map) and
+ * may change in any release without an ABI bump. Declared only with
+ * ELDR_EXPERIMENTAL_GPU defined before including this header. They need a
+ * library built with CUDA (eldr_gpu_available() returns true); in other
+ * builds each returns ELDR_E_UNSUPPORTED. Streams are cudaStream_t passed as
+ * void*; device pointers are marked [device].
  */
-ELDR_API bool eldr_cuda_available(void);
+/* Stable: whether this library was built with the CUDA kernels. */
+ELDR_API bool eldr_gpu_available(void);
 
 #if defined(ELDR_EXPERIMENTAL_GPU)
 
@@ -619,14 +608,14 @@ typedef struct eldr_gpu_options {
   uint32_t top_k;
   uint32_t block_size;             /* KV block size in tokens, 1..255 */
   uint32_t num_blocks;             /* physical KV blocks: rows [num_blocks][layers][experts] */
-  uint32_t max_requests_per_step;  /* bound for eldr_gpu_sum_requests */
+  uint32_t max_requests_per_step;  /* bound for eldr_gpu_footprints_sum_requests */
   int32_t device;                  /* CUDA device ordinal */
   uint64_t reserved[4];
 } eldr_gpu_options_t;
 
 #define ELDR_GPU_OPTIONS_INIT {ELDR_GPU_OPTIONS_VERSION, 0, 0, 0, 16, 0, 256, 0, {0, 0, 0, 0}}
 
-/* Overflow flags, sticky until read with eldr_gpu_take_errors. */
+/* Overflow flags, sticky until read with eldr_gpu_footprints_take_errors. */
 #define ELDR_GPU_ERR_EXPERT_ID 1u   /* an expert id < 0 or >= experts */
 #define ELDR_GPU_ERR_SLOT 2u        /* a slot outside num_blocks * block_size */
 #define ELDR_GPU_ERR_BLOCK_ROW 4u   /* a block row cell would pass block_size (<= 255) */
@@ -642,18 +631,18 @@ ELDR_API void eldr_gpu_footprints_free(eldr_gpu_footprints_t* gpu);
  * (id_bytes 8); slot_mapping [device] is int64 [tokens] (physical KV slot per
  * token; negative = padding, skipped). The token at block offset 0 resets its
  * block's row first; partial blocks accumulate across steps. */
-ELDR_API eldr_status_t eldr_gpu_update_blocks(eldr_gpu_footprints_t* gpu, const void* expert_ids,
-                                              uint32_t id_bytes, uint32_t tokens, int32_t layer,
-                                              const int64_t* slot_mapping, void* stream);
+ELDR_API eldr_status_t eldr_gpu_footprints_update_blocks(eldr_gpu_footprints_t* gpu, const void* expert_ids,
+                                                         uint32_t id_bytes, uint32_t tokens, int32_t layer,
+                                                         const int64_t* slot_mapping, void* stream);
 
 /* For requests whose prefill ends this step: block_table [device] int32
  * [requests][max_blocks], num_blocks [device] int32 [requests]; out int16
  * [requests][layers][experts] in device or pinned host memory. */
-ELDR_API eldr_status_t eldr_gpu_sum_requests(eldr_gpu_footprints_t* gpu, const int32_t* block_table,
-                                             uint32_t max_blocks, const int32_t* num_blocks,
-                                             uint32_t requests, int16_t* out, void* stream);
+ELDR_API eldr_status_t eldr_gpu_footprints_sum_requests(eldr_gpu_footprints_t* gpu, const int32_t* block_table,
+                                                        uint32_t max_blocks, const int32_t* num_blocks,
+                                                        uint32_t requests, int16_t* out, void* stream);
 
-/* As eldr_gpu_sum_requests, then the footprints go straight into the client's
+/* As eldr_gpu_footprints_sum_requests, then the footprints go straight into the client's
  * ring from the GPU (payload, system fence, commit), one record per request id,
  * without a host round trip: the call only enqueues work on `stream`. The ring
  * space of every request is claimed on the host first: RING_FULL means nothing
@@ -665,15 +654,15 @@ ELDR_API eldr_status_t eldr_gpu_sum_requests(eldr_gpu_footprints_t* gpu, const i
  * STATE. A client closed meanwhile keeps its slot until its last hand-off has
  * committed. The first push of an attachment page-locks the client's own ring
  * for the device (4 KiB plus the ring size), not the rest of the segment. */
-ELDR_API eldr_status_t eldr_gpu_push_requests(eldr_gpu_footprints_t* gpu, eldr_client_t* client,
-                                              const char* const* request_ids,
-                                              const int32_t* block_table, uint32_t max_blocks,
-                                              const int32_t* num_blocks, uint32_t requests,
-                                              void* stream);
+ELDR_API eldr_status_t eldr_gpu_footprints_push_requests(eldr_gpu_footprints_t* gpu, eldr_client_t* client,
+                                                         const char* const* request_ids,
+                                                         const int32_t* block_table, uint32_t max_blocks,
+                                                         const int32_t* num_blocks, uint32_t requests,
+                                                         void* stream);
 
 /* Reads and clears the sticky ELDR_GPU_ERR_* flags (synchronises the stream). */
-ELDR_API eldr_status_t eldr_gpu_take_errors(eldr_gpu_footprints_t* gpu, void* stream,
-                                            uint32_t* flags);
+ELDR_API eldr_status_t eldr_gpu_footprints_take_errors(eldr_gpu_footprints_t* gpu, void* stream,
+                                                       uint32_t* out);
 
 #endif /* ELDR_EXPERIMENTAL_GPU */
 

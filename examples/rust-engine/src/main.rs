@@ -109,7 +109,7 @@ fn main() -> ExitCode {
                     "{} -> worker {} similarity {:.4} band {}",
                     id, d.worker, d.similarity, d.band_size
                 );
-                if let Err(e) = client.complete(&id) {
+                if let Err(e) = client.complete(&id, 0) {
                     eprintln!("eldr-rust-engine: complete {}: {}", id, e);
                     failed += 1;
                 }

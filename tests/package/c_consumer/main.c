@@ -13,8 +13,9 @@ int main(void) {
   eldr_router_t* router = NULL;
   float scores[2];
   uint8_t in_band[2];
-  int32_t worker = -1;
-  /* The paper's rule: on an idle pool it picks the most similar worker. */
+  eldr_decision_t decision = ELDR_DECISION_INIT;
+  int32_t worker;
+  /* The paper's rule: on an idle fleet it picks the most similar worker. */
   eldr_router_options_t options = ELDR_ROUTER_OPTIONS_INIT;
   options.policy = ELDR_POLICY_ELDR;
   if (eldr_abi_version() != ELDR_ABI_VERSION) return 1;
@@ -22,12 +23,13 @@ int main(void) {
   fit.threads = 1;
   if (eldr_table_fit(calibration, NULL, 4, 1, 4, 2, &fit, &table) != ELDR_OK ||
       eldr_router_new(table, &options, &router) != ELDR_OK ||
-      eldr_router_route(router, request, 1, 4, &worker) != ELDR_OK ||
-      eldr_router_scores(router, request, 1, 4, scores, in_band, 2) != ELDR_OK) {
+      eldr_router_route(router, request, 1, 4, NULL, 0, &decision) != ELDR_OK ||
+      eldr_router_score(router, request, 1, 4, scores, in_band, 2) != ELDR_OK) {
     fprintf(stderr, "c_consumer: %s\n", eldr_last_error_message());
     return 2;
   }
   /* The request uses the experts of the cluster the chosen worker owns. */
+  worker = decision.worker;
   if (worker < 0 || worker > 1 || !(scores[worker] > scores[1 - worker])) return 3;
   printf("c_consumer: libeldr %s routed to worker %d\n", eldr_version_string(), (int)worker);
   eldr_router_free(router);

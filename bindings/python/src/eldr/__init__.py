@@ -2,7 +2,7 @@
 
 A thin binding over libeldr.so (the C API, eldr.h):
 
-- embedded router, no daemon: ``fit``, ``ClusterTable``, ``Router``;
+- embedded router, no daemon: ``fit``, ``Table``, ``Router``;
 - sidecar client of the node's ``eldrd``: ``Client`` (push footprints, wait
   for decisions, report load and completions);
 - experimental, with a CUDA build: ``GpuFootprints`` (footprints collected on
@@ -39,7 +39,7 @@ from ._errors import (
 from ._eldr import (  # the extension checks the library's ABI version on import
     ABI_VERSION,
     Client,
-    ClusterTable,
+    Table,
     Decision,
     Pool,
     Router,
@@ -59,7 +59,7 @@ __all__ = [
     "ABI_VERSION",
     "Capacity",
     "Client",
-    "ClusterTable",
+    "Table",
     "Corrupt",
     "CudaError",
     "Decision",

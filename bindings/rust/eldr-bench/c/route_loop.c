@@ -13,10 +13,10 @@ static uint64_t now_ns(void) {
 /* Returns the elapsed nanoseconds, or 0 when a call failed (*failed = its status). */
 uint64_t eldr_bench_route_loop(eldr_router_t* router, const int16_t* counts, uint32_t layers,
                                uint32_t experts, uint64_t iterations, int32_t* failed) {
-  int32_t worker = -1;
+  eldr_decision_t decision = ELDR_DECISION_INIT;
   uint64_t start = now_ns();
   for (uint64_t i = 0; i < iterations; ++i) {
-    eldr_status_t s = eldr_router_route(router, counts, layers, experts, &worker);
+    eldr_status_t s = eldr_router_route(router, counts, layers, experts, NULL, 0, &decision);
     if (s != ELDR_OK) {
       *failed = s;
       return 0;

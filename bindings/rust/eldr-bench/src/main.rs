@@ -59,16 +59,20 @@ fn main() -> Result<(), eldr::Error> {
 
         // Raw FFI from Rust.
         let start = Instant::now();
-        let mut worker = -1;
+        let mut decision = std::mem::MaybeUninit::<eldr::sys::eldr_decision_t>::zeroed();
+        // SAFETY: init writes the whole struct.
+        unsafe { eldr::sys::eldr_decision_init(decision.as_mut_ptr()) };
         for _ in 0..iterations {
-            // SAFETY: as above.
+            // SAFETY: as above; the decision is initialised.
             let s = unsafe {
                 eldr::sys::eldr_router_route(
                     router.as_raw(),
                     counts.as_ptr(),
                     common::LAYERS,
                     common::EXPERTS,
-                    &mut worker,
+                    std::ptr::null(),
+                    0,
+                    decision.as_mut_ptr(),
                 )
             };
             assert_eq!(s, 0);

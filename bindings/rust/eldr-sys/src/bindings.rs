@@ -4,7 +4,7 @@ pub const ELDR_VERSION_MAJOR: i32 = 0;
 pub const ELDR_VERSION_MINOR: i32 = 1;
 pub const ELDR_VERSION_PATCH: i32 = 0;
 pub const ELDR_VERSION_NUMBER: i32 = 100;
-pub const ELDR_ABI_VERSION: i32 = 1;
+pub const ELDR_ABI_VERSION: i32 = 2;
 pub const ELDR_OK: i32 = 0;
 pub const ELDR_E_INVALID_ARGUMENT: i32 = -1;
 pub const ELDR_E_SHAPE_MISMATCH: i32 = -2;
@@ -35,12 +35,9 @@ pub const ELDR_POLICY_ELDR_COST: i32 = 7;
 pub const ELDR_DECISION_VERSION: i32 = 1;
 pub const ELDR_CLIENT_OPTIONS_VERSION: i32 = 1;
 pub const ELDR_WORKER_REPORT_VERSION: i32 = 1;
-pub const ELDR_WORKER_ADD: i32 = 1;
-pub const ELDR_WORKER_DRAIN: i32 = 2;
-pub const ELDR_WORKER_REMOVE: i32 = 3;
 pub const ELDR_TABLE_INFO_VERSION: i32 = 1;
 pub const ELDR_FIT_OPTIONS_VERSION: i32 = 1;
-pub const ELDR_ROUTER_OPTIONS_VERSION: i32 = 2;
+pub const ELDR_ROUTER_OPTIONS_VERSION: i32 = 1;
 pub const ELDR_ROUTER_STATS_VERSION: i32 = 1;
 pub const ELDR_WORKER_STATE_ACTIVE: i32 = 0;
 pub const ELDR_WORKER_STATE_DRAINING: i32 = 1;
@@ -69,7 +66,7 @@ pub struct eldr_decision {
     pub band_size: u32,
     pub table_epoch: u64,
     pub policy: u32,
-    pub status: i32,
+    pub status: eldr_status_t,
     pub latency_ns: u64,
     pub completion_token: u64,
     pub reserved: [u64; 3usize],
@@ -200,7 +197,7 @@ pub type eldr_client_options_t = eldr_client_options;
 #[derive(Debug, Copy, Clone)]
 pub struct eldr_worker_report {
     pub version: u32,
-    pub worker: u32,
+    pub worker: i32,
     pub running: u32,
     pub kv_usage: f32,
     pub batch_size: u32,
@@ -427,16 +424,13 @@ pub struct eldr_router_options {
     pub min2_band: u32,
     pub seed: u64,
     pub max_workers: u32,
-    pub reserved0: u32,
-    pub reserved: [u64; 4usize],
+    pub max_inflight: u32,
     pub t0_ms: f64,
     pub tseq_ms: f64,
     pub alpha_us: f64,
     pub max_batch: u32,
     pub fit_step_cost: u32,
-    pub max_inflight: u32,
-    pub reserved1: u32,
-    pub reserved2: [u64; 4usize],
+    pub reserved: [u64; 4usize],
 }
 #[test]
 fn bindgen_test_layout_eldr_router_options() {
@@ -444,7 +438,7 @@ fn bindgen_test_layout_eldr_router_options() {
     let ptr = UNINIT.as_ptr();
     assert_eq!(
         ::std::mem::size_of::<eldr_router_options>(),
-        136usize,
+        96usize,
         "Size of eldr_router_options"
     );
     assert_eq!(
@@ -483,54 +477,39 @@ fn bindgen_test_layout_eldr_router_options() {
         "Offset of field: eldr_router_options::max_workers"
     );
     assert_eq!(
-        unsafe { ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize },
+        unsafe { ::std::ptr::addr_of!((*ptr).max_inflight) as usize - ptr as usize },
         28usize,
-        "Offset of field: eldr_router_options::reserved0"
-    );
-    assert_eq!(
-        unsafe { ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize },
-        32usize,
-        "Offset of field: eldr_router_options::reserved"
+        "Offset of field: eldr_router_options::max_inflight"
     );
     assert_eq!(
         unsafe { ::std::ptr::addr_of!((*ptr).t0_ms) as usize - ptr as usize },
-        64usize,
+        32usize,
         "Offset of field: eldr_router_options::t0_ms"
     );
     assert_eq!(
         unsafe { ::std::ptr::addr_of!((*ptr).tseq_ms) as usize - ptr as usize },
-        72usize,
+        40usize,
         "Offset of field: eldr_router_options::tseq_ms"
     );
     assert_eq!(
         unsafe { ::std::ptr::addr_of!((*ptr).alpha_us) as usize - ptr as usize },
-        80usize,
+        48usize,
         "Offset of field: eldr_router_options::alpha_us"
     );
     assert_eq!(
         unsafe { ::std::ptr::addr_of!((*ptr).max_batch) as usize - ptr as usize },
-        88usize,
+        56usize,
         "Offset of field: eldr_router_options::max_batch"
     );
     assert_eq!(
         unsafe { ::std::ptr::addr_of!((*ptr).fit_step_cost) as usize - ptr as usize },
-        92usize,
+        60usize,
         "Offset of field: eldr_router_options::fit_step_cost"
     );
     assert_eq!(
-        unsafe { ::std::ptr::addr_of!((*ptr).max_inflight) as usize - ptr as usize },
-        96usize,
-        "Offset of field: eldr_router_options::max_inflight"
-    );
-    assert_eq!(
-        unsafe { ::std::ptr::addr_of!((*ptr).reserved1) as usize - ptr as usize },
-        100usize,
-        "Offset of field: eldr_router_options::reserved1"
-    );
-    assert_eq!(
-        unsafe { ::std::ptr::addr_of!((*ptr).reserved2) as usize - ptr as usize },
-        104usize,
-        "Offset of field: eldr_router_options::reserved2"
+        unsafe { ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize },
+        64usize,
+        "Offset of field: eldr_router_options::reserved"
     );
 }
 pub type eldr_router_options_t = eldr_router_options;
@@ -883,15 +862,15 @@ extern "C" {
         opts: *const eldr_client_options_t,
         out: *mut *mut eldr_client_t,
     ) -> eldr_status_t;
-    pub fn eldr_client_close(client: *mut eldr_client_t);
-    pub fn eldr_footprint_push(
+    pub fn eldr_client_free(client: *mut eldr_client_t);
+    pub fn eldr_client_push(
         client: *mut eldr_client_t,
         request_id: *const ::std::os::raw::c_char,
         counts: *const i16,
         layers: u32,
         experts: u32,
     ) -> eldr_status_t;
-    pub fn eldr_footprint_push_blocks(
+    pub fn eldr_client_push_blocks(
         client: *mut eldr_client_t,
         request_id: *const ::std::os::raw::c_char,
         block_hashes: *const u64,
@@ -901,13 +880,13 @@ extern "C" {
         layers: u32,
         experts: u32,
     ) -> eldr_status_t;
-    pub fn eldr_decision_wait(
+    pub fn eldr_client_wait(
         client: *mut eldr_client_t,
         request_id: *const ::std::os::raw::c_char,
         timeout_ms: u32,
         out: *mut eldr_decision_t,
     ) -> eldr_status_t;
-    pub fn eldr_route(
+    pub fn eldr_client_route(
         client: *mut eldr_client_t,
         request_id: *const ::std::os::raw::c_char,
         counts: *const i16,
@@ -916,34 +895,26 @@ extern "C" {
         timeout_ms: u32,
         out: *mut eldr_decision_t,
     ) -> eldr_status_t;
-    pub fn eldr_request_complete(
-        client: *mut eldr_client_t,
-        request_id: *const ::std::os::raw::c_char,
-    ) -> eldr_status_t;
-    pub fn eldr_request_complete_token(
+    pub fn eldr_client_complete(
         client: *mut eldr_client_t,
         request_id: *const ::std::os::raw::c_char,
         completion_token: u64,
     ) -> eldr_status_t;
-    pub fn eldr_worker_report(
-        client: *mut eldr_client_t,
-        worker: u32,
-        running: u32,
-        kv_usage: f32,
-    ) -> eldr_status_t;
     pub fn eldr_worker_report_init(report: *mut eldr_worker_report_t);
-    pub fn eldr_worker_report_ex(
+    pub fn eldr_client_report(
         client: *mut eldr_client_t,
         report: *const eldr_worker_report_t,
     ) -> eldr_status_t;
-    pub fn eldr_worker_control(client: *mut eldr_client_t, worker: u32, op: u32) -> eldr_status_t;
+    pub fn eldr_client_add_worker(client: *mut eldr_client_t, worker: i32) -> eldr_status_t;
+    pub fn eldr_client_drain_worker(client: *mut eldr_client_t, worker: i32) -> eldr_status_t;
+    pub fn eldr_client_remove_worker(client: *mut eldr_client_t, worker: i32) -> eldr_status_t;
     pub fn eldr_pool_open(
         nats_urls: *const ::std::os::raw::c_char,
         pool: *const ::std::os::raw::c_char,
         timeout_ms: u32,
         out: *mut *mut eldr_pool_t,
     ) -> eldr_status_t;
-    pub fn eldr_pool_close(pool: *mut eldr_pool_t);
+    pub fn eldr_pool_free(pool: *mut eldr_pool_t);
     pub fn eldr_pool_route(
         pool: *mut eldr_pool_t,
         request_id: *const ::std::os::raw::c_char,
@@ -968,13 +939,13 @@ extern "C" {
         table: *const eldr_table_t,
         path: *const ::std::os::raw::c_char,
     ) -> eldr_status_t;
-    pub fn eldr_table_info(
+    pub fn eldr_table_get_info(
         table: *const eldr_table_t,
         out: *mut eldr_table_info_t,
     ) -> eldr_status_t;
-    pub fn eldr_table_worker_ids(
+    pub fn eldr_table_get_worker_ids(
         table: *const eldr_table_t,
-        ids: *mut i32,
+        out: *mut i32,
         n: u32,
     ) -> eldr_status_t;
     pub fn eldr_fit_options_init(options: *mut eldr_fit_options_t);
@@ -988,7 +959,7 @@ extern "C" {
         options: *const eldr_fit_options_t,
         out: *mut *mut eldr_table_t,
     ) -> eldr_status_t;
-    pub fn eldr_table_signature(
+    pub fn eldr_table_compute_signature(
         table: *const eldr_table_t,
         counts: *const i16,
         layers: u32,
@@ -996,7 +967,7 @@ extern "C" {
         out: *mut f32,
         n: u64,
     ) -> eldr_status_t;
-    pub fn eldr_table_scores(
+    pub fn eldr_table_score(
         table: *const eldr_table_t,
         counts: *const i16,
         layers: u32,
@@ -1016,27 +987,20 @@ extern "C" {
         counts: *const i16,
         layers: u32,
         experts: u32,
-        worker: *mut i32,
-    ) -> eldr_status_t;
-    pub fn eldr_router_route_ex(
-        router: *mut eldr_router_t,
-        counts: *const i16,
-        layers: u32,
-        experts: u32,
         loads: *const u32,
         n_loads: u32,
         out: *mut eldr_decision_t,
     ) -> eldr_status_t;
-    pub fn eldr_router_scores(
+    pub fn eldr_router_score(
         router: *mut eldr_router_t,
         counts: *const i16,
         layers: u32,
         experts: u32,
-        scores: *mut f32,
-        in_band: *mut u8,
-        n_workers: u32,
+        out_scores: *mut f32,
+        out_in_band: *mut u8,
+        n: u32,
     ) -> eldr_status_t;
-    pub fn eldr_router_route_id(
+    pub fn eldr_router_route_request(
         router: *mut eldr_router_t,
         request_id: u64,
         counts: *const i16,
@@ -1044,16 +1008,13 @@ extern "C" {
         experts: u32,
         out: *mut eldr_decision_t,
     ) -> eldr_status_t;
-    pub fn eldr_router_complete_request(
-        router: *mut eldr_router_t,
-        request_id: u64,
-    ) -> eldr_status_t;
-    pub fn eldr_router_complete(router: *mut eldr_router_t, worker: i32) -> eldr_status_t;
+    pub fn eldr_router_complete(router: *mut eldr_router_t, request_id: u64) -> eldr_status_t;
+    pub fn eldr_router_complete_worker(router: *mut eldr_router_t, worker: i32) -> eldr_status_t;
     pub fn eldr_router_report(
         router: *mut eldr_router_t,
         report: *const eldr_worker_report_t,
     ) -> eldr_status_t;
-    pub fn eldr_router_stats(
+    pub fn eldr_router_get_stats(
         router: *const eldr_router_t,
         out: *mut eldr_router_stats_t,
     ) -> eldr_status_t;
@@ -1069,55 +1030,58 @@ extern "C" {
         router: *mut eldr_router_t,
         table: *const eldr_table_t,
     ) -> eldr_status_t;
-    pub fn eldr_router_worker_slots(router: *const eldr_router_t, out: *mut u32) -> eldr_status_t;
-    pub fn eldr_router_workers(
+    pub fn eldr_router_get_worker_slots(
         router: *const eldr_router_t,
-        ids: *mut i32,
-        states: *mut u8,
-        inflight: *mut u32,
+        out: *mut u32,
+    ) -> eldr_status_t;
+    pub fn eldr_router_get_workers(
+        router: *const eldr_router_t,
+        out_ids: *mut i32,
+        out_states: *mut u32,
+        out_inflight: *mut u32,
         n: u32,
     ) -> eldr_status_t;
     pub fn eldr_routed_experts_options_init(options: *mut eldr_routed_experts_options_t);
     pub fn eldr_routed_experts_info_init(info: *mut eldr_routed_experts_info_t);
-    pub fn eldr_footprint_from_ids(
+    pub fn eldr_routed_experts_decode_ids(
         ids: *const ::std::os::raw::c_void,
         bytes: usize,
-        dtype: i32,
+        dtype: u32,
         options: *const eldr_routed_experts_options_t,
         out: *mut i16,
         out_len: usize,
         info: *mut eldr_routed_experts_info_t,
     ) -> eldr_status_t;
-    pub fn eldr_footprint_from_base64_ids(
+    pub fn eldr_routed_experts_decode_base64_ids(
         base64: *const ::std::os::raw::c_char,
         len: usize,
-        dtype: i32,
+        dtype: u32,
         options: *const eldr_routed_experts_options_t,
         out: *mut i16,
         out_len: usize,
         info: *mut eldr_routed_experts_info_t,
     ) -> eldr_status_t;
-    pub fn eldr_footprint_from_base64_npy(
+    pub fn eldr_routed_experts_decode_base64_npy(
         base64: *const ::std::os::raw::c_char,
         len: usize,
-        dtype: i32,
+        dtype: u32,
         options: *const eldr_routed_experts_options_t,
         out: *mut i16,
         out_len: usize,
         info: *mut eldr_routed_experts_info_t,
     ) -> eldr_status_t;
-    pub fn eldr_base64_npy_shape(
+    pub fn eldr_routed_experts_inspect_base64_npy(
         base64: *const ::std::os::raw::c_char,
         len: usize,
         info: *mut eldr_routed_experts_info_t,
     ) -> eldr_status_t;
-    pub fn eldr_cuda_available() -> bool;
+    pub fn eldr_gpu_available() -> bool;
     pub fn eldr_gpu_footprints_new(
         opts: *const eldr_gpu_options_t,
         out: *mut *mut eldr_gpu_footprints_t,
     ) -> eldr_status_t;
     pub fn eldr_gpu_footprints_free(gpu: *mut eldr_gpu_footprints_t);
-    pub fn eldr_gpu_update_blocks(
+    pub fn eldr_gpu_footprints_update_blocks(
         gpu: *mut eldr_gpu_footprints_t,
         expert_ids: *const ::std::os::raw::c_void,
         id_bytes: u32,
@@ -1126,7 +1090,7 @@ extern "C" {
         slot_mapping: *const i64,
         stream: *mut ::std::os::raw::c_void,
     ) -> eldr_status_t;
-    pub fn eldr_gpu_sum_requests(
+    pub fn eldr_gpu_footprints_sum_requests(
         gpu: *mut eldr_gpu_footprints_t,
         block_table: *const i32,
         max_blocks: u32,
@@ -1135,7 +1099,7 @@ extern "C" {
         out: *mut i16,
         stream: *mut ::std::os::raw::c_void,
     ) -> eldr_status_t;
-    pub fn eldr_gpu_push_requests(
+    pub fn eldr_gpu_footprints_push_requests(
         gpu: *mut eldr_gpu_footprints_t,
         client: *mut eldr_client_t,
         request_ids: *const *const ::std::os::raw::c_char,
@@ -1145,9 +1109,9 @@ extern "C" {
         requests: u32,
         stream: *mut ::std::os::raw::c_void,
     ) -> eldr_status_t;
-    pub fn eldr_gpu_take_errors(
+    pub fn eldr_gpu_footprints_take_errors(
         gpu: *mut eldr_gpu_footprints_t,
         stream: *mut ::std::os::raw::c_void,
-        flags: *mut u32,
+        out: *mut u32,
     ) -> eldr_status_t;
 }

@@ -45,16 +45,6 @@ fn default_raw_options() -> sys::eldr_client_options_t {
     }
 }
 
-/// Admin operation on a decode worker of the daemon.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WorkerOp {
-    /// Routable again.
-    Add,
-    /// No new requests.
-    Drain,
-    Remove,
-}
-
 /// A registered client of one eldrd instance, with its own footprint ring.
 ///
 /// The C library serialises the calls of one handle internally, so a `Client`
@@ -68,13 +58,14 @@ pub struct Client {
 unsafe impl Send for Client {}
 unsafe impl Sync for Client {}
 
-/// A decode engine's report about one worker, for [`Client::report_ex`].
-/// `batch_size` and `step_ms` 0 = not reported.
+/// A decode engine's report about one worker, for [`Client::report`] and
+/// [`Router::report`](crate::Router::report). `batch_size` and `step_ms` 0 =
+/// not reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct WorkerReport {
     /// Worker id.
-    pub worker: u32,
-    /// Requests running (liveness, as [`Client::report`]).
+    pub worker: i32,
+    /// Requests running (the daemon's liveness signal).
     pub running: u32,
     /// KV-cache usage in [0, 1].
     pub kv_usage: f32,
@@ -83,6 +74,21 @@ pub struct WorkerReport {
     /// That step's duration in ms (finite, >= 0): a sample for the online
     /// fit of the step constants.
     pub step_ms: f32,
+}
+
+impl WorkerReport {
+    /// The C struct, at this binding's version.
+    pub(crate) fn to_raw(self) -> sys::eldr_worker_report_t {
+        sys::eldr_worker_report_t {
+            version: sys::ELDR_WORKER_REPORT_VERSION as u32,
+            worker: self.worker,
+            running: self.running,
+            kv_usage: self.kv_usage,
+            batch_size: self.batch_size,
+            step_ms: self.step_ms,
+            reserved: [0; 4],
+        }
+    }
 }
 
 impl Client {
@@ -117,7 +123,7 @@ impl Client {
         let id = RequestId::new(request_id)?;
         // SAFETY: NUL-terminated id; the footprint's slice matches its shape.
         check(unsafe {
-            sys::eldr_footprint_push(
+            sys::eldr_client_push(
                 self.raw.as_ptr(),
                 id.as_ptr(),
                 footprint.counts().as_ptr(),
@@ -171,7 +177,7 @@ impl Client {
             .map_err(|_| Error::new(status::INVALID_ARGUMENT, "too many blocks"))?;
         // SAFETY: every array holds what n_blocks, layers and experts say (checked above).
         check(unsafe {
-            sys::eldr_footprint_push_blocks(
+            sys::eldr_client_push_blocks(
                 self.raw.as_ptr(),
                 id.as_ptr(),
                 block_hashes.as_ptr(),
@@ -192,7 +198,7 @@ impl Client {
         let mut out = raw_decision();
         // SAFETY: NUL-terminated id, versioned out struct.
         check(unsafe {
-            sys::eldr_decision_wait(
+            sys::eldr_client_wait(
                 self.raw.as_ptr(),
                 id.as_ptr(),
                 duration_ms(timeout),
@@ -205,7 +211,7 @@ impl Client {
     /// Push, then wait for the decision: one round trip through the daemon. A
     /// footprint the daemon rejected (another geometry than its table's, a
     /// count it refuses) is an `Err` carrying the daemon's status (e.g.
-    /// `status::SHAPE_MISMATCH`), as `eldr_route` returns it.
+    /// `status::SHAPE_MISMATCH`), as `eldr_client_route` returns it.
     pub fn route(
         &self,
         request_id: &str,
@@ -216,7 +222,7 @@ impl Client {
         let mut out = raw_decision();
         // SAFETY: as push() and wait().
         check(unsafe {
-            sys::eldr_route(
+            sys::eldr_client_route(
                 self.raw.as_ptr(),
                 id.as_ptr(),
                 footprint.counts().as_ptr(),
@@ -230,51 +236,38 @@ impl Client {
     }
 
     /// The request's decode has finished: its worker's in-flight count drops
-    /// by one. Without a token the daemon accepts it only from the process
-    /// that pushed the footprint; others use [`Client::complete_with_token`].
-    pub fn complete(&self, request_id: &str) -> Result<()> {
-        self.complete_with_token(request_id, 0)
-    }
-
-    /// [`Client::complete`] presenting the decision's `completion_token`.
-    pub fn complete_with_token(&self, request_id: &str, token: u64) -> Result<()> {
+    /// by one. `token`: the decision's `completion_token`; 0 = "this process
+    /// pushed the footprint" (the daemon refuses it from anyone else).
+    pub fn complete(&self, request_id: &str, token: u64) -> Result<()> {
         let id = RequestId::new(request_id)?;
         // SAFETY: NUL-terminated id.
-        check(unsafe { sys::eldr_request_complete_token(self.raw.as_ptr(), id.as_ptr(), token) })
+        check(unsafe { sys::eldr_client_complete(self.raw.as_ptr(), id.as_ptr(), token) })
     }
 
-    /// Load report from a decode engine: running requests and KV usage in [0, 1].
-    pub fn report(&self, worker: u32, running: u32, kv_usage: f32) -> Result<()> {
-        // SAFETY: valid handle.
-        check(unsafe { sys::eldr_worker_report(self.raw.as_ptr(), worker, running, kv_usage) })
-    }
-
-    /// [`Client::report`] with the engine's last decode step
-    /// (`eldr_worker_report_ex`). Without `batch_size` and `step_ms` it sends
-    /// the plain report, which every eldrd reads.
-    pub fn report_ex(&self, report: &WorkerReport) -> Result<()> {
-        let raw = sys::eldr_worker_report_t {
-            version: sys::ELDR_WORKER_REPORT_VERSION as u32,
-            worker: report.worker,
-            running: report.running,
-            kv_usage: report.kv_usage,
-            batch_size: report.batch_size,
-            step_ms: report.step_ms,
-            reserved: [0; 4],
-        };
+    /// A decode engine's report about one worker. Without `batch_size` and
+    /// `step_ms` it is the plain liveness and KV report.
+    pub fn report(&self, report: &WorkerReport) -> Result<()> {
+        let raw = report.to_raw();
         // SAFETY: valid handle; `raw` outlives the call.
-        check(unsafe { sys::eldr_worker_report_ex(self.raw.as_ptr(), &raw) })
+        check(unsafe { sys::eldr_client_report(self.raw.as_ptr(), &raw) })
     }
 
-    /// Admin: add, drain or remove a worker of the daemon.
-    pub fn worker_control(&self, worker: u32, op: WorkerOp) -> Result<()> {
-        let op = match op {
-            WorkerOp::Add => sys::ELDR_WORKER_ADD,
-            WorkerOp::Drain => sys::ELDR_WORKER_DRAIN,
-            WorkerOp::Remove => sys::ELDR_WORKER_REMOVE,
-        } as u32;
+    /// Admin: the worker is routable again.
+    pub fn add_worker(&self, worker: i32) -> Result<()> {
         // SAFETY: valid handle.
-        check(unsafe { sys::eldr_worker_control(self.raw.as_ptr(), worker, op) })
+        check(unsafe { sys::eldr_client_add_worker(self.raw.as_ptr(), worker) })
+    }
+
+    /// Admin: no new requests for the worker.
+    pub fn drain_worker(&self, worker: i32) -> Result<()> {
+        // SAFETY: valid handle.
+        check(unsafe { sys::eldr_client_drain_worker(self.raw.as_ptr(), worker) })
+    }
+
+    /// Admin: the worker leaves routing.
+    pub fn remove_worker(&self, worker: i32) -> Result<()> {
+        // SAFETY: valid handle.
+        check(unsafe { sys::eldr_client_remove_worker(self.raw.as_ptr(), worker) })
     }
 }
 
@@ -288,7 +281,7 @@ impl Client {
 impl Drop for Client {
     fn drop(&mut self) {
         // SAFETY: owned handle, closed once.
-        unsafe { sys::eldr_client_close(self.raw.as_ptr()) }
+        unsafe { sys::eldr_client_free(self.raw.as_ptr()) }
     }
 }
 

@@ -21,7 +21,7 @@ pub struct Decision {
     pub policy_code: u32,
     /// Sidecar: push to publish, measured by the daemon (zero when embedded).
     pub latency: Duration,
-    /// Sidecar: what [`crate::Client::complete_with_token`] presents for this
+    /// Sidecar: what [`crate::Client::complete`] presents for this
     /// request from a process other than the one that pushed its footprint.
     pub completion_token: u64,
 }

@@ -179,7 +179,7 @@ impl GpuFootprints {
                 Error::new(status::OUT_OF_RANGE, format!("layer {} is out of range", l))
             })?,
         };
-        check(sys::eldr_gpu_update_blocks(
+        check(sys::eldr_gpu_footprints_update_blocks(
             self.raw.as_ptr(),
             ids,
             id_bytes,
@@ -207,7 +207,7 @@ impl GpuFootprints {
         out: *mut i16,
         stream: CudaStream,
     ) -> Result<()> {
-        check(sys::eldr_gpu_sum_requests(
+        check(sys::eldr_gpu_footprints_sum_requests(
             self.raw.as_ptr(),
             block_table,
             max_blocks,
@@ -247,7 +247,7 @@ impl GpuFootprints {
             .map(|id| RequestId::new(id))
             .collect::<Result<Vec<_>>>()?;
         let pointers: Vec<_> = ids.iter().map(|id| id.as_ptr()).collect();
-        check(sys::eldr_gpu_push_requests(
+        check(sys::eldr_gpu_footprints_push_requests(
             self.raw.as_ptr(),
             client.raw(),
             pointers.as_ptr(),
@@ -264,7 +264,7 @@ impl GpuFootprints {
         let mut flags = 0u32;
         // SAFETY: valid handle and out-param; a CudaStream is live by contract.
         check(unsafe {
-            sys::eldr_gpu_take_errors(self.raw.as_ptr(), stream.as_raw(), &mut flags)
+            sys::eldr_gpu_footprints_take_errors(self.raw.as_ptr(), stream.as_raw(), &mut flags)
         })?;
         Ok(flags)
     }

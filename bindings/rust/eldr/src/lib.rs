@@ -16,8 +16,8 @@
 //! let table = eldr::Table::load("table.eldr")?;
 //! let router = eldr::Router::new(&table, &eldr::RouterOptions::default())?;
 //! let counts = vec![0i16; 48 * 128];
-//! let worker = router.route(&eldr::Footprint::new(&counts, 48, 128)?)?;
-//! router.complete(worker)?;
+//! let decision = router.route(&eldr::Footprint::new(&counts, 48, 128)?)?;
+//! router.complete_worker(decision.worker)?;
 //! # Ok::<(), eldr::Error>(())
 //! ```
 
@@ -30,7 +30,7 @@ mod routed_experts;
 mod router;
 mod table;
 
-pub use client::{Client, ClientOptions, WorkerOp, WorkerReport, MAX_REQUEST_ID_BYTES};
+pub use client::{Client, ClientOptions, WorkerReport, MAX_REQUEST_ID_BYTES};
 pub use decision::Decision;
 pub use error::{status, status_name, status_string, Error, Result};
 pub use footprint::Footprint;

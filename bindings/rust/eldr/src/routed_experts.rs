@@ -20,14 +20,14 @@ pub enum IdDtype {
 }
 
 impl IdDtype {
-    fn to_raw(self) -> i32 {
-        match self {
+    fn to_raw(self) -> u32 {
+        (match self {
             IdDtype::Uint8 => sys::ELDR_DTYPE_UINT8,
             IdDtype::Uint16 => sys::ELDR_DTYPE_UINT16,
             IdDtype::Int16 => sys::ELDR_DTYPE_INT16,
             IdDtype::Int32 => sys::ELDR_DTYPE_INT32,
             IdDtype::Int64 => sys::ELDR_DTYPE_INT64,
-        }
+        }) as u32
     }
 
     fn from_raw(raw: u32) -> Option<IdDtype> {
@@ -166,7 +166,7 @@ pub fn footprint_from_ids(
         // SAFETY: ids and out are live slices of the given lengths; the
         // options' moe_layers pointer borrows `options` for this call.
         unsafe {
-            sys::eldr_footprint_from_ids(
+            sys::eldr_routed_experts_decode_ids(
                 ids.as_ptr().cast(),
                 ids.len(),
                 dtype.to_raw(),
@@ -190,7 +190,7 @@ pub fn footprint_from_sglang(
     run(options, n, &mut |raw, out, len, info| {
         // SAFETY: as footprint_from_ids; the text is passed with its length.
         unsafe {
-            sys::eldr_footprint_from_base64_ids(
+            sys::eldr_routed_experts_decode_base64_ids(
                 base64.as_ptr().cast(),
                 base64.len(),
                 dtype.to_raw(),
@@ -213,14 +213,14 @@ pub fn footprint_from_vllm(
 ) -> Result<(Vec<i16>, RoutedExpertsInfo)> {
     let dtype = expected
         .map(IdDtype::to_raw)
-        .unwrap_or(sys::ELDR_DTYPE_AUTO);
+        .unwrap_or(sys::ELDR_DTYPE_AUTO as u32);
     let mut call = |raw: &sys::eldr_routed_experts_options_t,
                     out: *mut i16,
                     len: usize,
                     info: *mut sys::eldr_routed_experts_info_t| {
         // SAFETY: as footprint_from_sglang.
         unsafe {
-            sys::eldr_footprint_from_base64_npy(
+            sys::eldr_routed_experts_decode_base64_npy(
                 base64_npy.as_ptr().cast(),
                 base64_npy.len(),
                 dtype,
@@ -247,7 +247,7 @@ pub fn npy_shape(base64_npy: &str) -> Result<RoutedExpertsInfo> {
     // SAFETY: valid pointers; the text is passed with its length.
     unsafe {
         sys::eldr_routed_experts_info_init(&mut info);
-        check(sys::eldr_base64_npy_shape(
+        check(sys::eldr_routed_experts_inspect_base64_npy(
             base64_npy.as_ptr().cast(),
             base64_npy.len(),
             &mut info,

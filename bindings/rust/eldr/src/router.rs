@@ -172,11 +172,11 @@ pub enum WorkerState {
     Draining,
     Removed,
     /// A state this binding does not know (a newer library).
-    Other(u8),
+    Other(u32),
 }
 
 impl WorkerState {
-    fn from_raw(raw: u8) -> WorkerState {
+    fn from_raw(raw: u32) -> WorkerState {
         match raw as i32 {
             sys::ELDR_WORKER_STATE_ACTIVE => WorkerState::Active,
             sys::ELDR_WORKER_STATE_DRAINING => WorkerState::Draining,
@@ -242,48 +242,43 @@ impl Router {
         Ok(Router { raw })
     }
 
-    /// Routes one request and counts it in flight on the chosen worker.
+    /// Routes one request and counts it in flight on the chosen worker
+    /// ([`complete_worker`](Router::complete_worker) ends it).
     #[inline]
-    pub fn route(&self, footprint: &Footprint<'_>) -> Result<i32> {
-        let mut worker: i32 = -1;
-        // SAFETY: the footprint's slice matches its shape.
+    pub fn route(&self, footprint: &Footprint<'_>) -> Result<Decision> {
+        self.route_raw(footprint, std::ptr::null(), 0)
+    }
+
+    /// As [`route`](Router::route), with `loads` replacing the in-flight count
+    /// of every worker slot (one entry per slot, in
+    /// [`workers`](Router::workers) order) for this decision only: nothing is
+    /// counted in flight.
+    pub fn route_with_loads(&self, footprint: &Footprint<'_>, loads: &[u32]) -> Result<Decision> {
+        let n = u32::try_from(loads.len()).map_err(|_| {
+            Error::new(
+                status::INVALID_ARGUMENT,
+                format!("{} loads is too many", loads.len()),
+            )
+        })?;
+        self.route_raw(footprint, loads.as_ptr(), n)
+    }
+
+    fn route_raw(
+        &self,
+        footprint: &Footprint<'_>,
+        loads: *const u32,
+        n_loads: u32,
+    ) -> Result<Decision> {
+        let mut out = raw_decision();
+        // SAFETY: the footprint's slice matches its shape; loads is NULL or
+        // holds n_loads entries; valid out-param.
         check(unsafe {
             sys::eldr_router_route(
                 self.raw.as_ptr(),
                 footprint.counts().as_ptr(),
                 footprint.layers(),
                 footprint.experts(),
-                &mut worker,
-            )
-        })?;
-        Ok(worker)
-    }
-
-    /// As [`route`](Router::route) with the full decision. `loads`, when given,
-    /// replaces the in-flight count of every worker slot (one entry per slot,
-    /// in [`workers`](Router::workers) order) for this decision only.
-    pub fn route_ex(&self, footprint: &Footprint<'_>, loads: Option<&[u32]>) -> Result<Decision> {
-        let (loads_ptr, n_loads) = match loads {
-            Some(l) => {
-                let n = u32::try_from(l.len()).map_err(|_| {
-                    Error::new(
-                        status::INVALID_ARGUMENT,
-                        format!("{} loads is too many", l.len()),
-                    )
-                })?;
-                (l.as_ptr(), n)
-            }
-            None => (std::ptr::null(), 0),
-        };
-        let mut out = raw_decision();
-        // SAFETY: footprint checked; loads_ptr holds n_loads entries.
-        check(unsafe {
-            sys::eldr_router_route_ex(
-                self.raw.as_ptr(),
-                footprint.counts().as_ptr(),
-                footprint.layers(),
-                footprint.experts(),
-                loads_ptr,
+                loads,
                 n_loads,
                 &mut out,
             )
@@ -291,15 +286,14 @@ impl Router {
         Ok(Decision::from_raw(&out))
     }
 
-    /// As [`route_ex`](Router::route_ex) without loads, remembering
-    /// `request_id` so that [`complete_request`](Router::complete_request)
-    /// takes this request, and its experts, out of its worker's batch.
-    /// `STATE` when the id is already in flight.
-    pub fn route_id(&self, request_id: u64, footprint: &Footprint<'_>) -> Result<Decision> {
+    /// As [`route`](Router::route), remembering `request_id` so that
+    /// [`complete`](Router::complete) takes this request, and its experts, out
+    /// of its worker's batch. `STATE` when the id is already in flight.
+    pub fn route_request(&self, request_id: u64, footprint: &Footprint<'_>) -> Result<Decision> {
         let mut out = raw_decision();
         // SAFETY: the footprint's slice matches its shape; valid out-param.
         check(unsafe {
-            sys::eldr_router_route_id(
+            sys::eldr_router_route_request(
                 self.raw.as_ptr(),
                 request_id,
                 footprint.counts().as_ptr(),
@@ -314,27 +308,17 @@ impl Router {
     /// The request routed with `request_id` finished. `NOT_FOUND` for an id
     /// not in flight (unknown, or completed already): counted in
     /// [`stats`](Router::stats), nothing else changes.
-    pub fn complete_request(&self, request_id: u64) -> Result<()> {
+    pub fn complete(&self, request_id: u64) -> Result<()> {
         // SAFETY: valid handle.
-        check(unsafe { sys::eldr_router_complete_request(self.raw.as_ptr(), request_id) })
+        check(unsafe { sys::eldr_router_complete(self.raw.as_ptr(), request_id) })
     }
 
     /// A decode engine's report (the same [`WorkerReport`] as
-    /// [`Client::report_ex`](crate::Client::report_ex)): `batch_size` replaces
+    /// [`Client::report`](crate::Client::report)): `batch_size` replaces
     /// the worker's in-flight count, `step_ms` with it feeds the fit of the
     /// step constants; 0 = not reported, `running` is not used here.
     pub fn report(&self, report: &WorkerReport) -> Result<()> {
-        let mut raw = std::mem::MaybeUninit::<sys::eldr_worker_report_t>::zeroed();
-        // SAFETY: init writes the whole struct.
-        let mut raw = unsafe {
-            sys::eldr_worker_report_init(raw.as_mut_ptr());
-            raw.assume_init()
-        };
-        raw.worker = report.worker;
-        raw.running = report.running;
-        raw.kv_usage = report.kv_usage;
-        raw.batch_size = report.batch_size;
-        raw.step_ms = report.step_ms;
+        let raw = report.to_raw();
         // SAFETY: valid handle and report.
         check(unsafe { sys::eldr_router_report(self.raw.as_ptr(), &raw) })
     }
@@ -346,7 +330,7 @@ impl Router {
         let mut raw = unsafe { raw.assume_init() };
         raw.version = sys::ELDR_ROUTER_STATS_VERSION as u32;
         // SAFETY: valid handle and out-param.
-        check(unsafe { sys::eldr_router_stats(self.raw.as_ptr(), &mut raw) })?;
+        check(unsafe { sys::eldr_router_get_stats(self.raw.as_ptr(), &mut raw) })?;
         Ok(RouterStats {
             routed: raw.routed,
             rejected: raw.rejected,
@@ -373,7 +357,7 @@ impl Router {
             let mut in_band = vec![0u8; n as usize];
             // SAFETY: both buffers hold n entries; the library checks n.
             let status = unsafe {
-                sys::eldr_router_scores(
+                sys::eldr_router_score(
                     self.raw.as_ptr(),
                     footprint.counts().as_ptr(),
                     footprint.layers(),
@@ -404,7 +388,7 @@ impl Router {
     pub fn worker_slots(&self) -> Result<u32> {
         let mut n = 0u32;
         // SAFETY: valid handle and out-param.
-        check(unsafe { sys::eldr_router_worker_slots(self.raw.as_ptr(), &mut n) })?;
+        check(unsafe { sys::eldr_router_get_worker_slots(self.raw.as_ptr(), &mut n) })?;
         Ok(n)
     }
 
@@ -414,11 +398,11 @@ impl Router {
         loop {
             let n = self.worker_slots()?;
             let mut ids = vec![0i32; n as usize];
-            let mut states = vec![0u8; n as usize];
+            let mut states = vec![0u32; n as usize];
             let mut inflight = vec![0u32; n as usize];
             // SAFETY: the three buffers hold n entries; the library checks n.
             let status = unsafe {
-                sys::eldr_router_workers(
+                sys::eldr_router_get_workers(
                     self.raw.as_ptr(),
                     ids.as_mut_ptr(),
                     states.as_mut_ptr(),
@@ -443,9 +427,9 @@ impl Router {
 
     /// The oldest request still in flight on `worker` finished: its in-flight
     /// count drops by one (never below 0).
-    pub fn complete(&self, worker: i32) -> Result<()> {
+    pub fn complete_worker(&self, worker: i32) -> Result<()> {
         // SAFETY: valid handle.
-        check(unsafe { sys::eldr_router_complete(self.raw.as_ptr(), worker) })
+        check(unsafe { sys::eldr_router_complete_worker(self.raw.as_ptr(), worker) })
     }
 
     /// Sets the in-flight count of `worker` (e.g. from the engine's own accounting).

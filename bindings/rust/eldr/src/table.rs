@@ -165,7 +165,7 @@ impl Table {
         let mut raw = unsafe { raw.assume_init() };
         raw.version = sys::ELDR_TABLE_INFO_VERSION as u32;
         // SAFETY: valid handle and out struct.
-        check(unsafe { sys::eldr_table_info(self.raw.as_ptr(), &mut raw) })?;
+        check(unsafe { sys::eldr_table_get_info(self.raw.as_ptr(), &mut raw) })?;
         Ok(TableInfo {
             layers: raw.layers,
             experts: raw.experts,
@@ -181,7 +181,7 @@ impl Table {
         let n = self.info()?.num_workers;
         let mut ids = vec![0i32; n as usize];
         // SAFETY: ids holds n entries.
-        check(unsafe { sys::eldr_table_worker_ids(self.raw.as_ptr(), ids.as_mut_ptr(), n) })?;
+        check(unsafe { sys::eldr_table_get_worker_ids(self.raw.as_ptr(), ids.as_mut_ptr(), n) })?;
         Ok(ids)
     }
 
@@ -192,7 +192,7 @@ impl Table {
         let mut out = vec![0f32; n];
         // SAFETY: the footprint's slice matches its shape; out holds n floats.
         check(unsafe {
-            sys::eldr_table_signature(
+            sys::eldr_table_compute_signature(
                 self.raw.as_ptr(),
                 footprint.counts().as_ptr(),
                 footprint.layers(),
@@ -210,7 +210,7 @@ impl Table {
         let mut out = vec![0f32; n as usize];
         // SAFETY: as signature().
         check(unsafe {
-            sys::eldr_table_scores(
+            sys::eldr_table_score(
                 self.raw.as_ptr(),
                 footprint.counts().as_ptr(),
                 footprint.layers(),

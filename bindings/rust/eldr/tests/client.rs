@@ -34,11 +34,11 @@ fn route_returns_a_decision_from_the_daemon() {
     assert!((0..WORKERS as i32).contains(&d.worker), "{:?}", d);
     assert!(d.band_size >= 1 && d.band_size <= WORKERS);
     assert!(d.similarity > 0.0 && d.similarity <= 1.0 + 1e-5, "{:?}", d);
-    sut.complete("req-route-1").unwrap();
+    sut.complete("req-route-1", 0).unwrap();
 }
 
 /// A footprint of another geometry than the daemon's table: eldrd rejects it,
-/// and route returns the daemon's status (eldr_route does), never a decision.
+/// and route returns the daemon's status (eldr_client_route does), never a decision.
 #[test]
 fn route_returns_the_daemons_status_for_a_rejected_footprint() {
     let daemon = daemon_or_skip!("route-rejected");
@@ -75,9 +75,7 @@ fn a_second_client_waits_for_the_decision_of_a_pushed_footprint() {
     // daemon refuses a complete without it).
     assert_ne!(d.completion_token, 0);
     assert_eq!(again.completion_token, d.completion_token);
-    gateway
-        .complete_with_token("req-wait-1", d.completion_token)
-        .unwrap();
+    gateway.complete("req-wait-1", d.completion_token).unwrap();
 }
 
 #[test]
@@ -109,7 +107,14 @@ fn bad_arguments_fail_before_reaching_the_daemon() {
     assert!(sut
         .push(&"y".repeat(eldr::MAX_REQUEST_ID_BYTES), &fp)
         .is_ok());
-    let err = sut.report(0, 1, 2.5).unwrap_err();
+    let err = sut
+        .report(&eldr::WorkerReport {
+            worker: 0,
+            running: 1,
+            kv_usage: 2.5,
+            ..Default::default()
+        })
+        .unwrap_err();
     assert_eq!(
         err.status(),
         status::INVALID_ARGUMENT,
@@ -123,15 +128,21 @@ fn reports_and_worker_control_are_accepted() {
     let daemon = daemon_or_skip!("control");
     let sut = daemon.client();
     for w in 0..WORKERS {
-        sut.report(w, 1, 0.25).unwrap();
+        sut.report(&eldr::WorkerReport {
+            worker: w as i32,
+            running: 1,
+            kv_usage: 0.25,
+            ..Default::default()
+        })
+        .unwrap();
     }
-    sut.worker_control(1, eldr::WorkerOp::Drain).unwrap();
-    sut.worker_control(1, eldr::WorkerOp::Add).unwrap();
+    sut.drain_worker(1).unwrap();
+    sut.add_worker(1).unwrap();
 }
 
 #[test]
 fn step_reports_are_accepted_and_bad_values_refused() {
-    let daemon = daemon_or_skip!("report_ex");
+    let daemon = daemon_or_skip!("step_report");
     let sut = daemon.client();
     let report = eldr::WorkerReport {
         worker: 0,
@@ -140,9 +151,9 @@ fn step_reports_are_accepted_and_bad_values_refused() {
         batch_size: 3,
         step_ms: 4.5,
     };
-    sut.report_ex(&report).unwrap();
+    sut.report(&report).unwrap();
     // Without a step: the plain report.
-    sut.report_ex(&eldr::WorkerReport {
+    sut.report(&eldr::WorkerReport {
         worker: 1,
         running: 1,
         ..Default::default()
@@ -170,7 +181,7 @@ fn step_reports_are_accepted_and_bad_values_refused() {
             ..report
         },
     ] {
-        let err = sut.report_ex(&bad).unwrap_err();
+        let err = sut.report(&bad).unwrap_err();
         assert_eq!(err.status(), status::INVALID_ARGUMENT, "{:?}: {}", bad, err);
     }
 }
@@ -190,7 +201,7 @@ fn a_client_is_shared_by_threads() {
                     let id = format!("t{}-{}", t, i);
                     let d = client.route(&id, &fp, Duration::from_secs(5)).unwrap();
                     assert!((0..WORKERS as i32).contains(&d.worker));
-                    client.complete(&id).unwrap();
+                    client.complete(&id, 0).unwrap();
                 }
             })
         })

@@ -81,7 +81,7 @@ fn requests_of_one_task_go_to_the_same_best_worker() {
             let best = (0..scores.len())
                 .max_by(|&a, &b| scores[a].total_cmp(&scores[b]))
                 .unwrap();
-            let worker = sut.route(&fp).unwrap();
+            let worker = sut.route(&fp).unwrap().worker;
             assert_eq!(worker, ids[best], "task {} scores {:?}", task, scores);
             chosen.push(worker);
         }
@@ -95,7 +95,7 @@ fn requests_of_one_task_go_to_the_same_best_worker() {
 }
 
 #[test]
-fn route_ex_reports_the_decision_and_honours_loads() {
+fn route_reports_the_decision_and_honours_loads() {
     let table = fitted_table(4);
     let options = RouterOptions {
         policy: Policy::Eldr,
@@ -104,7 +104,7 @@ fn route_ex_reports_the_decision_and_honours_loads() {
     let sut = Router::new(&table, &options).unwrap();
     let counts = footprint(&mut Rng::new(1), 3, 4);
     let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
-    let d = sut.route_ex(&fp, None).unwrap();
+    let d = sut.route(&fp).unwrap();
     assert!((0..4).contains(&d.worker));
     assert!(d.band_size >= 1 && d.band_size <= 4);
     assert!(
@@ -130,12 +130,12 @@ fn route_ex_reports_the_decision_and_honours_loads() {
     assert_eq!(slots, 4);
     let mut loads = vec![0u32; slots];
     loads[slot] = 1000;
-    let moved = sut.route_ex(&fp, Some(&loads)).unwrap();
+    let moved = sut.route_with_loads(&fp, &loads).unwrap();
     if d.band_size > 1 {
         assert_ne!(moved.worker, d.worker);
     }
     // Wrong number of loads is rejected, not read past.
-    let err = sut.route_ex(&fp, Some(&loads[..3])).unwrap_err();
+    let err = sut.route_with_loads(&fp, &loads[..3]).unwrap_err();
     assert_eq!(err.status(), status::INVALID_ARGUMENT, "{}", err);
 }
 
@@ -156,7 +156,11 @@ fn complete_and_set_load_track_workers() {
     sut.set_load(2, 0).unwrap();
     let counts = footprint(&mut Rng::new(2), 0, 4);
     let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
-    assert_eq!(sut.route(&fp).unwrap(), 2, "JSQ picks the idle worker");
+    assert_eq!(
+        sut.route(&fp).unwrap().worker,
+        2,
+        "JSQ picks the idle worker"
+    );
     let slot2 = *sut
         .workers()
         .unwrap()
@@ -164,9 +168,9 @@ fn complete_and_set_load_track_workers() {
         .find(|w| w.worker == 2)
         .unwrap();
     assert_eq!(slot2.inflight, 1);
-    sut.complete(2).unwrap();
-    sut.complete(2).unwrap_err(); // nothing left in flight: never below 0
-    let err = sut.complete(4000).unwrap_err();
+    sut.complete_worker(2).unwrap();
+    sut.complete_worker(2).unwrap_err(); // nothing left in flight: never below 0
+    let err = sut.complete_worker(4000).unwrap_err();
     assert!(
         err.status() == status::NOT_FOUND || err.status() == status::INVALID_ARGUMENT,
         "{}",
@@ -203,11 +207,11 @@ fn drained_and_removed_workers_get_no_requests() {
     let counts = footprint(&mut Rng::new(4), 1, 4);
     let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
     for _ in 0..12 {
-        let w = sut.route(&fp).unwrap();
+        let w = sut.route(&fp).unwrap().worker;
         assert!(w == 0 || w == 2, "routed to {}", w);
     }
     sut.add_worker(1).unwrap();
-    let seen: Vec<i32> = (0..12).map(|_| sut.route(&fp).unwrap()).collect();
+    let seen: Vec<i32> = (0..12).map(|_| sut.route(&fp).unwrap().worker).collect();
     assert!(seen.contains(&1), "{:?}", seen);
 }
 
@@ -234,7 +238,7 @@ fn every_policy_routes() {
             Err(e) => panic!("{:?}: {}", policy, e),
         };
         match sut.route(&fp) {
-            Ok(w) => assert!((0..4).contains(&w), "{:?} -> {}", policy, w),
+            Ok(d) => assert!((0..4).contains(&d.worker), "{:?} -> {}", policy, d.worker),
             Err(e) => assert_eq!(policy, Policy::Domain, "{:?}: {}", policy, e),
         }
     }
@@ -254,8 +258,9 @@ fn a_router_is_shared_by_threads() {
                     let counts = footprint(&mut rng, t as u32, 4);
                     let w = router
                         .route(&Footprint::new(&counts, LAYERS, EXPERTS).unwrap())
-                        .unwrap();
-                    router.complete(w).unwrap();
+                        .unwrap()
+                        .worker;
+                    router.complete_worker(w).unwrap();
                 }
             })
         })
@@ -270,9 +275,9 @@ fn swap_table_bumps_the_epoch() {
     let sut = Router::new(&fitted_table(4), &RouterOptions::default()).unwrap();
     let counts = footprint(&mut Rng::new(6), 0, 4);
     let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
-    let before = sut.route_ex(&fp, None).unwrap().table_epoch;
+    let before = sut.route(&fp).unwrap().table_epoch;
     sut.swap_table(&fitted_table(4)).unwrap();
-    let after = sut.route_ex(&fp, None).unwrap().table_epoch;
+    let after = sut.route(&fp).unwrap().table_epoch;
     assert!(after > before, "{} -> {}", before, after);
 }
 

@@ -7,7 +7,7 @@ use eldr::{gpu_error, status, CudaStream, GpuFootprints, GpuOptions};
 
 fn device_present() -> bool {
     // SAFETY: no arguments, no state.
-    unsafe { eldr::sys::eldr_cuda_available() }
+    unsafe { eldr::sys::eldr_gpu_available() }
 }
 
 #[test]

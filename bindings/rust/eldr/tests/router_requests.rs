@@ -1,5 +1,5 @@
 //! The embedded router's request records and step model through the safe
-//! API: the EldrCost default, step constants, route_id / complete_request
+//! API: the EldrCost default, step constants, route_request / complete
 //! (unknown and repeated ids), complete(worker) oldest first, reports, stats.
 
 mod common;
@@ -41,7 +41,7 @@ fn the_default_policy_is_eldr_cost() {
     let sut = Router::new(&fitted_table(4), &options).unwrap();
     let c = counts(1, 0);
     let d = sut
-        .route_ex(&Footprint::new(&c, LAYERS, EXPERTS).unwrap(), None)
+        .route(&Footprint::new(&c, LAYERS, EXPERTS).unwrap())
         .unwrap();
     assert_eq!(d.policy(), Some(Policy::EldrCost));
 }
@@ -86,22 +86,22 @@ fn step_constants_as_given_and_a_mix_refused() {
 }
 
 #[test]
-fn route_id_and_complete_request_keep_the_books() {
+fn route_request_and_complete_keep_the_books() {
     let sut = locality(RouterOptions::default());
     let c = counts(2, 1);
     let fp = Footprint::new(&c, LAYERS, EXPERTS).unwrap();
-    let w = sut.route_id(1, &fp).unwrap().worker;
-    assert_eq!(sut.route_id(2, &fp).unwrap().worker, w);
+    let w = sut.route_request(1, &fp).unwrap().worker;
+    assert_eq!(sut.route_request(2, &fp).unwrap().worker, w);
     assert_eq!(inflight(&sut, w), 2);
     // An id in flight is refused.
-    let err = sut.route_id(2, &fp).unwrap_err();
+    let err = sut.route_request(2, &fp).unwrap_err();
     assert_eq!(err.status(), status::STATE, "{}", err);
-    sut.complete_request(1).unwrap();
+    sut.complete(1).unwrap();
     // Completed already, and never routed: NOT_FOUND, counted, counts unchanged.
     for id in [1, 424242] {
-        let err = sut.complete_request(id).unwrap_err();
+        let err = sut.complete(id).unwrap_err();
         assert_eq!(err.status(), status::NOT_FOUND, "{}", err);
-        assert!(err.message().contains("eldr_router_complete_request"));
+        assert!(err.message().contains("eldr_router_complete"));
     }
     assert_eq!(inflight(&sut, w), 1);
     let st = sut.stats().unwrap();
@@ -114,7 +114,7 @@ fn route_id_and_complete_request_keep_the_books() {
         ),
         (2, 1, 2, 2)
     );
-    sut.complete_request(2).unwrap();
+    sut.complete(2).unwrap();
     assert_eq!(inflight(&sut, w), 0);
 }
 
@@ -123,21 +123,15 @@ fn complete_takes_the_oldest_request_on_the_worker() {
     let sut = locality(RouterOptions::default());
     let c = counts(3, 2);
     let fp = Footprint::new(&c, LAYERS, EXPERTS).unwrap();
-    let w = sut.route_id(10, &fp).unwrap().worker;
-    sut.route_id(11, &fp).unwrap();
-    sut.route_id(12, &fp).unwrap();
-    sut.complete(w).unwrap(); // 10
-    assert_eq!(
-        sut.complete_request(10).unwrap_err().status(),
-        status::NOT_FOUND
-    );
-    sut.complete_request(12).unwrap();
-    sut.complete(w).unwrap(); // 11
-    assert_eq!(
-        sut.complete_request(11).unwrap_err().status(),
-        status::NOT_FOUND
-    );
-    assert_eq!(sut.complete(w).unwrap_err().status(), status::STATE);
+    let w = sut.route_request(10, &fp).unwrap().worker;
+    sut.route_request(11, &fp).unwrap();
+    sut.route_request(12, &fp).unwrap();
+    sut.complete_worker(w).unwrap(); // 10
+    assert_eq!(sut.complete(10).unwrap_err().status(), status::NOT_FOUND);
+    sut.complete(12).unwrap();
+    sut.complete_worker(w).unwrap(); // 11
+    assert_eq!(sut.complete(11).unwrap_err().status(), status::NOT_FOUND);
+    assert_eq!(sut.complete_worker(w).unwrap_err().status(), status::STATE);
 }
 
 #[test]
@@ -148,16 +142,13 @@ fn routes_past_max_inflight_are_untracked() {
     });
     let c = counts(4, 3);
     let fp = Footprint::new(&c, LAYERS, EXPERTS).unwrap();
-    let w = sut.route_id(1, &fp).unwrap().worker;
-    sut.route_id(2, &fp).unwrap();
+    let w = sut.route_request(1, &fp).unwrap().worker;
+    sut.route_request(2, &fp).unwrap();
     assert_eq!(inflight(&sut, w), 2);
     assert_eq!(sut.stats().unwrap().untracked, 1);
-    assert_eq!(
-        sut.complete_request(2).unwrap_err().status(),
-        status::NOT_FOUND
-    );
-    sut.complete_request(1).unwrap();
-    sut.complete(w).unwrap();
+    assert_eq!(sut.complete(2).unwrap_err().status(), status::NOT_FOUND);
+    sut.complete(1).unwrap();
+    sut.complete_worker(w).unwrap();
     assert_eq!(inflight(&sut, w), 0);
 }
 
@@ -166,26 +157,26 @@ fn a_report_sets_the_in_flight_count() {
     let sut = locality(RouterOptions::default());
     let c = counts(5, 0);
     let fp = Footprint::new(&c, LAYERS, EXPERTS).unwrap();
-    let w = sut.route_id(1, &fp).unwrap().worker;
+    let w = sut.route_request(1, &fp).unwrap().worker;
     let batch = |n| WorkerReport {
-        worker: w as u32,
+        worker: w,
         batch_size: n,
         ..WorkerReport::default()
     };
     sut.report(&batch(6)).unwrap();
     assert_eq!(inflight(&sut, w), 6);
-    sut.route_id(2, &fp).unwrap();
+    sut.route_request(2, &fp).unwrap();
     assert_eq!(inflight(&sut, w), 7);
     // Not reported: 0.
     sut.report(&batch(0)).unwrap();
     sut.report(&WorkerReport {
-        worker: w as u32,
+        worker: w,
         step_ms: 3.0,
         ..WorkerReport::default()
     })
     .unwrap();
     assert_eq!(inflight(&sut, w), 7);
-    sut.complete_request(2).unwrap();
+    sut.complete(2).unwrap();
     assert_eq!(inflight(&sut, w), 6);
 }
 
@@ -205,7 +196,7 @@ fn step_reports_feed_the_fit_unless_it_is_off() {
         };
         let sut = Router::new(&table, &options).unwrap();
         let c = counts(6, 1);
-        sut.route_id(1, &Footprint::new(&c, LAYERS, EXPERTS).unwrap())
+        sut.route_request(1, &Footprint::new(&c, LAYERS, EXPERTS).unwrap())
             .unwrap();
         for i in 0..48u32 {
             let r = WorkerReport {
@@ -247,7 +238,7 @@ fn bad_reports_are_refused() {
     };
     assert_eq!(sut.report(&r).unwrap_err().status(), status::NOT_FOUND);
     let r = WorkerReport {
-        worker: u32::MAX,
+        worker: -1,
         batch_size: 2,
         ..WorkerReport::default()
     };

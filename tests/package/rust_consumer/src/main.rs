@@ -25,7 +25,7 @@ fn main() -> eldr::Result<()> {
     let table = eldr::Table::fit(&calibration, &eldr::FitOptions::new(2))?;
     let router = eldr::Router::new(&table, &eldr::RouterOptions::default())?;
     let footprint = eldr::Footprint::new(&prefill[..(layers * experts) as usize], layers, experts)?;
-    let worker = router.route(&footprint)?;
+    let worker = router.route(&footprint)?.worker;
     assert!(worker == 0 || worker == 1);
     println!(
         "rust consumer: eldr {} routed to worker {}",
