@@ -7,7 +7,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 20
 FUZZ_SEED ?= 1
-FUZZ_TARGETS ?= npy table json ring capi decode cluster
+FUZZ_TARGETS ?= npy table json ring capi decode pool
 SOAK_SECONDS ?= 120
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
@@ -21,7 +21,7 @@ WHEEL_DIR ?= $(BUILD)/wheels
 # Go and cargo where their installers put them, also when PATH lacks them.
 export PATH := $(PATH):/usr/local/go/bin:$(HOME)/.cargo/bin
 
-.PHONY: all deps configure build wheel test test-full test-soak test-unit asan-configure test-asan test-tsan test-fuzz lint demo bench bench-cluster sim-table sim-matrix sim-routers clean
+.PHONY: all deps configure build wheel test test-full test-soak test-unit asan-configure test-asan test-tsan test-fuzz lint demo bench bench-pool sim-table sim-matrix sim-routers clean
 
 all: build
 
@@ -154,10 +154,10 @@ sim-matrix: configure
 # Several routers sharing the pool with stale views (issue 18): every policy
 # x 2 workloads x utilization 50/75 % x 1/2/4/8 routers x 0/10/50/200 ms.
 # Writes docs/sim_routers.{md,json} (about 2 minutes here).
-# Cluster mode on loopback: a booking at one node counted at another, and NATS
-# stopped for 10 s under load (scripts/bench-cluster.py; needs nats-server).
-bench-cluster: build
-	$(PYTHON) scripts/bench-cluster.py --build $(BUILD)
+# Multi-node mode on loopback: a booking at one node counted at another, and NATS
+# stopped for 10 s under load (scripts/bench-pool.py; needs nats-server).
+bench-pool: build
+	$(PYTHON) scripts/bench-pool.py --build $(BUILD)
 
 sim-routers: configure
 	cmake --build $(BUILD) -j $(JOBS) --target eldr_cli

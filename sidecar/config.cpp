@@ -9,9 +9,12 @@
 #include <limits>
 #include <sstream>
 
-#include "cluster_wire.hpp"
+#include "eldr/pool/nats_link.hpp"
+#include "eldr/pool/peer_wire.hpp"
 
 namespace eldr::sidecar {
+
+using namespace ::eldr::pool;
 
 namespace {
 
@@ -187,22 +190,6 @@ Status read_cluster(std::string_view source, const toml::table& table, ClusterCo
 
 }  // namespace
 
-std::vector<std::string> split_urls(std::string_view text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view part = text.substr(start, end - start);
-    while (!part.empty() && std::isspace(static_cast<unsigned char>(part.front())))
-      part.remove_prefix(1);
-    while (!part.empty() && std::isspace(static_cast<unsigned char>(part.back())))
-      part.remove_suffix(1);
-    if (!part.empty()) out.emplace_back(part);
-    start = end + 1;
-  }
-  return out;
-}
 
 const char* log_level_name(LogLevel level) noexcept {
   switch (level) {
@@ -335,8 +322,8 @@ Status DaemonConfig::validate() const {
     for (const std::string& url : cluster.nats)
       if (url.empty() || url.find_first_of(" \t\n") != std::string::npos)
         return {Errc::invalid_argument, "cluster.nats: '" + url + "' is not a server URL"};
-    ELDR_TRY(validate_cluster_name("cluster.pool", cluster.pool));
-    if (!cluster.node.empty()) ELDR_TRY(validate_cluster_name("cluster.node", cluster.node));
+    ELDR_TRY(validate_pool_name("cluster.pool", cluster.pool));
+    if (!cluster.node.empty()) ELDR_TRY(validate_pool_name("cluster.node", cluster.node));
     if (cluster.peer_timeout_ms < 2 * cluster.snapshot_ms)
       return {Errc::invalid_argument,
               "cluster.peer_timeout_ms must be at least twice cluster.snapshot_ms (a live node "

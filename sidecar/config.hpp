@@ -86,9 +86,6 @@ struct DaemonConfig {
   RouterOptions router() const;
 };
 
-// "nats://a:4222, nats://b:4222" -> the URLs (blanks around commas dropped).
-std::vector<std::string> split_urls(std::string_view text);
-
 // Parses a TOML document into `config` (keys present override its values).
 Status parse_config_toml(std::string_view text, DaemonConfig& config,
                          std::string_view source = "config");

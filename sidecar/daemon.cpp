@@ -58,11 +58,11 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& config,
   if (!service) return service.status();
   d->m_service = std::move(*service);
   if (config.cluster.enabled()) {
-    auto node = ClusterNode::create(
+    auto node = PoolNode::create(
         config.cluster, *d->m_service, d->m_metrics, [h = d->m_host.get()] { h->wake(); },
         config.refit.enabled);
     if (!node) return node.status();
-    d->m_cluster = std::move(*node);
+    d->m_pool = std::move(*node);
   }
   if (config.metrics_port != 0) {
     auto server = MetricsServer::start(d->m_metrics, static_cast<uint16_t>(config.metrics_port));
@@ -82,7 +82,7 @@ Daemon::~Daemon() {
   m_refit_cv.notify_all();
   if (m_refit_thread.joinable()) m_refit_thread.join();
   m_metrics_server.reset();
-  m_cluster.reset();
+  m_pool.reset();
   m_service.reset();
   m_host.reset();
 }
@@ -102,7 +102,7 @@ void Daemon::maintain() {
           "client slot %u is gone (closed, exited or quarantined): ring reclaimed [%llu so far]",
           slot, static_cast<unsigned long long>(m_reclaims));
   }
-  if (m_cluster) m_host->publish_cluster(m_cluster->maintain());
+  if (m_pool) m_host->publish_cluster(m_pool->maintain());
   const auto rows = m_service->maintain();
   m_host->publish_workers(rows, m_service->table_epoch(), m_service->router_row());
   m_metrics.set_clients(m_host->clients());
@@ -116,7 +116,7 @@ void Daemon::run(const std::atomic<bool>& stop, const std::function<void()>& tic
     // Only ring records reset the idle back-off: the peers' messages come
     // with a wake-up of their own (Host::wake), and spinning after each
     // would burn a core per node for every message the pool sends.
-    if (m_cluster) (void)m_cluster->drain();
+    if (m_pool) (void)m_pool->drain();
     if (m_host->poll(*m_service) != 0) {
       idle = 0;
     } else {
@@ -139,13 +139,13 @@ void Daemon::run(const std::atomic<bool>& stop, const std::function<void()>& tic
 Status Daemon::reload() {
   // In a pool that has a table, the pool's is the one: a local file would
   // make this node route differently from the others.
-  if (m_cluster && m_cluster->table_revision() != 0) {
+  if (m_pool && m_pool->table_revision() != 0) {
     ELDR_LOG(warn,
              "reload refused: this node routes with the pool's table (revision %llu); "
              "publish a new one with eldr table publish",
-             static_cast<unsigned long long>(m_cluster->table_revision()));
+             static_cast<unsigned long long>(m_pool->table_revision()));
     return {Errc::state, "this node routes with the pool's table (revision " +
-                             std::to_string(m_cluster->table_revision()) +
+                             std::to_string(m_pool->table_revision()) +
                              "): publish with eldr table publish"};
   }
   if (m_config.table.empty()) {
@@ -171,15 +171,15 @@ void Daemon::refit_loop() {
     lock.unlock();
     // In a pool one node refits, the refit lease's holder, and publishes the
     // table for every node (its window holds the peers' booked footprints too).
-    if (m_cluster && !m_cluster->holds_refit_lease()) {
+    if (m_pool && !m_pool->holds_refit_lease()) {
       ELDR_LOG(debug, "online refit skipped: another node of the pool holds the refit lease");
       lock.lock();
       continue;
     }
     const uint64_t before = m_service->table_epoch();
     OnlineRefit::Install install;
-    if (m_cluster)
-      install = [c = m_cluster.get()](std::shared_ptr<const ClusterTable> t) {
+    if (m_pool)
+      install = [c = m_pool.get()](std::shared_ptr<const ClusterTable> t) {
         return c->publish_table(std::move(t));
       };
     Status s = m_service->refit_now(install);

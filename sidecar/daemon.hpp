@@ -11,7 +11,7 @@
 #include <optional>
 #include <thread>
 
-#include "cluster_node.hpp"
+#include "pool_node.hpp"
 #include "config.hpp"
 #include "eldr/shm.hpp"
 #include "metrics.hpp"
@@ -39,7 +39,7 @@ class Daemon {
   Service& service() noexcept { return *m_service; }
   Metrics& metrics() noexcept { return m_metrics; }
   // In a pool ([cluster]): this node; nullptr otherwise.
-  ClusterNode* cluster() noexcept { return m_cluster.get(); }
+  PoolNode* pool_node() noexcept { return m_pool.get(); }
   uint16_t metrics_port() const noexcept;
 
  private:
@@ -60,7 +60,7 @@ class Daemon {
   HostSink m_sink;
   std::unique_ptr<shm::Host> m_host;
   std::unique_ptr<Service> m_service;
-  std::unique_ptr<ClusterNode> m_cluster;  // uses *m_service and *m_host: after them
+  std::unique_ptr<PoolNode> m_pool;  // uses *m_service and *m_host: after them
   std::unique_ptr<MetricsServer> m_metrics_server;
   uint64_t m_reclaims = 0;  // client slots reclaimed since start
   std::thread m_refit_thread;

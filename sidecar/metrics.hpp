@@ -15,13 +15,16 @@
 #include <thread>
 #include <vector>
 
-#include "cluster_wire.hpp"
+#include "eldr/pool/peer_wire.hpp"
 #include "eldr/router.hpp"
 #include "eldr/shm.hpp"
 #include "eldr/status.hpp"
 #include "eldr/step_model.hpp"
 
 namespace eldr::sidecar {
+
+// Multi-node mode's names (pool/), unqualified in the daemon.
+using namespace ::eldr::pool;
 
 // Why a record or request got no routing decision (label of eldr_rejected_total).
 enum class Rejection : uint8_t {
@@ -83,8 +86,8 @@ struct RouterGauge {
   uint64_t completes_unknown = 0;  // the router's: complete_request of an id not in flight
 };
 
-// Cluster mode, refreshed every maintenance tick (cluster_node.cpp).
-struct ClusterGauge {
+// Multi-node mode, refreshed every maintenance tick (pool_node.cpp).
+struct PoolGauge {
   bool connected = false;
   uint64_t peers = 0;
   uint64_t peer_bookings = 0;  // the peers' requests in flight, counted here
@@ -136,7 +139,7 @@ class Metrics {
     m_registrations_refused.store(counters.registrations_refused, kRelaxed);
   }
   void set_router(const RouterGauge& router);
-  void set_cluster(const ClusterGauge& cluster);
+  void set_pool(const PoolGauge& pool);
 
   // ---- readers ----
   std::string render() const;  // Prometheus text exposition format 0.0.4
@@ -166,8 +169,13 @@ class Metrics {
   std::vector<shm::ClientInfo> m_clients;
   RouterGauge m_router;
   bool m_router_set = false;
-  ClusterGauge m_cluster;
-  bool m_cluster_set = false;
+  PoolGauge m_pool;
+  bool m_pool_set = false;
+
+  // render()'s parts, one family group each (the others are free functions).
+  void render_decisions(std::string& out, const std::vector<WorkerGauge>& workers) const;
+  void render_transport(std::string& out, const std::vector<shm::ClientInfo>& clients) const;
+  void render_counters(std::string& out) const;
 };
 
 // GET /metrics on 127.0.0.1:port in its own thread.

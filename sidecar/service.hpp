@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "cluster_wire.hpp"
+#include "eldr/pool/peer_wire.hpp"
 #include "config.hpp"
 #include "eldr/peer_twins.hpp"
 #include "eldr/router.hpp"
@@ -37,7 +37,7 @@ class DecisionSink {
 };
 
 // Where this node's own bookings go when it is one of several routers of a
-// pool (cluster_node.hpp): every route, every release (complete, retry,
+// pool (pool_node.hpp): every route, every release (complete, retry,
 // eviction) and every load report an engine sent here.
 class ClusterPublisher {
  public:

@@ -88,11 +88,11 @@ nlohmann::json to_json(const std::string& instance, const shm::SegmentSnapshot& 
                             {"kv_usage", w.kv_usage},
                             {"routed", w.routed},
                             {"batch_experts", w.batch_experts}});
-  // The daemon writes the cluster object itself; a torn or foreign text is
+  // The daemon writes the pool object itself; a torn or foreign text is
   // reported as such, never passed on as JSON.
   if (!s.cluster.empty()) {
-    auto cluster = nlohmann::json::parse(s.cluster, nullptr, false);
-    j["cluster"] = cluster.is_object() ? cluster : nlohmann::json{{"error", "unreadable"}};
+    auto pool = nlohmann::json::parse(s.cluster, nullptr, false);
+    j["pool"] = pool.is_object() ? pool : nlohmann::json{{"error", "unreadable"}};
   }
   return j;
 }
@@ -148,14 +148,14 @@ void print_text(const std::string& instance, const shm::SegmentSnapshot& s) {
   if (!s.cluster.empty()) {
     auto c = nlohmann::json::parse(s.cluster, nullptr, false);
     if (!c.is_object()) {
-      std::printf("cluster: status unreadable\n");
+      std::printf("pool: status unreadable\n");
       return;
     }
     const std::string revision =
         c.contains("table_revision") && !c["table_revision"].is_null()
             ? c["table_revision"].dump()
             : "- (" + c.value("table_source", std::string("local")) + " table)";
-    std::printf("cluster: pool %s, node %s, %s, view age %.1f ms, table revision %s\n",
+    std::printf("pool: %s, node %s, %s, view age %.1f ms, table revision %s\n",
                 c.value("pool", "?").c_str(), c.value("node", "?").c_str(),
                 c.value("connected", false) ? "connected" : "DISCONNECTED",
                 c.value("view_age_ms", 0.0), revision.c_str());

@@ -1,5 +1,5 @@
 // eldr table publish | show: the pool's one cluster table in NATS (JetStream
-// key-value, sidecar/pool_table.hpp). publish verifies the file, checks that
+// key-value, pool/include/eldr/pool/pool_table.hpp). publish verifies the file, checks that
 // its geometry is the pool's, and writes it with compare-and-set; every
 // eldrd of the pool switches to it at the same epoch.
 #include <chrono>
@@ -7,18 +7,17 @@
 #include <thread>
 
 #include "cli_common.hpp"
-#include "cluster_wire.hpp"
 #include "commands.hpp"
-#include "config.hpp"
-#include "nats_link.hpp"
-#include "pool_table.hpp"
+#include "eldr/pool/nats_link.hpp"
+#include "eldr/pool/peer_wire.hpp"
+#include "eldr/pool/pool_table.hpp"
 
 namespace eldr::cli {
 
 namespace {
 
-using sidecar::KeyValue;
-using sidecar::NatsLink;
+using pool::KeyValue;
+using pool::NatsLink;
 
 struct TableArgs {
   std::string nats, pool = "default", file;
@@ -29,12 +28,12 @@ struct TableArgs {
 
 Result<std::pair<std::unique_ptr<NatsLink>, std::unique_ptr<KeyValue>>> open_bucket(
     const TableArgs& a) {
-  if (!sidecar::nats_supported())
+  if (!pool::nats_supported())
     return Status{Errc::unsupported,
                   "this eldr was built without NATS support (libnats-dev missing at build time)"};
-  ELDR_TRY(sidecar::validate_cluster_name("pool", a.pool));
-  sidecar::NatsLinkOptions o;
-  o.urls = sidecar::split_urls(a.nats);
+  ELDR_TRY(pool::validate_pool_name("pool", a.pool));
+  pool::NatsLinkOptions o;
+  o.urls = pool::split_urls(a.nats);
   o.name = "eldr table";
   auto link = NatsLink::open(o);
   if (!link) return link.status();
@@ -45,7 +44,7 @@ Result<std::pair<std::unique_ptr<NatsLink>, std::unique_ptr<KeyValue>>> open_buc
   // moment: opening the bucket is retried until the timeout.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout_ms);
   for (;;) {
-    auto kv = (*link)->key_value(sidecar::pool_bucket(a.pool), static_cast<int>(a.replicas));
+    auto kv = (*link)->key_value(pool::pool_bucket(a.pool), static_cast<int>(a.replicas));
     if (kv) return std::pair{std::move(*link), std::move(*kv)};
     if (kv.status().code() != Errc::io || std::chrono::steady_clock::now() >= deadline)
       return kv.status();
@@ -61,7 +60,7 @@ int run_publish(const TableArgs& a) {
   if (!opened) return report(opened.status());
   auto& [link, kv] = *opened;
   // The pool's nodes only take a table of their geometry: refuse here, before anything is written.
-  auto current = sidecar::fetch_pool_table(*kv);
+  auto current = pool::fetch_pool_table(*kv);
   if (!current && current.status().code() != Errc::not_found) return report(current.status());
   if (current && *current) {
     const Geometry& was = (*current)->table.geometry;
@@ -76,13 +75,13 @@ int run_publish(const TableArgs& a) {
   const size_t chunk = static_cast<size_t>(std::max<int64_t>(payload - 8192, 1024));
   std::optional<uint64_t> expect;
   if (a.expect_revision >= 0) expect = static_cast<uint64_t>(a.expect_revision);
-  auto revision = sidecar::publish_pool_table(*kv, *table, expect, chunk);
+  auto revision = pool::publish_pool_table(*kv, *table, expect, chunk);
   if (!revision) return report(revision.status());
   std::printf(
       "published %s to pool %s: revision %llu (table epoch %llu on every node), %s, %u "
       "workers\n",
       a.file.c_str(), a.pool.c_str(), static_cast<unsigned long long>(*revision),
-      static_cast<unsigned long long>(sidecar::kPoolEpochBase + *revision),
+      static_cast<unsigned long long>(pool::kPoolEpochBase + *revision),
       table->geometry.to_string().c_str(), table->num_clusters());
   return 0;
 }
@@ -90,7 +89,7 @@ int run_publish(const TableArgs& a) {
 int run_show(const TableArgs& a) {
   auto opened = open_bucket(a);
   if (!opened) return report(opened.status());
-  auto current = sidecar::fetch_pool_table(*opened->second);
+  auto current = pool::fetch_pool_table(*opened->second);
   if (!current) return report(current.status());
   if (!*current) {
     std::printf("pool %s has no table yet (its nodes route with their local ones)\n",
@@ -123,7 +122,7 @@ void register_table_commands(CLI::App& app) {
   publish->add_option("file", a->file, "cluster table file (eldr fit)")->required();
   publish->callback([a] {
     g_exit_code = run_publish(*a);
-    sidecar::nats_shutdown();
+    pool::nats_shutdown();
   });
   auto* show = table->add_subcommand("show", "the pool's table: revision, model, geometry");
   show->add_option("--nats", a->nats, "URL[,URL...] of the pool's NATS servers")->required();
@@ -131,7 +130,7 @@ void register_table_commands(CLI::App& app) {
   show->add_option("--timeout-ms", a->timeout_ms, "how long to wait for a NATS server");
   show->callback([a] {
     g_exit_code = run_show(*a);
-    sidecar::nats_shutdown();
+    pool::nats_shutdown();
   });
 }
 

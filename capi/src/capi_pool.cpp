@@ -1,7 +1,7 @@
 // eldr_pool_*: route through any eldrd node of a pool over NATS request/reply
-// (cluster mode), for a gateway that has a footprint but no local sidecar.
+// (multi-node mode), for a gateway that has a footprint but no local sidecar.
 // The request is the ring's FootprintMsg, the reply a RouteReply
-// (shm/schema/route_msg.fbs); the complete goes to the node that routed the
+// (pool/schema/route_msg.fbs); the complete goes to the node that routed the
 // request, which the handle remembers (bounded, oldest forgotten first).
 #include <nats/nats.h>
 
@@ -15,7 +15,7 @@
 #include "capi_args.hpp"
 #include "capi_internal.hpp"
 #include "eldr/footprint.hpp"
-#include "eldr/route_msg_generated.h"
+#include "eldr/pool/route_wire.hpp"
 #include "eldr/shm/records.hpp"
 
 struct eldr_pool {
@@ -132,27 +132,22 @@ eldr_status_t eldr_pool_route(eldr_pool_t* pool, const char* request_id, const i
                                    ns);
     // The reply is as untrusted as anything else: verified, then each field.
     const int n = natsMsg_GetDataLength(reply);
-    std::vector<uint64_t> aligned((static_cast<size_t>(n) + 7) / 8);
-    if (n > 0) std::memcpy(aligned.data(), natsMsg_GetData(reply), static_cast<size_t>(n));
+    auto r = eldr::pool::decode_route_reply(
+        {reinterpret_cast<const uint8_t*>(natsMsg_GetData(reply)), static_cast<size_t>(n)});
     natsMsg_Destroy(reply);
-    const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
-    flatbuffers::Verifier verifier(data, static_cast<size_t>(n));
-    if (n < 8 || !eldr::fb::RouteReplyBufferHasIdentifier(data) ||
-        !eldr::fb::VerifyRouteReplyBuffer(verifier))
-      return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is not a RouteReply");
-    const eldr::fb::RouteReply* r = eldr::fb::GetRouteReply(data);
-    if (r->status() != 0) {
-      const std::string why = r->message() != nullptr ? r->message()->str() : "";
+    if (!r) return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is not a RouteReply");
+    if (r->status != 0) {
+      const std::string why = r->message;
       return fail(
-          r->status() < 0 && r->status() >= -64 ? r->status() : ELDR_E_CORRUPT,
+          r->status < 0 && r->status >= -64 ? r->status : ELDR_E_CORRUPT,
           std::string(fn) + ": the pool rejected request '" + std::string(id) + "': " + why);
     }
-    if (r->node() == nullptr || !eldr::capi::pool_name_ok(r->node()->string_view()) ||
-        r->request_id() == nullptr || r->request_id()->string_view() != id || r->worker() < 0)
+    if (!eldr::capi::pool_name_ok(r->node) ||
+        r->request_id != id || r->worker < 0)
       return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is for another request");
     {
       std::lock_guard lock(pool->mutex);
-      auto [it, fresh] = pool->node_of.insert_or_assign(std::string(id), r->node()->str());
+      auto [it, fresh] = pool->node_of.insert_or_assign(std::string(id), r->node);
       if (fresh) {
         pool->order.push_back(it->first);
         if (pool->order.size() > eldr::capi::kRemembered) {
@@ -161,12 +156,12 @@ eldr_status_t eldr_pool_route(eldr_pool_t* pool, const char* request_id, const i
         }
       }
     }
-    eldr::capi::write_decision({.worker = r->worker(),
-                                .similarity = r->similarity(),
-                                .band_size = r->band_size(),
-                                .table_epoch = r->table_epoch(),
-                                .policy = r->policy(),
-                                .completion_token = r->completion_token()},
+    eldr::capi::write_decision({.worker = r->worker,
+                                .similarity = r->similarity,
+                                .band_size = r->band_size,
+                                .table_epoch = r->table_epoch,
+                                .policy = r->policy,
+                                .completion_token = r->completion_token},
                                out);
     return ELDR_OK;
   });
@@ -192,12 +187,10 @@ eldr_status_t eldr_pool_complete(eldr_pool_t* pool, const char* request_id,
       node = it->second;
       pool->node_of.erase(it);  // its place in `order` is dropped when it comes up
     }
-    flatbuffers::FlatBufferBuilder fbb(128);
-    const auto rid = fbb.CreateString(id.data(), id.size());
-    fbb.Finish(eldr::fb::CreateRouteComplete(fbb, rid, completion_token));
+    const std::vector<uint8_t> complete = eldr::pool::encode_route_complete(id, completion_token);
     const std::string subject = pool->complete_prefix + node;
-    const natsStatus s = natsConnection_Publish(pool->nc, subject.c_str(), fbb.GetBufferPointer(),
-                                                static_cast<int>(fbb.GetSize()));
+    const natsStatus s = natsConnection_Publish(pool->nc, subject.c_str(), complete.data(),
+                                                static_cast<int>(complete.size()));
     if (s != NATS_OK) return eldr::capi::nats_fail(fn, "cannot publish on " + subject, s);
     return ELDR_OK;
   });

@@ -1,4 +1,4 @@
-#include "eldr/internal/base64.hpp"
+#include "eldr/base64.hpp"
 
 #include <algorithm>
 #include <array>

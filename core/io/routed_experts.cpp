@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "eldr/geometry.hpp"
-#include "eldr/internal/base64.hpp"
+#include "eldr/base64.hpp"
 #include "eldr/internal/checked_math.hpp"
 #include "eldr/npy.hpp"
 

@@ -103,7 +103,7 @@ func TestAGatewayWithoutEldrdRoutesByThePrefillEnginesDecision(t *testing.T) {
 	nodeA := startEldrd(t, "--nats", url, "--node", "a", "--pool", pool, "--metrics-port", fmt.Sprint(portA))
 	nodeB := startEldrd(t, "--nats", url, "--node", "b", "--pool", pool, "--metrics-port", fmt.Sprint(portB))
 	eventually(t, "the nodes hear of each other", func() bool {
-		return metric(t, portA, "eldr_cluster_peers") == 1 && metric(t, portB, "eldr_cluster_peers") == 1
+		return metric(t, portA, "eldr_pool_peers") == 1 && metric(t, portB, "eldr_pool_peers") == 1
 	})
 	prefillNode, err := eldr.Open(nodeA, nil)
 	if err != nil {
@@ -169,8 +169,8 @@ func TestAGatewayWithoutEldrdRoutesByThePrefillEnginesDecision(t *testing.T) {
 	// Node b held none of them: it forwarded each complete, and node a, which
 	// routed them, released every one (so did b's view of a's bookings).
 	eventually(t, "every request released on both nodes", func() bool {
-		return metric(t, portB, "eldr_cluster_completes_forwarded_total") == requests &&
-			metric(t, portA, "eldr_cluster_completes_from_pool_total") == requests &&
+		return metric(t, portB, "eldr_pool_completes_forwarded_total") == requests &&
+			metric(t, portA, "eldr_pool_completes_from_pool_total") == requests &&
 			metric(t, portA, "eldr_worker_inflight") == 0 && metric(t, portB, "eldr_worker_inflight") == 0
 	})
 	// A forged token changes nothing anywhere.
@@ -181,13 +181,13 @@ func TestAGatewayWithoutEldrdRoutesByThePrefillEnginesDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the forged complete forwarded", func() bool {
-		return metric(t, portB, "eldr_cluster_completes_forwarded_total") == requests+1
+		return metric(t, portB, "eldr_pool_completes_forwarded_total") == requests+1
 	})
 	time.Sleep(300 * time.Millisecond)
 	if got := metric(t, portA, "eldr_worker_inflight"); got != 1 {
 		t.Fatalf("a forged token released a request: in flight %v, want 1", got)
 	}
-	if got := metric(t, portA, "eldr_cluster_completes_from_pool_total"); got != requests {
+	if got := metric(t, portA, "eldr_pool_completes_from_pool_total"); got != requests {
 		t.Fatalf("completes from the pool %v, want %d", got, requests)
 	}
 }

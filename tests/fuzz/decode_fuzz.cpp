@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "eldr/internal/base64.hpp"
+#include "eldr/base64.hpp"
 #include "eldr/routed_experts.hpp"
 
 namespace {

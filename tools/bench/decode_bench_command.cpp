@@ -15,7 +15,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "eldr/geometry.hpp"
-#include "eldr/internal/base64.hpp"
+#include "eldr/base64.hpp"
 #include "eldr/routed_experts.hpp"
 
 namespace eldr::cli {

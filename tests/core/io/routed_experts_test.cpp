@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "base64_support.hpp"
-#include "eldr/internal/base64.hpp"
+#include "eldr/base64.hpp"
 
 namespace eldr {
 namespace {

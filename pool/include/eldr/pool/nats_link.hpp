@@ -1,7 +1,7 @@
 // eldrd's connection to NATS (the C client, libnats): one connection that
 // reconnects by itself forever, one subscription whose messages queue in a
 // bounded inbox for the consumer thread, and publishing. It knows nothing of
-// what the messages mean (cluster_node.hpp does). Built only with libnats
+// what the messages mean (pool_node.hpp does). Built only with libnats
 // (ELDR_ENABLE_NATS); without it, open() says so.
 #pragma once
 
@@ -16,13 +16,15 @@
 
 #include "eldr/status.hpp"
 
-namespace eldr::sidecar {
+namespace eldr::pool {
 
 // Whether this build has NATS support.
 bool nats_supported() noexcept;
 // At process exit, after every NatsLink is gone: ends the library's threads
 // and frees its global state.
 void nats_shutdown() noexcept;
+// "nats://a:4222, nats://b:4222" -> the URLs (blanks around commas dropped).
+std::vector<std::string> split_urls(std::string_view text);
 
 struct NatsLinkOptions {
   std::vector<std::string> urls;
@@ -127,4 +129,4 @@ class NatsLink {
   std::unique_ptr<Impl> m_impl;
 };
 
-}  // namespace eldr::sidecar
+}  // namespace eldr::pool

@@ -1,4 +1,4 @@
-// eldr bench cluster: how soon a booking made on one eldrd node is counted
+// eldr bench pool: how soon a booking made on one eldrd node is counted
 // by another node of its pool. Routes requests through node A's ring (and
 // completes each), then reads node B's record of the delay from A's publish
 // to B's router counting the booking (its last 4096 bookings, same clock on
@@ -22,7 +22,7 @@ namespace eldr::cli {
 
 namespace {
 
-struct ClusterBenchArgs {
+struct PoolBenchArgs {
   std::string from, to, model = "qwen3-30b-a3b";
   uint64_t requests = 4096;
   uint32_t rate = 1000;  // requests per second at A; 0 = one after another
@@ -31,7 +31,7 @@ struct ClusterBenchArgs {
 };
 
 // Round trips through the pool over NATS request/reply, each completed.
-Result<std::vector<uint64_t>> pool_round_trips(const ClusterBenchArgs& a, const std::string& pool,
+Result<std::vector<uint64_t>> pool_round_trips(const PoolBenchArgs& a, const std::string& pool,
                                                const SyntheticWorkload& fps) {
   eldr_pool_t* handle = nullptr;
   if (eldr_pool_open(a.nats.c_str(), pool.c_str(), 2000, &handle) != ELDR_OK)
@@ -59,7 +59,7 @@ Result<std::vector<uint64_t>> pool_round_trips(const ClusterBenchArgs& a, const 
   return ns;
 }
 
-Result<nlohmann::json> cluster_status(const std::string& instance) {
+Result<nlohmann::json> pool_status(const std::string& instance) {
   auto s = shm::read_snapshot(instance);
   if (!s) return s.status();
   if (s->cluster.empty())
@@ -76,10 +76,10 @@ uint64_t books_applied(const nlohmann::json& status, const std::string& peer) {
   return 0;
 }
 
-int run_bench_cluster(const ClusterBenchArgs& a) {
-  auto from_status = cluster_status(a.from);
+int run_bench_pool(const PoolBenchArgs& a) {
+  auto from_status = pool_status(a.from);
   if (!from_status) return report(from_status.status());
-  auto to_status = cluster_status(a.to);
+  auto to_status = pool_status(a.to);
   if (!to_status) return report(to_status.status());
   const std::string node = from_status->value("node", "");
   if ((*from_status)["pool"] != (*to_status)["pool"])
@@ -112,7 +112,7 @@ int run_bench_cluster(const ClusterBenchArgs& a) {
   nlohmann::json after;
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   for (;;) {
-    auto s = cluster_status(a.to);
+    auto s = pool_status(a.to);
     if (!s) return report(s.status());
     after = *s;
     if (books_applied(after, node) >= before + a.requests) break;
@@ -163,10 +163,10 @@ int run_bench_cluster(const ClusterBenchArgs& a) {
 
 }  // namespace
 
-void register_bench_cluster_command(CLI::App& bench) {
-  auto a = std::make_shared<ClusterBenchArgs>();
+void register_bench_pool_command(CLI::App& bench) {
+  auto a = std::make_shared<PoolBenchArgs>();
   auto* cmd = bench.add_subcommand(
-      "cluster", "a booking routed at one eldrd node, counted at another of its pool");
+      "pool", "a booking routed at one eldrd node, counted at another of its pool");
   cmd->add_option("--from", a->from, "instance of the node that routes")->required();
   cmd->add_option("--to", a->to, "instance of the node that counts")->required();
   cmd->add_option("--requests", a->requests, "at least 4096: the peer keeps the last 4096 delays")
@@ -176,7 +176,7 @@ void register_bench_cluster_command(CLI::App& bench) {
   cmd->add_option("--nats", a->nats,
                   "URL[,URL...]: also time the same requests routed over NATS (closed loop)");
   cmd->add_flag("--json", a->json, "one JSON line");
-  cmd->callback([a] { g_exit_code = run_bench_cluster(*a); });
+  cmd->callback([a] { g_exit_code = run_bench_pool(*a); });
 }
 
 }  // namespace eldr::cli

@@ -2,7 +2,7 @@
 // stored (a manifest under the key "table", the encoded table in chunks that
 // each fit NATS's max_payload), written with compare-and-set on the
 // manifest's revision, and read back with every byte checked. Used by
-// `eldr table publish` and by every node's table watcher (cluster_node).
+// `eldr table publish` and by every node's table watcher (pool_node).
 #pragma once
 
 #include <cstdint>
@@ -12,9 +12,9 @@
 
 #include "eldr/cluster_table.hpp"
 #include "eldr/status.hpp"
-#include "nats_link.hpp"
+#include "eldr/pool/nats_link.hpp"
 
-namespace eldr::sidecar {
+namespace eldr::pool {
 
 // Epochs of pool tables: above every epoch a node reaches by itself (it
 // starts at 1 and counts its own reloads), so a switch to the pool's table
@@ -46,4 +46,4 @@ Result<PoolTable> read_pool_table(KeyValue& kv, const KeyValue::Entry& manifest)
 // The bucket's current table, if it holds one.
 Result<std::optional<PoolTable>> fetch_pool_table(KeyValue& kv);
 
-}  // namespace eldr::sidecar
+}  // namespace eldr::pool

@@ -1,4 +1,4 @@
-#include "nats_link.hpp"
+#include "eldr/pool/nats_link.hpp"
 
 #include <nats/nats.h>
 
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-namespace eldr::sidecar {
+namespace eldr::pool {
 
 bool nats_supported() noexcept { return true; }
 
@@ -372,4 +372,4 @@ Result<std::optional<KeyValue::Entry>> KeyValue::next(int64_t timeout_ms) {
   return std::optional<Entry>{std::move(out)};
 }
 
-}  // namespace eldr::sidecar
+}  // namespace eldr::pool

@@ -1,12 +1,12 @@
-#include "cluster_wire.hpp"
+#include "eldr/pool/peer_wire.hpp"
 
 #include <time.h>
 
 #include <cstring>
 
-#include "eldr/cluster_msg_generated.h"
+#include "eldr/peer_msg_generated.h"
 
-namespace eldr::sidecar {
+namespace eldr::pool {
 
 namespace {
 
@@ -16,7 +16,7 @@ bool name_char(char c) noexcept {
 }
 
 bool is_name(std::string_view name) noexcept {
-  if (name.empty() || name.size() > kMaxClusterName) return false;
+  if (name.empty() || name.size() > kMaxPoolName) return false;
   for (char c : name)
     if (!name_char(c)) return false;
   return true;
@@ -33,10 +33,10 @@ bool worker_ok(int32_t worker) noexcept { return worker >= 0; }
 
 }  // namespace
 
-Status validate_cluster_name(std::string_view what, std::string_view name) {
+Status validate_pool_name(std::string_view what, std::string_view name) {
   if (is_name(name)) return Status::ok();
   return {Errc::invalid_argument, std::string(what) + " '" + std::string(name) + "' must be 1.." +
-                                      std::to_string(kMaxClusterName) +
+                                      std::to_string(kMaxPoolName) +
                                       " characters of [A-Za-z0-9_-] (it is a NATS subject token)"};
 }
 
@@ -104,26 +104,26 @@ Decoded decode_peer_message(std::span<const uint8_t> bytes, const Geometry& geom
                             std::string_view subject_node) {
   if (bytes.size() < 8 || bytes.size() > (size_t{64} << 20))
     return fail(WireFault::not_a_message,
-                "message of " + std::to_string(bytes.size()) + " bytes is no ClusterMsg");
+                "message of " + std::to_string(bytes.size()) + " bytes is no PeerMsg");
   const std::vector<uint64_t> aligned = aligned_copy(bytes);
   const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
-  if (!fb::ClusterMsgBufferHasIdentifier(data))
+  if (!fb::PeerMsgBufferHasIdentifier(data))
     return fail(WireFault::not_a_message,
-                "no ClusterMsg identifier \"" + std::string(fb::ClusterMsgIdentifier()) + "\"");
+                "no PeerMsg identifier \"" + std::string(fb::PeerMsgIdentifier()) + "\"");
   flatbuffers::Verifier::Options opts;
   opts.max_depth = 4;
   opts.max_tables = 8;
   flatbuffers::Verifier verifier(data, bytes.size(), opts);
-  if (!fb::VerifyClusterMsgBuffer(verifier))
-    return fail(WireFault::not_a_message, "ClusterMsg failed FlatBuffers verification");
-  const fb::ClusterMsg* m = fb::GetClusterMsg(data);
-  if (m->version() != kClusterWireVersion)
-    return fail(WireFault::version, "ClusterMsg version " + std::to_string(m->version()) +
+  if (!fb::VerifyPeerMsgBuffer(verifier))
+    return fail(WireFault::not_a_message, "PeerMsg failed FlatBuffers verification");
+  const fb::PeerMsg* m = fb::GetPeerMsg(data);
+  if (m->version() != kPoolWireVersion)
+    return fail(WireFault::version, "PeerMsg version " + std::to_string(m->version()) +
                                         ", this node speaks " +
-                                        std::to_string(kClusterWireVersion));
+                                        std::to_string(kPoolWireVersion));
   Decoded d;
   PeerMessage& out = d.message;
-  if (m->node() == nullptr) return fail(WireFault::bad_field, "ClusterMsg without a node name");
+  if (m->node() == nullptr) return fail(WireFault::bad_field, "PeerMsg without a node name");
   out.head.node.assign(m->node()->data(), m->node()->size());
   if (!is_name(out.head.node))
     return fail(WireFault::bad_field, "node name is not a subject token");
@@ -137,7 +137,7 @@ Decoded decode_peer_message(std::span<const uint8_t> bytes, const Geometry& geom
   if (out.head.incarnation == 0 || out.head.sequence == 0)
     return fail(WireFault::bad_field, "incarnation and sequence must be nonzero");
   // A union's type may come without its value: the verifier lets that pass.
-  if (m->body() == nullptr) return fail(WireFault::bad_field, "ClusterMsg without a body");
+  if (m->body() == nullptr) return fail(WireFault::bad_field, "PeerMsg without a body");
   switch (m->body_type()) {
     case fb::Body::BookMsg: {
       const fb::BookMsg* b = m->body_as_BookMsg();
@@ -188,7 +188,7 @@ Decoded decode_peer_message(std::span<const uint8_t> bytes, const Geometry& geom
       break;
     }
     default:
-      return fail(WireFault::bad_field, "ClusterMsg without a known body");
+      return fail(WireFault::bad_field, "PeerMsg without a known body");
   }
   d.ok = true;
   return d;
@@ -200,9 +200,9 @@ template <class Body>
 std::vector<uint8_t> finish(flatbuffers::FlatBufferBuilder& fbb, const PeerEncoder& e,
                             uint64_t sequence, fb::Body type, flatbuffers::Offset<Body> body) {
   const auto node = fbb.CreateString(e.node());
-  const auto msg = fb::CreateClusterMsg(fbb, kClusterWireVersion, node, e.incarnation(), sequence,
+  const auto msg = fb::CreatePeerMsg(fbb, kPoolWireVersion, node, e.incarnation(), sequence,
                                         realtime_ns(), type, body.Union());
-  fb::FinishClusterMsgBuffer(fbb, msg);
+  fb::FinishPeerMsgBuffer(fbb, msg);
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }
 
@@ -243,4 +243,4 @@ std::vector<uint8_t> PeerEncoder::snapshot(std::span<const std::pair<uint64_t, i
                 fb::CreateSnapshotMsg(fbb, kv, wv));
 }
 
-}  // namespace eldr::sidecar
+}  // namespace eldr::pool

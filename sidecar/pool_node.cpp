@@ -1,4 +1,4 @@
-#include "cluster_node.hpp"
+#include "pool_node.hpp"
 
 #include <unistd.h>
 
@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "eldr/route_msg_generated.h"
+#include "eldr/pool/route_wire.hpp"
 #include "eldr/shm/records.hpp"
 #include "log.hpp"
-#include "pool_table.hpp"
+#include "eldr/pool/pool_table.hpp"
 
 namespace eldr::sidecar {
 
@@ -19,7 +19,7 @@ std::string default_node_name() {
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "node";
   std::string name;
-  for (const char* p = host; *p != '\0' && name.size() < kMaxClusterName; ++p) {
+  for (const char* p = host; *p != '\0' && name.size() < kMaxPoolName; ++p) {
     const char c = *p;
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '_' || c == '-';
@@ -38,7 +38,7 @@ uint64_t random_incarnation() {
 
 }  // namespace
 
-ClusterNode::ClusterNode(const ClusterConfig& config, std::string node, Service& service,
+PoolNode::PoolNode(const ClusterConfig& config, std::string node, Service& service,
                          Metrics& metrics)
     : m_config(config),
       m_service(service),
@@ -50,13 +50,13 @@ ClusterNode::ClusterNode(const ClusterConfig& config, std::string node, Service&
       m_complete_subject(complete_subject(config.pool, m_encoder.node())),
       m_complete_any_subject(complete_any_subject(config.pool)) {}
 
-Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const ClusterConfig& config,
+Result<std::unique_ptr<PoolNode>> PoolNode::create(const ClusterConfig& config,
                                                          Service& service, Metrics& metrics,
                                                          std::function<void()> wake, bool refit) {
   const std::string node = config.node.empty() ? default_node_name() : config.node;
-  ELDR_TRY(validate_cluster_name("node", node));
-  ELDR_TRY(validate_cluster_name("pool", config.pool));
-  std::unique_ptr<ClusterNode> n(new ClusterNode(config, node, service, metrics));
+  ELDR_TRY(validate_pool_name("node", node));
+  ELDR_TRY(validate_pool_name("pool", config.pool));
+  std::unique_ptr<PoolNode> n(new PoolNode(config, node, service, metrics));
   PeerViewOptions vo;
   vo.self = node;
   vo.peer_timeout_ns = uint64_t{config.peer_timeout_ms} * 1'000'000;
@@ -88,7 +88,7 @@ Result<std::unique_ptr<ClusterNode>> ClusterNode::create(const ClusterConfig& co
   return n;
 }
 
-ClusterNode::~ClusterNode() {
+PoolNode::~PoolNode() {
   m_stop.store(true);
   if (m_table_thread.joinable()) m_table_thread.join();
   m_service.join_pool(nullptr);
@@ -99,21 +99,21 @@ ClusterNode::~ClusterNode() {
 
 // ---- out -------------------------------------------------------------------------
 
-void ClusterNode::send(std::vector<uint8_t> bytes) {
+void PoolNode::send(std::vector<uint8_t> bytes) {
   // A refusal (disconnected past the library's buffer) is counted by the
   // link; the next snapshot carries what it held.
   (void)m_link->publish(m_subject, bytes);
 }
 
-void ClusterNode::booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) {
+void PoolNode::booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) {
   send(m_encoder.book(key, worker, m_service.router().table()->geometry, counts));
 }
 
-void ClusterNode::released(uint64_t key) { send(m_encoder.release(key)); }
+void PoolNode::released(uint64_t key) { send(m_encoder.release(key)); }
 
-void ClusterNode::reported(const PeerLoad& load) { send(m_encoder.load(load)); }
+void PoolNode::reported(const PeerLoad& load) { send(m_encoder.load(load)); }
 
-void ClusterNode::send_snapshot() {
+void PoolNode::send_snapshot() {
   const auto held = m_service.local_requests();
   std::vector<uint8_t> bytes = m_encoder.snapshot(held);
   const int64_t limit = m_link->max_payload();
@@ -131,7 +131,7 @@ void ClusterNode::send_snapshot() {
 
 // ---- in --------------------------------------------------------------------------
 
-size_t ClusterNode::drain() {
+size_t PoolNode::drain() {
   if (m_link->take(m_batch) == 0) return 0;
   const Geometry& geometry = m_service.router().table()->geometry;
   const uint64_t now = monotonic_ns();
@@ -170,7 +170,7 @@ size_t ClusterNode::drain() {
 
 // ---- route over NATS ----------------------------------------------------------------
 
-void ClusterNode::serve_route(const InboxMessage& in) {
+void PoolNode::serve_route(const InboxMessage& in) {
   if (in.reply.empty()) {
     ++m_remote_malformed;  // a publish, not a request: nobody would hear the decision
     return;
@@ -199,52 +199,39 @@ void ClusterNode::serve_route(const InboxMessage& in) {
     d = m_service.route_remote(f);
     if (d.status != 0) message = "the daemon rejected the footprint";
   }
-  flatbuffers::FlatBufferBuilder fbb(256);
-  const auto msg = fbb.CreateString(message);
-  const auto id = fbb.CreateString(request_id);
-  const auto routed_by = fbb.CreateString(node());
-  fb::FinishRouteReplyBuffer(
-      fbb, fb::CreateRouteReply(fbb, d.status, msg, id, d.worker, d.similarity, d.band_size,
-                                d.policy, d.table_epoch, d.completion_token, routed_by));
-  (void)m_link->publish(in.reply, {fbb.GetBufferPointer(), fbb.GetSize()});
+  const std::vector<uint8_t> reply = pool::encode_route_reply(
+      {d.status, message, request_id, d.worker, d.similarity, d.band_size, d.policy, d.table_epoch,
+       d.completion_token, node()});
+  (void)m_link->publish(in.reply, reply);
 }
 
-void ClusterNode::serve_complete(const InboxMessage& in, bool pool_wide) {
-  const std::vector<uint64_t> aligned = aligned_copy(in.data);
-  const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
-  flatbuffers::Verifier verifier(data, in.data.size());
-  const fb::RouteComplete* c =
-      in.data.size() >= 8 && verifier.VerifyBuffer<fb::RouteComplete>(nullptr)
-          ? flatbuffers::GetRoot<fb::RouteComplete>(data)
-          : nullptr;
-  if (c == nullptr || c->request_id() == nullptr || c->completion_token() == 0 ||
-      !shm::validate_request_id(c->request_id()->string_view()).is_ok()) {
-    ++m_remote_malformed;  // a complete over NATS must carry the request's token
+void PoolNode::serve_complete(const InboxMessage& in, bool pool_wide) {
+  // A complete over NATS must carry the request's token.
+  const auto c = pool::decode_route_complete(in.data);
+  if (!c || !shm::validate_request_id(c->request_id).is_ok()) {
+    ++m_remote_malformed;
     return;
   }
   if (pool_wide) {
     // Every node hears it; the one holding the request with this token
     // releases it (our own forwards come back too, and match nothing).
-    if (m_service.complete_for_pool(c->request_id()->string_view(), c->completion_token()))
+    if (m_service.complete_for_pool(c->request_id, c->completion_token))
       ++m_completes_from_pool;
     return;
   }
-  m_service.on_complete_ex(
-      {kRemoteClient, 0, c->request_id()->string_view(), c->completion_token()});
+  m_service.on_complete_ex({kRemoteClient, 0, c->request_id, c->completion_token});
 }
 
-void ClusterNode::forward_complete(std::string_view request_id, uint64_t token) {
+void PoolNode::forward_complete(std::string_view request_id, uint64_t token) {
   // The RouteComplete a pool handle sends (serve_complete checks it the same way).
-  flatbuffers::FlatBufferBuilder fbb(128);
-  const auto id = fbb.CreateString(request_id.data(), request_id.size());
-  fbb.Finish(fb::CreateRouteComplete(fbb, id, token));
+  const std::vector<uint8_t> bytes = pool::encode_route_complete(request_id, token);
   ++m_completes_forwarded;
-  (void)m_link->publish(m_complete_any_subject, {fbb.GetBufferPointer(), fbb.GetSize()});
+  (void)m_link->publish(m_complete_any_subject, bytes);
 }
 
 // ---- maintenance ----------------------------------------------------------------
 
-std::string ClusterNode::maintain() {
+std::string PoolNode::maintain() {
   const uint64_t now = monotonic_ns();
   const bool connected = m_link->connected();
   if (connected != m_was_connected) {
@@ -266,7 +253,7 @@ std::string ClusterNode::maintain() {
              m_config.peer_timeout_ms);
   m_service.anticipate_peers(m_config.anticipate ? static_cast<uint32_t>(m_view->peers()) : 0,
                              m_view->view_age_ms());
-  ClusterGauge g;
+  PoolGauge g;
   const PeerViewCounters& c = m_view->counters();
   const NatsLinkCounters l = m_link->counters();
   g.connected = connected;
@@ -294,11 +281,11 @@ std::string ClusterNode::maintain() {
   g.remote_malformed = m_remote_malformed;
   g.completes_forwarded = m_completes_forwarded;
   g.completes_from_pool = m_completes_from_pool;
-  m_metrics.set_cluster(g);
+  m_metrics.set_pool(g);
   return status_json(now);
 }
 
-std::string ClusterNode::status_json(uint64_t now_ns) const {
+std::string PoolNode::status_json(uint64_t now_ns) const {
   nlohmann::json j;
   j["connected"] = m_link->connected();
   j["server"] = m_link->server();
@@ -351,7 +338,7 @@ std::string ClusterNode::status_json(uint64_t now_ns) const {
 
 // ---- the pool's table --------------------------------------------------------------
 
-void ClusterNode::note_table_error(const Status& s) {
+void PoolNode::note_table_error(const Status& s) {
   const uint64_t n = m_table_errors.fetch_add(1) + 1;
   {
     std::lock_guard lock(m_table_mutex);
@@ -362,7 +349,7 @@ void ClusterNode::note_table_error(const Status& s) {
              static_cast<unsigned long long>(n));
 }
 
-void ClusterNode::table_loop() {
+void PoolNode::table_loop() {
   const auto pause = [this](int ms) {
     for (int waited = 0; waited < ms && !m_stop.load(); waited += 20)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -445,7 +432,7 @@ void ClusterNode::table_loop() {
 
 // ---- the refit lease ------------------------------------------------------------------
 
-void ClusterNode::lease_tick(uint64_t now_ns) {
+void PoolNode::lease_tick(uint64_t now_ns) {
   constexpr uint64_t kRenewNs = 1'000'000'000;
   constexpr uint64_t kLeaseNs = kLeaseMs * 1'000'000;
   if (m_lease_held.load() && now_ns - m_lease_seen_ns < kRenewNs) return;
@@ -510,7 +497,7 @@ void ClusterNode::lease_tick(uint64_t now_ns) {
            static_cast<unsigned long long>(*taken));
 }
 
-Status ClusterNode::publish_table(std::shared_ptr<const ClusterTable> table) {
+Status PoolNode::publish_table(std::shared_ptr<const ClusterTable> table) {
   if (!m_lease_held.load()) return {Errc::state, "this node does not hold the refit lease"};
   auto kv =
       m_link->key_value(pool_bucket(m_config.pool), static_cast<int>(m_config.table_replicas));

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Cluster-mode benchmarks on loopback (make bench-cluster).
+"""Multi-node mode benchmarks on loopback (make bench-pool).
 
 Starts a nats-server and two eldrd nodes (a, b) of one pool, then measures:
-  1. a booking routed at a, counted by b's router (eldr bench cluster);
+  1. a booking routed at a, counted by b's router (eldr bench pool);
   2. eldr table publish -> both nodes route with the new revision (five
      publishes, alternating two tables fitted on synthetic footprints);
   3. NATS stopped for --outage-s seconds under load at a: routing requests
@@ -41,7 +41,7 @@ def wait_for(pred, budget_s, what):
         if pred():
             return
         time.sleep(0.01)
-    raise SystemExit(f"bench-cluster: {what} within {budget_s} s failed")
+    raise SystemExit(f"bench-pool: {what} within {budget_s} s failed")
 
 
 def main():
@@ -53,7 +53,7 @@ def main():
     cli = os.path.join(args.build, "tools", "eldr")
     eldrd = os.path.join(args.build, "sidecar", "eldrd")
     nats = shutil.which("nats-server") or "/usr/sbin/nats-server"
-    tmp = tempfile.mkdtemp(prefix="eldr-bench-cluster-")
+    tmp = tempfile.mkdtemp(prefix="eldr-bench-pool-")
     port = free_port()
     url = f"nats://127.0.0.1:{port}"
     tag = str(os.getpid())
@@ -67,7 +67,7 @@ def main():
         return p
 
     def peer_of(s, name):
-        c = (s or {}).get("cluster", {})
+        c = (s or {}).get("pool", {})
         return next((p for p in c.get("peers", []) if p["name"] == name), None)
 
     # Two tables of the daemon's geometry: the nodes start on the first.
@@ -93,14 +93,14 @@ def main():
                 stdout=open(os.path.join(tmp, f"{name}.log"), "w"), stderr=subprocess.STDOUT))
         wait_for(lambda: peer_of(status(cli, nodes["a"]), "b") and peer_of(status(cli, nodes["b"]), "a"),
                  30, "the two nodes seeing each other")
-        bench = subprocess.run([cli, "bench", "cluster", "--from", nodes["a"], "--to", nodes["b"],
+        bench = subprocess.run([cli, "bench", "pool", "--from", nodes["a"], "--to", nodes["b"],
                                 "--requests", "4096", "--rate", str(args.rate), "--nats", url,
                                 "--json"],
                                capture_output=True, text=True, check=True)
         result = {"booking": json.loads(bench.stdout)}
 
         def revision(inst):
-            c = (status(cli, inst) or {}).get("cluster", {})
+            c = (status(cli, inst) or {}).get("pool", {})
             return c.get("table_revision") or 0
 
         switch_ms = []
@@ -129,7 +129,7 @@ def main():
             sa, sb = status(cli, nodes["a"]), status(cli, nodes["b"])
             elapsed_ms = (time.monotonic() - back) * 1000
             pa, pb = peer_of(sa, "b"), peer_of(sb, "a")
-            return (sa and sb and sa["cluster"]["connected"] and sb["cluster"]["connected"]
+            return (sa and sb and sa["pool"]["connected"] and sb["pool"]["connected"]
                     and pa and pb and pa["last_seen_age_ms"] < elapsed_ms
                     and pb["last_seen_age_ms"] < elapsed_ms)
 

@@ -1,20 +1,17 @@
-// Cluster mode without a broker: the wire format (every field checked, any
-// byte string survives the decoder), the peer bookkeeping (ordering, lost
-// messages, snapshots, restarts, expiry) against a real router, and the
-// service's hooks (what it publishes, twins of the peers' picks).
+// Multi-node mode without a broker: the peer wire format (every field checked,
+// any byte string survives the decoder) and the peer bookkeeping (ordering,
+// lost messages, snapshots, restarts, expiry) against a real router.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <random>
 
-#include "cluster_wire.hpp"
-#include "eldr/cluster_msg_generated.h"
-#include "log.hpp"
-#include "peer_view.hpp"
-#include "service.hpp"
+#include "eldr/peer_msg_generated.h"
+#include "eldr/pool/peer_view.hpp"
+#include "eldr/pool/peer_wire.hpp"
 #include "test_tables.hpp"
 
-namespace eldr::sidecar {
+namespace eldr::pool {
 namespace {
 
 using eldr::testing::axis_table;
@@ -29,7 +26,7 @@ Decoded decode(const std::vector<uint8_t>& bytes, std::string_view node = "a") {
 
 // ---- wire --------------------------------------------------------------------
 
-TEST(ClusterWire, every_kind_round_trips_with_its_header) {
+TEST(PeerWire, every_kind_round_trips_with_its_header) {
   PeerEncoder e("a", 77);
   const auto counts = layer0({1, 0, 3, 0});
   const Decoded b = decode(e.book(5, 101, kGeometry, counts));
@@ -59,7 +56,7 @@ TEST(ClusterWire, every_kind_round_trips_with_its_header) {
   EXPECT_EQ(e.sequence(), 4u);
 }
 
-TEST(ClusterWire, bad_fields_are_refused_with_their_fault) {
+TEST(PeerWire, bad_fields_are_refused_with_their_fault) {
   PeerEncoder e("a", 1);
   EXPECT_EQ(decode(e.book(1, 100, kGeometry, layer0({1})), "b").error.fault, WireFault::subject);
   EXPECT_EQ(decode(e.book(1, -1, kGeometry, layer0({1}))).error.fault, WireFault::bad_field);
@@ -79,25 +76,25 @@ TEST(ClusterWire, bad_fields_are_refused_with_their_fault) {
   EXPECT_EQ(decode(no_incarnation.release(1)).error.fault, WireFault::bad_field);
 }
 
-TEST(ClusterWire, a_body_type_without_its_body_is_refused) {
+TEST(PeerWire, a_body_type_without_its_body_is_refused) {
   flatbuffers::FlatBufferBuilder fbb;
   const auto node = fbb.CreateString("a");
-  fb::ClusterMsgBuilder b(fbb);
-  b.add_version(kClusterWireVersion);
+  fb::PeerMsgBuilder b(fbb);
+  b.add_version(kPoolWireVersion);
   b.add_node(node);
   b.add_incarnation(1);
   b.add_sequence(1);
   b.add_body_type(fb::Body::BookMsg);  // and no body
-  fb::FinishClusterMsgBuffer(fbb, b.Finish());
+  fb::FinishPeerMsgBuffer(fbb, b.Finish());
   const std::vector<uint8_t> bytes(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
   EXPECT_EQ(decode(bytes).error.fault, WireFault::bad_field);
 }
 
-TEST(ClusterWire, another_version_is_refused) {
+TEST(PeerWire, another_version_is_refused) {
   flatbuffers::FlatBufferBuilder fbb;
   const auto node = fbb.CreateString("a");
   const auto body = fb::CreateReleaseMsg(fbb, 1);
-  fb::FinishClusterMsgBuffer(fbb, fb::CreateClusterMsg(fbb, kClusterWireVersion + 1, node, 1, 1, 1,
+  fb::FinishPeerMsgBuffer(fbb, fb::CreatePeerMsg(fbb, kPoolWireVersion + 1, node, 1, 1, 1,
                                                        fb::Body::ReleaseMsg, body.Union()));
   const std::vector<uint8_t> bytes(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
   const Decoded d = decode(bytes);
@@ -106,7 +103,7 @@ TEST(ClusterWire, another_version_is_refused) {
   EXPECT_NE(d.error.message.find("version"), std::string::npos);
 }
 
-TEST(ClusterWire, any_bytes_are_decoded_or_refused_never_a_crash) {
+TEST(PeerWire, any_bytes_are_decoded_or_refused_never_a_crash) {
   PeerEncoder e("a", 3);
   const auto good = e.book(1, 100, kGeometry, layer0({1, 2, 3, 4}));
   std::mt19937 rng(7);
@@ -134,12 +131,12 @@ TEST(ClusterWire, any_bytes_are_decoded_or_refused_never_a_crash) {
   EXPECT_GT(refused, 10000u);
 }
 
-TEST(ClusterWire, names_are_subject_tokens) {
-  EXPECT_TRUE(validate_cluster_name("node", "gpu-node_07").is_ok());
-  EXPECT_FALSE(validate_cluster_name("node", "").is_ok());
-  EXPECT_FALSE(validate_cluster_name("node", "a.b").is_ok());
-  EXPECT_FALSE(validate_cluster_name("node", "a*").is_ok());
-  EXPECT_FALSE(validate_cluster_name("node", std::string(65, 'a')).is_ok());
+TEST(PeerWire, names_are_subject_tokens) {
+  EXPECT_TRUE(validate_pool_name("node", "gpu-node_07").is_ok());
+  EXPECT_FALSE(validate_pool_name("node", "").is_ok());
+  EXPECT_FALSE(validate_pool_name("node", "a.b").is_ok());
+  EXPECT_FALSE(validate_pool_name("node", "a*").is_ok());
+  EXPECT_FALSE(validate_pool_name("node", std::string(65, 'a')).is_ok());
   EXPECT_EQ(node_subject("p", "n"), "eldr.p.node.n");
   EXPECT_EQ(pool_nodes_subject("p"), "eldr.p.node.*");
 }
@@ -258,146 +255,5 @@ TEST_F(PeerViewTest, bookings_past_the_bound_or_of_unknown_workers_are_refused) 
   EXPECT_EQ(inflight(100), 0);
 }
 
-// ---- the service's hooks ----------------------------------------------------------
-
-struct RecordingPublisher final : ClusterPublisher {
-  std::vector<std::pair<uint64_t, int32_t>> booked_;
-  std::vector<uint64_t> released_;
-  std::vector<PeerLoad> reported_;
-  void booked(uint64_t key, int32_t worker, std::span<const int16_t>) override {
-    booked_.emplace_back(key, worker);
-  }
-  void released(uint64_t key) override { released_.push_back(key); }
-  void reported(const PeerLoad& load) override { reported_.push_back(load); }
-  std::vector<std::pair<std::string, uint64_t>> forwarded_;
-  void forward_complete(std::string_view request_id, uint64_t token) override {
-    forwarded_.emplace_back(std::string(request_id), token);
-  }
-};
-
-struct TokenSink final : DecisionSink {
-  std::map<std::string, uint64_t> tokens;
-  void publish(std::string_view id, const shm::DecisionIn& d) override {
-    tokens[std::string(id)] = d.completion_token;
-  }
-};
-
-class ServiceInPool : public ::testing::Test {
- protected:
-  ServiceInPool() {
-    set_log_level(LogLevel::error);
-    ServiceOptions o;
-    o.router.policy = Policy::eldr;
-    o.router.tau = 0.0f;
-    o.router.max_inflight = 1024;
-    auto s = Service::create(std::make_shared<const ClusterTable>(axis_table()), o, sink, metrics,
-                             [this] { return now; });
-    EXPECT_TRUE(s.is_ok());
-    sut = std::move(*s);
-    sut->join_pool(&publisher);
-  }
-  void push_top(const std::string& id, int cell) {
-    std::vector<int16_t> c(8, 0);
-    c[static_cast<size_t>(cell)] = 5;
-    shm::FootprintIn f;
-    f.client = 1;
-    f.client_pid = 42;
-    f.request_id = id;
-    f.layers = 2;
-    f.experts = 4;
-    f.counts = c;
-    sut->on_footprint(f);
-  }
-  int64_t inflight(int32_t worker) const {
-    for (const auto& w : sut->router().workers())
-      if (w.id == worker) return w.inflight;
-    return -1;
-  }
-
-  uint64_t now = 1000 * kMs;
-  TokenSink sink;
-  Metrics metrics{256};
-  RecordingPublisher publisher;
-  std::unique_ptr<Service> sut;
-};
-
-TEST_F(ServiceInPool, routes_completes_and_reports_reach_the_pool) {
-  push_top("r1", 1);
-  push_top("r2", 2);
-  ASSERT_EQ(publisher.booked_.size(), 2u);
-  EXPECT_EQ(publisher.booked_[0].second, 101);
-  EXPECT_EQ(publisher.booked_[1].second, 102);
-  EXPECT_EQ(sut->local_requests(), publisher.booked_);
-  sut->on_complete_ex({1, 42, "r1", 0});
-  ASSERT_EQ(publisher.released_.size(), 1u);
-  EXPECT_EQ(publisher.released_[0], publisher.booked_[0].first);
-  push_top("r2", 3);  // a retry releases the first pick, then books anew
-  EXPECT_EQ(publisher.released_.size(), 2u);
-  EXPECT_EQ(publisher.booked_.back().second, 103);
-  sut->on_worker_report_ex(1, {100, 3, 0.5f, 0, 0.0f});
-  ASSERT_EQ(publisher.reported_.size(), 1u);
-  EXPECT_EQ(publisher.reported_[0].running, 3u);
-  // A peer's report applies like ours and is not published again.
-  sut->apply_peer_load({101, 6, 0.1f, 0, 0.0f});
-  EXPECT_EQ(inflight(101), 6);
-  EXPECT_EQ(publisher.reported_.size(), 1u);
-  const auto rows = sut->maintain();
-  for (const auto& r : rows) {
-    if (r.worker == 103) {
-      EXPECT_EQ(r.inflight_local, 1u);
-    }
-    if (r.worker == 101) {
-      EXPECT_EQ(r.inflight_local, 0u);
-      EXPECT_EQ(r.inflight, 6u);
-    }
-  }
-}
-
-TEST_F(ServiceInPool, completes_this_node_cannot_match_go_to_the_pool_where_only_the_token_counts) {
-  push_top("r1", 1);
-  const uint64_t token = sink.tokens.at("r1");
-  ASSERT_NE(token, 0u);
-  // A decode engine completing, through us, a request another node routed.
-  sut->on_complete_ex({1, 99, "elsewhere", 12345});
-  // Ids need not be unique across nodes: a known id with another token too.
-  sut->on_complete_ex({1, 99, "r1", token + 1});
-  ASSERT_EQ(publisher.forwarded_.size(), 2u);
-  EXPECT_EQ(publisher.forwarded_[0], std::make_pair(std::string("elsewhere"), uint64_t{12345}));
-  EXPECT_EQ(publisher.forwarded_[1].second, token + 1);
-  EXPECT_EQ(inflight(101), 1);  // r1 untouched
-  EXPECT_TRUE(publisher.released_.empty());
-  // Without a token (only the pusher may complete), or from NATS already: never forwarded.
-  sut->on_complete_ex({1, 99, "elsewhere", 0});
-  sut->on_complete_ex({kRemoteClient, 0, "elsewhere", 777});
-  EXPECT_EQ(publisher.forwarded_.size(), 2u);
-  EXPECT_EQ(metrics.complete_unknown(), 2u);
-  // The pool's forwards: only this node's token releases, once.
-  EXPECT_FALSE(sut->complete_for_pool("r1", token + 1));
-  EXPECT_FALSE(sut->complete_for_pool("r1", 0));
-  EXPECT_FALSE(sut->complete_for_pool("nope", token));
-  EXPECT_EQ(inflight(101), 1);
-  EXPECT_TRUE(sut->complete_for_pool("r1", token));
-  EXPECT_EQ(inflight(101), 0);
-  ASSERT_EQ(publisher.released_.size(), 1u);
-  EXPECT_FALSE(sut->complete_for_pool("r1", token));
-}
-
-TEST_F(ServiceInPool, each_route_books_a_twin_per_peer_until_the_view_catches_up) {
-  sut->anticipate_peers(2, 50.0);
-  push_top("r1", 1);
-  EXPECT_EQ(inflight(101), 3);  // ours + one twin for each of 2 peers
-  EXPECT_EQ(sut->twins_pending(), 2u);
-  now += 60 * kMs;
-  push_top("r2", 2);  // routing releases the twins that are due first
-  EXPECT_EQ(inflight(101), 1);
-  EXPECT_EQ(inflight(102), 3);
-  sut->anticipate_peers(0, 0.0);
-  now += 60 * kMs;
-  push_top("r3", 3);
-  EXPECT_EQ(inflight(102), 1);
-  EXPECT_EQ(inflight(103), 1);
-  EXPECT_EQ(sut->twins_pending(), 0u);
-}
-
 }  // namespace
-}  // namespace eldr::sidecar
+}  // namespace eldr::pool

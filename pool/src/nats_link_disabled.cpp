@@ -1,8 +1,8 @@
 // NatsLink of a build without libnats: cluster mode is refused with a
 // message that says how to get it; everything else works as always.
-#include "nats_link.hpp"
+#include "eldr/pool/nats_link.hpp"
 
-namespace eldr::sidecar {
+namespace eldr::pool {
 
 bool nats_supported() noexcept { return false; }
 void nats_shutdown() noexcept {}
@@ -51,4 +51,4 @@ Status KeyValue::erase(const std::string&) { return no_kv(); }
 Status KeyValue::watch(const std::string&) { return no_kv(); }
 Result<std::optional<KeyValue::Entry>> KeyValue::next(int64_t) { return no_kv(); }
 
-}  // namespace eldr::sidecar
+}  // namespace eldr::pool

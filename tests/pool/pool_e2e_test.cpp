@@ -46,7 +46,7 @@ struct Node {
 
 int g_counter = 0;
 
-class ClusterTest : public ::testing::Test {
+class PoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::string_view(NATS_SERVER_PATH).empty())
@@ -142,17 +142,17 @@ class ClusterTest : public ::testing::Test {
     n.pid = -1;
   }
 
-  static nlohmann::json cluster_of(const Node& n) {
+  static nlohmann::json pool_of(const Node& n) {
     auto s = shm::read_snapshot(n.instance);
     if (!s || s->cluster.empty()) return {};
     return nlohmann::json::parse(s->cluster, nullptr, false);
   }
   static bool connected(const Node& n) {
-    const auto c = cluster_of(n);
+    const auto c = pool_of(n);
     return c.is_object() && c.value("connected", false);
   }
   static bool sees_peers(const Node& n, size_t peers) {
-    const auto c = cluster_of(n);
+    const auto c = pool_of(n);
     return c.is_object() && c.value("connected", false) && c["peers"].size() == peers;
   }
   // Requests in flight over all workers: (pool-wide, this node's own).
@@ -213,7 +213,7 @@ class ClusterTest : public ::testing::Test {
     return out;
   }
   static uint64_t table_revision(const Node& n) {
-    const auto c = cluster_of(n);
+    const auto c = pool_of(n);
     return c.is_object() && c["table_revision"].is_number() ? c["table_revision"].get<uint64_t>()
                                                             : 0;
   }
@@ -228,7 +228,7 @@ class ClusterTest : public ::testing::Test {
 
   bool jetstream = false;
   Watchdog watchdog{80s};
-  eldr::testing::TempDir dir{"eldr_cluster_e2e"};
+  eldr::testing::TempDir dir{"eldr_pool_e2e"};
   std::string table_path = dir.file("table.eldr");
   std::string config_path = dir.file("eldrd.toml");
   std::string tag;
@@ -236,7 +236,7 @@ class ClusterTest : public ::testing::Test {
   std::vector<Node> nodes;
 };
 
-TEST_F(ClusterTest, bookings_and_load_reports_reach_every_node_of_a_three_server_cluster) {
+TEST_F(PoolTest, bookings_and_load_reports_reach_every_node_of_a_three_server_cluster) {
   start_servers(3);
   nodes.reserve(3);
   Node& a = start_node("a");
@@ -244,7 +244,7 @@ TEST_F(ClusterTest, bookings_and_load_reports_reach_every_node_of_a_three_server
   Node& c = start_node("c");
   for (const Node* n : {&a, &b, &c})
     ASSERT_TRUE(eventually([&] { return sees_peers(*n, 2); }, 15s))
-        << n->name << ": " << cluster_of(*n).dump();
+        << n->name << ": " << pool_of(*n).dump();
   auto client = client_of(a);
   ASSERT_TRUE(client);
   std::vector<uint64_t> tokens;
@@ -274,25 +274,25 @@ TEST_F(ClusterTest, bookings_and_load_reports_reach_every_node_of_a_three_server
   for (const Node* n : {&a, &b, &c})
     EXPECT_TRUE(eventually([&] { return inflight(*n).first == 10; }))
         << n->name << " counts " << inflight(*n).first;
-  const auto status = cluster_of(a);
+  const auto status = pool_of(a);
   EXPECT_EQ(status["node"], "a");
   EXPECT_EQ(status["pool"], "p" + tag);
   EXPECT_EQ(status["table_source"], "local");
   EXPECT_TRUE(eventually([&] {
-    const uint64_t n = metric(b, "eldr_cluster_messages_received_total{kind=\"book\"}");
+    const uint64_t n = metric(b, "eldr_pool_messages_received_total{kind=\"book\"}");
     return n >= 10 && n != UINT64_MAX;
   }));
-  EXPECT_TRUE(eventually([&] { return metric(b, "eldr_cluster_connected") == 1; }));
+  EXPECT_TRUE(eventually([&] { return metric(b, "eldr_pool_connected") == 1; }));
 }
 
-TEST_F(ClusterTest, one_server_of_three_down_interrupts_nothing) {
+TEST_F(PoolTest, one_server_of_three_down_interrupts_nothing) {
   start_servers(3);
   nodes.reserve(2);
   Node& a = start_node("a");
   Node& b = start_node("b");
   ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
   // Take down the server a is on: its client moves to another by itself.
-  const std::string on = cluster_of(a).value("server", "");
+  const std::string on = pool_of(a).value("server", "");
   size_t down = 0;
   for (size_t i = 0; i < servers.size(); ++i)
     if (on.find(":" + servers[i].port) != std::string::npos) down = i;
@@ -304,11 +304,11 @@ TEST_F(ClusterTest, one_server_of_three_down_interrupts_nothing) {
     ASSERT_TRUE(d.is_ok()) << d.status().to_string();
   }
   EXPECT_TRUE(eventually([&] { return inflight(b).first == 8; }, 5s))
-      << "b counts " << inflight(b).first << "; a: " << cluster_of(a).dump();
+      << "b counts " << inflight(b).first << "; a: " << pool_of(a).dump();
   EXPECT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 5s));
 }
 
-TEST_F(ClusterTest, a_sigkilled_nodes_bookings_expire_everywhere_else) {
+TEST_F(PoolTest, a_sigkilled_nodes_bookings_expire_everywhere_else) {
   start_servers(1);
   nodes.reserve(3);
   Node& a = start_node("a");
@@ -323,11 +323,11 @@ TEST_F(ClusterTest, a_sigkilled_nodes_bookings_expire_everywhere_else) {
   stop_node(b);
   // peer_timeout_ms = 1000: gone within ~1.1 s, well inside the budget.
   EXPECT_TRUE(eventually([&] { return inflight(a).first == 0 && sees_peers(a, 0); }, 5s))
-      << cluster_of(a).dump();
-  EXPECT_TRUE(eventually([&] { return metric(a, "eldr_cluster_peers_expired_total") == 1; }));
+      << pool_of(a).dump();
+  EXPECT_TRUE(eventually([&] { return metric(a, "eldr_pool_peers_expired_total") == 1; }));
 }
 
-TEST_F(ClusterTest, routing_goes_on_while_nats_is_down_and_views_resync_after_it_returns) {
+TEST_F(PoolTest, routing_goes_on_while_nats_is_down_and_views_resync_after_it_returns) {
   start_servers(1);
   nodes.reserve(2);
   Node& a = start_node("a");
@@ -349,14 +349,14 @@ TEST_F(ClusterTest, routing_goes_on_while_nats_is_down_and_views_resync_after_it
   start_server(0);  // same port
   const auto back = SteadyClock::now();
   ASSERT_TRUE(eventually([&] { return inflight(b).first == 12; }, 10s))
-      << "b counts " << inflight(b).first << "; " << cluster_of(b).dump();
+      << "b counts " << inflight(b).first << "; " << pool_of(b).dump();
   const auto resync_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - back).count();
   std::fprintf(stderr, "views re-synced %lld ms after the server came back\n",
                static_cast<long long>(resync_ms));
   // The metrics follow at the node's next maintenance tick (100 ms).
   EXPECT_TRUE(eventually([&] {
-    const uint64_t n = metric(a, "eldr_cluster_reconnects_total");
+    const uint64_t n = metric(a, "eldr_pool_reconnects_total");
     return n >= 1 && n != UINT64_MAX;
   }));
 }
@@ -375,7 +375,7 @@ void publish_raw(const std::string& url, const std::string& subject,
   (void)nats_CloseAndWait(2000);
 }
 
-TEST_F(ClusterTest, malformed_messages_on_the_pool_subjects_are_counted_and_ignored) {
+TEST_F(PoolTest, malformed_messages_on_the_pool_subjects_are_counted_and_ignored) {
   start_servers(1);
   nodes.reserve(2);
   Node& a = start_node("a");
@@ -388,10 +388,10 @@ TEST_F(ClusterTest, malformed_messages_on_the_pool_subjects_are_counted_and_igno
   publish_raw(servers[0].url(), prefix + "evil", {});
   publish_raw(servers[0].url(), prefix + "evil", {'E', 'L', 'C', 'L', 0, 0, 0, 0, 1, 2, 3});
   ASSERT_TRUE(eventually([&] {
-    return metric(a, "eldr_cluster_malformed_total{fault=\"not_a_message\"}") == 3;
+    return metric(a, "eldr_pool_malformed_total{fault=\"not_a_message\"}") == 3;
   })) << http_get(a.metrics_port, "/metrics");
   EXPECT_TRUE(eventually(
-      [&] { return metric(b, "eldr_cluster_malformed_total{fault=\"not_a_message\"}") == 3; }));
+      [&] { return metric(b, "eldr_pool_malformed_total{fault=\"not_a_message\"}") == 3; }));
   // Both still route and still hear each other.
   auto client = client_of(b);
   ASSERT_TRUE(client);
@@ -399,10 +399,10 @@ TEST_F(ClusterTest, malformed_messages_on_the_pool_subjects_are_counted_and_igno
   EXPECT_TRUE(eventually([&] { return inflight(a).first == 1; }));
   EXPECT_TRUE(sees_peers(a, 1));
   EXPECT_TRUE(eventually(
-      [&] { return metric(a, "eldr_cluster_peers") == 1; }));  // "evil" never became a peer
+      [&] { return metric(a, "eldr_pool_peers") == 1; }));  // "evil" never became a peer
 }
 
-TEST_F(ClusterTest, a_published_table_reaches_every_node_at_the_same_epoch) {
+TEST_F(PoolTest, a_published_table_reaches_every_node_at_the_same_epoch) {
   if (std::string_view(ELDR_CLI_PATH).empty()) GTEST_SKIP() << "no eldr CLI in this build";
   start_servers(3, true);
   nodes.reserve(3);
@@ -427,7 +427,7 @@ TEST_F(ClusterTest, a_published_table_reaches_every_node_at_the_same_epoch) {
   uint64_t revision = std::stoull(out.substr(at + 9));
   for (const Node* n : {&a, &b, &c})
     EXPECT_TRUE(eventually([&] { return table_revision(*n) == revision; }, 10s))
-        << n->name << ": " << cluster_of(*n).dump();
+        << n->name << ": " << pool_of(*n).dump();
   std::fprintf(stderr, "every node routes with revision %llu %lld ms after the first publish\n",
                static_cast<unsigned long long>(revision),
                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -482,7 +482,7 @@ TEST_F(ClusterTest, a_published_table_reaches_every_node_at_the_same_epoch) {
       eventually([&] { return read_file(a.log).find("reload refused") != std::string::npos; }));
 }
 
-TEST_F(ClusterTest, the_table_watcher_follows_the_bucket_across_a_server_restart) {
+TEST_F(PoolTest, the_table_watcher_follows_the_bucket_across_a_server_restart) {
   if (std::string_view(ELDR_CLI_PATH).empty()) GTEST_SKIP() << "no eldr CLI in this build";
   start_servers(1, true);
   nodes.reserve(1);
@@ -491,7 +491,7 @@ TEST_F(ClusterTest, the_table_watcher_follows_the_bucket_across_a_server_restart
   int rc = 0;
   std::string out = table_cli({"publish", reversed_table()}, &rc);
   ASSERT_EQ(rc, 0) << out;
-  ASSERT_TRUE(eventually([&] { return table_revision(a) != 0; }, 10s)) << cluster_of(a).dump();
+  ASSERT_TRUE(eventually([&] { return table_revision(a) != 0; }, 10s)) << pool_of(a).dump();
   const uint64_t first = table_revision(a);
   stop_server(servers[0]);
   ASSERT_TRUE(eventually([&] { return !connected(a); }, 10s));
@@ -499,7 +499,7 @@ TEST_F(ClusterTest, the_table_watcher_follows_the_bucket_across_a_server_restart
   ASSERT_TRUE(eventually([&] { return connected(a); }, 10s));
   out = table_cli({"publish", table_path}, &rc);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_TRUE(eventually([&] { return table_revision(a) > first; }, 10s)) << cluster_of(a).dump();
+  EXPECT_TRUE(eventually([&] { return table_revision(a) > first; }, 10s)) << pool_of(a).dump();
   auto client = client_of(a);
   ASSERT_TRUE(client);
   auto d = route(*client, "back", 0);
@@ -507,7 +507,7 @@ TEST_F(ClusterTest, the_table_watcher_follows_the_bucket_across_a_server_restart
   EXPECT_EQ(d->worker, 100);  // the axis table again
 }
 
-TEST_F(ClusterTest, one_node_refits_for_the_pool_and_another_takes_over_when_it_dies) {
+TEST_F(PoolTest, one_node_refits_for_the_pool_and_another_takes_over_when_it_dies) {
   start_servers(1, true);
   const std::string refit_config = dir.file("refit.toml");
   std::ofstream(refit_config) << read_file(config_path)
@@ -515,16 +515,16 @@ TEST_F(ClusterTest, one_node_refits_for_the_pool_and_another_takes_over_when_it_
                                  "min_samples = 16\n";
   nodes.reserve(2);
   const auto lease = [](const Node& n) {
-    const auto c = cluster_of(n);
+    const auto c = pool_of(n);
     return c.is_object() && c.contains("refit_lease") ? c["refit_lease"] : nlohmann::json::object();
   };
   Node& a = start_node("a", refit_config);
   ASSERT_TRUE(eventually([&] { return lease(a).value("held_here", false); }, 15s))
-      << cluster_of(a).dump();
+      << pool_of(a).dump();
   Node& b = start_node("b", refit_config);
   ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
   EXPECT_TRUE(eventually([&] { return lease(b).value("holder", std::string()) == "a"; }))
-      << cluster_of(b).dump();
+      << pool_of(b).dump();
   EXPECT_FALSE(lease(b).value("held_here", true));
   // Traffic at b only: a refits on b's bookings and publishes for both.
   {
@@ -535,16 +535,16 @@ TEST_F(ClusterTest, one_node_refits_for_the_pool_and_another_takes_over_when_it_
   }
   for (const Node* n : {&a, &b})
     EXPECT_TRUE(eventually([&] { return table_revision(*n) != 0; }, 15s))
-        << n->name << ": " << cluster_of(*n).dump();
+        << n->name << ": " << pool_of(*n).dump();
   EXPECT_NE(read_file(a.log).find("refit published"), std::string::npos);
   EXPECT_EQ(read_file(b.log).find("refit published"), std::string::npos);
   // The holder dies: b takes the lease once a's stops being renewed (5 s).
   stop_node(a);
   EXPECT_TRUE(eventually([&] { return lease(b).value("held_here", false); }, 15s))
-      << cluster_of(b).dump();
+      << pool_of(b).dump();
 }
 
-TEST_F(ClusterTest, a_gateway_without_a_sidecar_routes_through_any_node_over_nats) {
+TEST_F(PoolTest, a_gateway_without_a_sidecar_routes_through_any_node_over_nats) {
   start_servers(1);
   nodes.reserve(2);
   Node& a = start_node("a");
@@ -602,8 +602,8 @@ TEST_F(ClusterTest, a_gateway_without_a_sidecar_routes_through_any_node_over_nat
   natsConnection_Destroy(nc);
   (void)nats_CloseAndWait(2000);
   EXPECT_TRUE(eventually([&] {
-    return metric(a, "eldr_cluster_remote_malformed_total") +
-               metric(b, "eldr_cluster_remote_malformed_total") ==
+    return metric(a, "eldr_pool_remote_malformed_total") +
+               metric(b, "eldr_pool_remote_malformed_total") ==
            3;
   }));
 }

@@ -13,10 +13,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cluster_wire.hpp"
+#include "eldr/pool/peer_wire.hpp"
 #include "eldr/router.hpp"
 
-namespace eldr::sidecar {
+namespace eldr::pool {
 
 struct PeerViewOptions {
   std::string self;                          // this node: its own messages are skipped
@@ -111,4 +111,4 @@ class PeerView {
   size_t m_next_delay = 0;
 };
 
-}  // namespace eldr::sidecar
+}  // namespace eldr::pool

@@ -1,7 +1,7 @@
 // Checks and helpers that BlockRows and SignatureCache share: the cache shape,
 // one token-layer's top-k picks, adding a token to a staged row without
 // overfilling it, and the int16 limit of a request footprint. Private to
-// route/.
+// cache/.
 #pragma once
 
 #include <algorithm>

@@ -1,8 +1,8 @@
-#include "peer_view.hpp"
+#include "eldr/pool/peer_view.hpp"
 
 #include <algorithm>
 
-namespace eldr::sidecar {
+namespace eldr::pool {
 
 PeerView::PeerView(Router& router, const Geometry& geometry, PeerViewOptions options,
                    LoadSink loads)
@@ -160,4 +160,4 @@ std::unordered_map<int32_t, uint32_t> PeerView::bookings_by_worker() const {
   return out;
 }
 
-}  // namespace eldr::sidecar
+}  // namespace eldr::pool

@@ -8,9 +8,9 @@
 #include <memory>
 #include <optional>
 
-#include "cluster_wire.hpp"
+#include "eldr/pool/peer_wire.hpp"
 #include "eldr/router.hpp"
-#include "peer_view.hpp"
+#include "eldr/pool/peer_view.hpp"
 
 namespace {
 
@@ -32,7 +32,7 @@ eldr::ClusterTable axis_table() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace eldr;
-  using namespace eldr::sidecar;
+  using namespace eldr::pool;
   static const auto table = std::make_shared<const ClusterTable>(axis_table());
   auto router = Router::create(table);
   if (!router) std::abort();

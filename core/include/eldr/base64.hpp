@@ -1,5 +1,5 @@
 // Base64 (RFC 4648 standard alphabet, padded) decoding for untrusted payloads:
-// the routed-expert decoders and their bench. Strict: the length must be a
+// the routed-expert decoders, the CLI's decode bench. Strict: the length must be a
 // multiple of 4, '=' may only end the text (at most two), no whitespace, and
 // the unused bits of the last quantum must be zero, so every byte string has
 // exactly one accepted encoding.

@@ -1,5 +1,5 @@
 // This eldrd as one node of a pool: it publishes its own bookings and the
-// load reports its engines send (cluster_wire.hpp over nats_link.hpp),
+// load reports its engines send (pool/'s peer_wire.hpp over nats_link.hpp),
 // applies every other node's (peer_view.hpp), sends a snapshot of its
 // requests in flight every snapshot_ms, and tells the service how many peers
 // to anticipate and how late it hears of them (PeerTwins). Everything but
@@ -18,22 +18,25 @@
 
 #include "config.hpp"
 #include "metrics.hpp"
-#include "nats_link.hpp"
-#include "peer_view.hpp"
+#include "eldr/pool/nats_link.hpp"
+#include "eldr/pool/peer_view.hpp"
 #include "service.hpp"
 
 namespace eldr::sidecar {
 
-class ClusterNode final : public ClusterPublisher {
+// Multi-node mode's names (pool/), unqualified in the daemon.
+using namespace ::eldr::pool;
+
+class PoolNode final : public ClusterPublisher {
  public:
   // Starts connecting (unreachable servers are retried in the background:
   // the node routes alone meanwhile). `wake` ends the consumer's idle wait.
   // refit: the daemon's online refit is on; then this node competes for the
   // pool's refit lease, and only its holder refits (publish_table).
-  static Result<std::unique_ptr<ClusterNode>> create(const ClusterConfig& config, Service& service,
+  static Result<std::unique_ptr<PoolNode>> create(const ClusterConfig& config, Service& service,
                                                      Metrics& metrics, std::function<void()> wake,
                                                      bool refit = false);
-  ~ClusterNode() override;  // leaves the service's pool first
+  ~PoolNode() override;  // leaves the service's pool first
 
   // ---- consumer thread ----
   // Applies the messages that arrived; returns how many.
@@ -60,7 +63,7 @@ class ClusterNode final : public ClusterPublisher {
   bool connected() const noexcept { return m_link->connected(); }
 
  private:
-  ClusterNode(const ClusterConfig& config, std::string node, Service& service, Metrics& metrics);
+  PoolNode(const ClusterConfig& config, std::string node, Service& service, Metrics& metrics);
   void send(std::vector<uint8_t> bytes);
   void send_snapshot();
   // eldr.<pool>.route: a FootprintMsg in, routed here, a RouteReply out.

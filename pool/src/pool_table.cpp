@@ -1,4 +1,4 @@
-#include "pool_table.hpp"
+#include "eldr/pool/pool_table.hpp"
 
 #define XXH_INLINE_ALL  // header-only, as in request_map.hpp
 #include <xxhash.h>
@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-namespace eldr::sidecar {
+namespace eldr::pool {
 
 namespace {
 
@@ -162,4 +162,4 @@ Result<std::optional<PoolTable>> fetch_pool_table(KeyValue& kv) {
   return std::optional<PoolTable>{std::move(*t)};
 }
 
-}  // namespace eldr::sidecar
+}  // namespace eldr::pool

@@ -1,4 +1,4 @@
-// The messages eldrd nodes of one pool exchange (schema/cluster_msg.fbs):
+// The messages eldrd nodes of one pool exchange (schema/peer_msg.fbs):
 // subjects, names, encoding and a decoder that trusts nothing. No NATS here:
 // this is bytes in, checked values out, so it is tested and fuzzed alone.
 #pragma once
@@ -13,13 +13,13 @@
 #include "eldr/geometry.hpp"
 #include "eldr/status.hpp"
 
-namespace eldr::sidecar {
+namespace eldr::pool {
 
-inline constexpr uint32_t kClusterWireVersion = 1;
-inline constexpr size_t kMaxClusterName = 64;
+inline constexpr uint32_t kPoolWireVersion = 1;
+inline constexpr size_t kMaxPoolName = 64;
 
 // Node and pool names become NATS subject tokens: 1..64 of [A-Za-z0-9_-].
-Status validate_cluster_name(std::string_view what, std::string_view name);
+Status validate_pool_name(std::string_view what, std::string_view name);
 // eldr.<pool>.node.<node>, and the wildcard every node subscribes to.
 std::string node_subject(std::string_view pool, std::string_view node);
 std::string pool_nodes_subject(std::string_view pool);
@@ -38,8 +38,8 @@ const char* peer_kind_name(PeerKind kind) noexcept;
 
 // Why a message was dropped (a metric label each).
 enum class WireFault : uint8_t {
-  not_a_message = 0,  // not a verifiable ClusterMsg
-  version = 1,        // another kClusterWireVersion
+  not_a_message = 0,  // not a verifiable PeerMsg
+  version = 1,        // another kPoolWireVersion
   bad_field = 2,      // a field out of its range (name, key, worker, counts, arrays)
   shape = 3,          // a footprint of another geometry than this node's table
   subject = 4,        // the node named inside is not the one of the subject
@@ -117,4 +117,4 @@ uint64_t realtime_ns() noexcept;
 // alignment relative to the buffer, and a client library's buffer need not be.
 std::vector<uint64_t> aligned_copy(std::span<const uint8_t> bytes);
 
-}  // namespace eldr::sidecar
+}  // namespace eldr::pool

@@ -1,0 +1,45 @@
+// Routing over NATS (schema/route_msg.fbs): the request is the ring's
+// FootprintMsg (shm), the reply a RouteReply, and the complete that goes to
+// the node that routed it a RouteComplete. The daemon encodes replies and
+// decodes completes; a pool handle (capi) does the reverse. Bytes in, checked
+// values out: no NATS here.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "eldr/status.hpp"
+
+namespace eldr::pool {
+
+struct RouteReply {
+  int32_t status = 0;   // 0, or the Errc of the rejection
+  std::string message;  // why, when status != 0
+  std::string request_id;
+  int32_t worker = -1;
+  float similarity = 0.0f;
+  uint32_t band_size = 0;
+  uint32_t policy = 0;
+  uint64_t table_epoch = 0;
+  uint64_t completion_token = 0;  // what the RouteComplete presents
+  std::string node;               // the node that routed it
+};
+
+std::vector<uint8_t> encode_route_reply(const RouteReply& reply);
+// Verified (any alignment); corrupt when the bytes are not a RouteReply. The
+// fields are returned as sent: the caller checks them against its request.
+Result<RouteReply> decode_route_reply(std::span<const uint8_t> bytes);
+
+struct RouteComplete {
+  std::string request_id;
+  uint64_t completion_token = 0;
+};
+
+std::vector<uint8_t> encode_route_complete(std::string_view request_id, uint64_t token);
+// Verified; corrupt when not a RouteComplete or without a request id or token.
+Result<RouteComplete> decode_route_complete(std::span<const uint8_t> bytes);
+
+}  // namespace eldr::pool

@@ -1,0 +1,66 @@
+#include "eldr/pool/route_wire.hpp"
+
+#include "eldr/pool/peer_wire.hpp"
+#include "eldr/route_msg_generated.h"
+
+namespace eldr::pool {
+
+namespace {
+
+std::string str_or_empty(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+}  // namespace
+
+std::vector<uint8_t> encode_route_reply(const RouteReply& r) {
+  flatbuffers::FlatBufferBuilder fbb(256);
+  const auto message = fbb.CreateString(r.message);
+  const auto id = fbb.CreateString(r.request_id);
+  const auto node = fbb.CreateString(r.node);
+  fb::FinishRouteReplyBuffer(
+      fbb, fb::CreateRouteReply(fbb, r.status, message, id, r.worker, r.similarity, r.band_size,
+                                r.policy, r.table_epoch, r.completion_token, node));
+  return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
+}
+
+Result<RouteReply> decode_route_reply(std::span<const uint8_t> bytes) {
+  const std::vector<uint64_t> aligned = aligned_copy(bytes);
+  const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
+  flatbuffers::Verifier verifier(data, bytes.size());
+  if (bytes.size() < 8 || !fb::RouteReplyBufferHasIdentifier(data) ||
+      !fb::VerifyRouteReplyBuffer(verifier))
+    return Status{Errc::corrupt, "not a RouteReply"};
+  const fb::RouteReply* m = fb::GetRouteReply(data);
+  RouteReply r;
+  r.status = m->status();
+  r.message = str_or_empty(m->message());
+  r.request_id = str_or_empty(m->request_id());
+  r.worker = m->worker();
+  r.similarity = m->similarity();
+  r.band_size = m->band_size();
+  r.policy = m->policy();
+  r.table_epoch = m->table_epoch();
+  r.completion_token = m->completion_token();
+  r.node = str_or_empty(m->node());
+  return r;
+}
+
+std::vector<uint8_t> encode_route_complete(std::string_view request_id, uint64_t token) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  const auto id = fbb.CreateString(request_id.data(), request_id.size());
+  fbb.Finish(fb::CreateRouteComplete(fbb, id, token));
+  return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
+}
+
+Result<RouteComplete> decode_route_complete(std::span<const uint8_t> bytes) {
+  const std::vector<uint64_t> aligned = aligned_copy(bytes);
+  const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
+  flatbuffers::Verifier verifier(data, bytes.size());
+  const fb::RouteComplete* c = bytes.size() >= 8 && verifier.VerifyBuffer<fb::RouteComplete>(nullptr)
+                                   ? flatbuffers::GetRoot<fb::RouteComplete>(data)
+                                   : nullptr;
+  if (c == nullptr || c->request_id() == nullptr || c->completion_token() == 0)
+    return Status{Errc::corrupt, "not a RouteComplete with a request id and a token"};
+  return RouteComplete{c->request_id()->str(), c->completion_token()};
+}
+
+}  // namespace eldr::pool

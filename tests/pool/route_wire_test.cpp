@@ -1,0 +1,60 @@
+// Routing over NATS: the route reply and the complete, encoded as the daemon
+// does and decoded as a pool handle does (and the reverse), from any bytes.
+#include "eldr/pool/route_wire.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace eldr::pool {
+namespace {
+
+TEST(RouteWire, a_reply_round_trips_every_field) {
+  const RouteReply sent{-3, "why", "req-1", 7, 0.5f, 3, 2, 42, 99, "node-a"};
+  const std::vector<uint8_t> bytes = encode_route_reply(sent);
+  // From an odd address too: a client library's buffer need not be aligned.
+  std::vector<uint8_t> shifted(bytes.size() + 1);
+  std::copy(bytes.begin(), bytes.end(), shifted.begin() + 1);
+  for (std::span<const uint8_t> in : {std::span<const uint8_t>(bytes),
+                                      std::span<const uint8_t>(shifted).subspan(1)}) {
+    auto got = decode_route_reply(in);
+    ASSERT_TRUE(got) << got.status().message();
+    EXPECT_EQ(got->status, -3);
+    EXPECT_EQ(got->message, "why");
+    EXPECT_EQ(got->request_id, "req-1");
+    EXPECT_EQ(got->worker, 7);
+    EXPECT_EQ(got->similarity, 0.5f);
+    EXPECT_EQ(got->band_size, 3u);
+    EXPECT_EQ(got->policy, 2u);
+    EXPECT_EQ(got->table_epoch, 42u);
+    EXPECT_EQ(got->completion_token, 99u);
+    EXPECT_EQ(got->node, "node-a");
+  }
+}
+
+TEST(RouteWire, a_complete_round_trips_and_needs_its_token) {
+  auto got = decode_route_complete(encode_route_complete("req-2", 5));
+  ASSERT_TRUE(got) << got.status().message();
+  EXPECT_EQ(got->request_id, "req-2");
+  EXPECT_EQ(got->completion_token, 5u);
+  EXPECT_EQ(decode_route_complete(encode_route_complete("req-2", 0)).status().code(),
+            Errc::corrupt);
+}
+
+TEST(RouteWire, other_bytes_are_corrupt_never_a_crash) {
+  const std::vector<uint8_t> reply = encode_route_reply({});
+  EXPECT_EQ(decode_route_reply({}).status().code(), Errc::corrupt);
+  EXPECT_EQ(decode_route_reply(encode_route_complete("x", 1)).status().code(), Errc::corrupt);
+  for (size_t cut = 0; cut < reply.size(); ++cut)
+    (void)decode_route_reply(std::span<const uint8_t>(reply).first(cut));
+  for (size_t i = 0; i < reply.size(); ++i) {
+    std::vector<uint8_t> flipped = reply;
+    flipped[i] ^= 0xff;
+    (void)decode_route_reply(flipped);
+    (void)decode_route_complete(flipped);
+  }
+}
+
+}  // namespace
+}  // namespace eldr::pool
