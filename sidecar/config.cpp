@@ -162,25 +162,25 @@ Status read_urls(std::string_view source, std::string_view key, const toml::node
   return Status::ok();
 }
 
-Status read_cluster(std::string_view source, const toml::table& table, ClusterConfig& cluster) {
+Status read_pool(std::string_view source, const toml::table& table, PoolConfig& pool) {
   for (const auto& [k, node] : table) {
-    const std::string key = "cluster." + std::string(k.str());
+    const std::string key = "pool." + std::string(k.str());
     if (k == "nats") {
-      ELDR_TRY(read_urls(source, key, node, cluster.nats));
+      ELDR_TRY(read_urls(source, key, node, pool.nats));
     } else if (k == "node") {
-      ELDR_TRY(read_string(source, key, node, cluster.node));
-    } else if (k == "pool") {
-      ELDR_TRY(read_string(source, key, node, cluster.pool));
+      ELDR_TRY(read_string(source, key, node, pool.node));
+    } else if (k == "name") {
+      ELDR_TRY(read_string(source, key, node, pool.name));
     } else if (k == "snapshot_ms") {
-      ELDR_TRY(read_uint(source, key, node, cluster.snapshot_ms, 50, 1000));
+      ELDR_TRY(read_uint(source, key, node, pool.snapshot_ms, 50, 1000));
     } else if (k == "peer_timeout_ms") {
-      ELDR_TRY(read_uint(source, key, node, cluster.peer_timeout_ms, 200, 600000));
+      ELDR_TRY(read_uint(source, key, node, pool.peer_timeout_ms, 200, 600000));
     } else if (k == "max_peer_bookings") {
-      ELDR_TRY(read_uint(source, key, node, cluster.max_peer_bookings, 1, 1u << 22));
+      ELDR_TRY(read_uint(source, key, node, pool.max_peer_bookings, 1, 1u << 22));
     } else if (k == "anticipate") {
-      ELDR_TRY(read_bool(source, key, node, cluster.anticipate));
+      ELDR_TRY(read_bool(source, key, node, pool.anticipate));
     } else if (k == "table_replicas") {
-      ELDR_TRY(read_uint(source, key, node, cluster.table_replicas, 0, 5));
+      ELDR_TRY(read_uint(source, key, node, pool.table_replicas, 0, 5));
     } else {
       return bad_value(source, key, "unknown key");
     }
@@ -275,9 +275,9 @@ Status parse_config_toml(std::string_view text, DaemonConfig& c, std::string_vie
     } else if (key == "refit") {
       if (!node.is_table()) return bad_value(source, key, "expected a [refit] table");
       ELDR_TRY(read_refit(source, *node.as_table(), c.refit));
-    } else if (key == "cluster") {
-      if (!node.is_table()) return bad_value(source, key, "expected a [cluster] table");
-      ELDR_TRY(read_cluster(source, *node.as_table(), c.cluster));
+    } else if (key == "pool") {
+      if (!node.is_table()) return bad_value(source, key, "expected a [pool] table");
+      ELDR_TRY(read_pool(source, *node.as_table(), c.pool));
     } else {
       return bad_value(source, key, "unknown key");
     }
@@ -318,15 +318,15 @@ Status DaemonConfig::validate() const {
       return {Errc::invalid_argument, "[router] " + s.message()};
   if (refit.enabled && refit.min_samples > refit.window)
     return {Errc::invalid_argument, "refit.min_samples must not exceed refit.window"};
-  if (cluster.enabled()) {
-    for (const std::string& url : cluster.nats)
+  if (pool.enabled()) {
+    for (const std::string& url : pool.nats)
       if (url.empty() || url.find_first_of(" \t\n") != std::string::npos)
-        return {Errc::invalid_argument, "cluster.nats: '" + url + "' is not a server URL"};
-    ELDR_TRY(validate_pool_name("cluster.pool", cluster.pool));
-    if (!cluster.node.empty()) ELDR_TRY(validate_pool_name("cluster.node", cluster.node));
-    if (cluster.peer_timeout_ms < 2 * cluster.snapshot_ms)
+        return {Errc::invalid_argument, "pool.nats: '" + url + "' is not a server URL"};
+    ELDR_TRY(validate_pool_name("pool.name", pool.name));
+    if (!pool.node.empty()) ELDR_TRY(validate_pool_name("pool.node", pool.node));
+    if (pool.peer_timeout_ms < 2 * pool.snapshot_ms)
       return {Errc::invalid_argument,
-              "cluster.peer_timeout_ms must be at least twice cluster.snapshot_ms (a live node "
+              "pool.peer_timeout_ms must be at least twice pool.snapshot_ms (a live node "
               "is heard of at least every snapshot)"};
   }
   return Status::ok();
@@ -358,7 +358,7 @@ RouterOptions DaemonConfig::router() const {
   // daemon completes by id is tracked, never "untracked".
   o.max_inflight = request_map_capacity;
   // In a pool the same records also hold the peers' bookings and the twins.
-  if (cluster.enabled()) o.max_inflight += cluster.max_peer_bookings + kMaxPeerTwins;
+  if (pool.enabled()) o.max_inflight += pool.max_peer_bookings + kMaxPeerTwins;
   return o;
 }
 

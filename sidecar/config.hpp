@@ -35,17 +35,18 @@ struct RouterConfig {
   bool fit_step_cost = true;  // refine them from the engines' step-time reports
 };
 
-// [cluster]: one of several eldrd nodes routing one decode pool over NATS.
-struct ClusterConfig {
+// [pool]: this node is one of several eldrd nodes routing one decode pool
+// together over NATS (multi-node mode).
+struct PoolConfig {
   std::vector<std::string> nats;  // server URLs; empty: this node routes alone
   std::string node;               // this node's name; empty: the host name
-  std::string pool = "default";
+  std::string name = "default";  // the pool's name
   uint32_t snapshot_ms = 500;             // our in-flight requests, for every node, this often
   uint32_t peer_timeout_ms = 3000;        // a node silent this long: its bookings expire
   uint32_t max_peer_bookings = 1u << 16;  // all peers' requests in flight, together
   bool anticipate = true;                 // PeerTwins: count the peers' picks not heard of yet
   // Copies of the pool's table bucket (JetStream key-value) when a node
-  // creates it; 0: as many as the NATS cluster has servers, at most 3.
+  // creates it; 0: as many as there are NATS servers, at most 3.
   uint32_t table_replicas = 0;
   bool enabled() const noexcept { return !nats.empty(); }
 };
@@ -79,7 +80,7 @@ struct DaemonConfig {
   LogLevel log_level = LogLevel::info;
   RefitConfig refit;
   RouterConfig router_step;  // [router]
-  ClusterConfig cluster;     // [cluster]
+  PoolConfig pool;           // [pool]
 
   Status validate() const;
   shm::SegmentConfig segment() const;

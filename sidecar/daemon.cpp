@@ -57,9 +57,9 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& config,
       Service::create(std::move(table), ServiceOptions::from(config), d->m_sink, d->m_metrics);
   if (!service) return service.status();
   d->m_service = std::move(*service);
-  if (config.cluster.enabled()) {
+  if (config.pool.enabled()) {
     auto node = PoolNode::create(
-        config.cluster, *d->m_service, d->m_metrics, [h = d->m_host.get()] { h->wake(); },
+        config.pool, *d->m_service, d->m_metrics, [h = d->m_host.get()] { h->wake(); },
         config.refit.enabled);
     if (!node) return node.status();
     d->m_pool = std::move(*node);
@@ -102,7 +102,7 @@ void Daemon::maintain() {
           "client slot %u is gone (closed, exited or quarantined): ring reclaimed [%llu so far]",
           slot, static_cast<unsigned long long>(m_reclaims));
   }
-  if (m_pool) m_host->publish_cluster(m_pool->maintain());
+  if (m_pool) m_host->publish_pool_status(m_pool->maintain());
   const auto rows = m_service->maintain();
   m_host->publish_workers(rows, m_service->table_epoch(), m_service->router_row());
   m_metrics.set_clients(m_host->clients());

@@ -38,7 +38,7 @@ class Daemon {
   shm::Host& host() noexcept { return *m_host; }
   Service& service() noexcept { return *m_service; }
   Metrics& metrics() noexcept { return m_metrics; }
-  // In a pool ([cluster]): this node; nullptr otherwise.
+  // In a pool ([pool]): this node; nullptr otherwise.
   PoolNode* pool_node() noexcept { return m_pool.get(); }
   uint16_t metrics_port() const noexcept;
 

@@ -65,11 +65,11 @@ Result<DaemonConfig> build_config(const Flags& f, const CLI::App& app) {
   if (given("--metrics-port")) c.metrics_port = f.metrics_port;
   if (given("--group")) c.group = f.group;
   if (given("--worker-report-timeout-ms")) c.worker_report_timeout_ms = f.worker_report_timeout_ms;
-  if (given("--nats")) c.cluster.nats = split_urls(f.nats);
-  if (given("--node")) c.cluster.node = f.node;
-  if (given("--pool")) c.cluster.pool = f.pool;
-  if ((given("--node") || given("--pool")) && !c.cluster.enabled())
-    return Status{Errc::invalid_argument, "--node and --pool need --nats (or cluster.nats)"};
+  if (given("--nats")) c.pool.nats = split_urls(f.nats);
+  if (given("--node")) c.pool.node = f.node;
+  if (given("--pool")) c.pool.name = f.pool;
+  if ((given("--node") || given("--pool")) && !c.pool.enabled())
+    return Status{Errc::invalid_argument, "--node and --pool need --nats (or pool.nats)"};
   if (given("--log-level")) {
     DaemonConfig probe;
     ELDR_TRY(parse_config_toml("log_level = \"" + f.log_level + "\"", probe, "--log-level"));
@@ -171,7 +171,7 @@ int run_daemon(const DaemonConfig& config) {
   sd_notify(0, "STOPPING=1\nSTATUS=stopping");
   signal_thread.join();
   daemon->reset();  // unlinks the segment
-  if (config.cluster.enabled()) nats_shutdown();
+  if (config.pool.enabled()) nats_shutdown();
   ELDR_LOG(info, "stopped");
   return 0;
 }

@@ -38,24 +38,24 @@ uint64_t random_incarnation() {
 
 }  // namespace
 
-PoolNode::PoolNode(const ClusterConfig& config, std::string node, Service& service,
+PoolNode::PoolNode(const PoolConfig& config, std::string node, Service& service,
                          Metrics& metrics)
     : m_config(config),
       m_service(service),
       m_metrics(metrics),
       m_encoder(std::move(node), random_incarnation()),
-      m_subject(node_subject(config.pool, m_encoder.node())),
-      m_prefix("eldr." + config.pool + ".node."),
-      m_route_subject(route_subject(config.pool)),
-      m_complete_subject(complete_subject(config.pool, m_encoder.node())),
-      m_complete_any_subject(complete_any_subject(config.pool)) {}
+      m_subject(node_subject(config.name, m_encoder.node())),
+      m_prefix("eldr." + config.name + ".node."),
+      m_route_subject(route_subject(config.name)),
+      m_complete_subject(complete_subject(config.name, m_encoder.node())),
+      m_complete_any_subject(complete_any_subject(config.name)) {}
 
-Result<std::unique_ptr<PoolNode>> PoolNode::create(const ClusterConfig& config,
+Result<std::unique_ptr<PoolNode>> PoolNode::create(const PoolConfig& config,
                                                          Service& service, Metrics& metrics,
                                                          std::function<void()> wake, bool refit) {
   const std::string node = config.node.empty() ? default_node_name() : config.node;
   ELDR_TRY(validate_pool_name("node", node));
-  ELDR_TRY(validate_pool_name("pool", config.pool));
+  ELDR_TRY(validate_pool_name("pool", config.name));
   std::unique_ptr<PoolNode> n(new PoolNode(config, node, service, metrics));
   PeerViewOptions vo;
   vo.self = node;
@@ -69,21 +69,21 @@ Result<std::unique_ptr<PoolNode>> PoolNode::create(const ClusterConfig& config,
         [s = &service](std::span<const int16_t> counts) { s->keep_for_refit(counts); });
   NatsLinkOptions lo;
   lo.urls = config.nats;
-  lo.name = "eldrd " + config.pool + "/" + node;
+  lo.name = "eldrd " + config.name + "/" + node;
   // The nodes' messages; requests to route (one node of the pool answers
   // each: a queue group); completes of the requests this node routed so,
   // and the ones other nodes' engines sent for whichever node routed them.
-  lo.subscribe = {{pool_nodes_subject(config.pool), ""},
-                  {route_subject(config.pool), "eldr"},
-                  {complete_subject(config.pool, node), ""},
-                  {complete_any_subject(config.pool), ""}};
+  lo.subscribe = {{pool_nodes_subject(config.name), ""},
+                  {route_subject(config.name), "eldr"},
+                  {complete_subject(config.name, node), ""},
+                  {complete_any_subject(config.name), ""}};
   lo.on_message = std::move(wake);
   auto link = NatsLink::open(lo);
   if (!link) return link.status();
   n->m_link = std::move(*link);
   service.join_pool(n.get());
   n->m_table_thread = std::thread([p = n.get()] { p->table_loop(); });
-  ELDR_LOG(info, "cluster: node %s of pool %s, NATS %s%s", node.c_str(), config.pool.c_str(),
+  ELDR_LOG(info, "pool: node %s of pool %s, NATS %s%s", node.c_str(), config.name.c_str(),
            config.nats.front().c_str(), config.nats.size() > 1 ? " (and others)" : "");
   return n;
 }
@@ -120,7 +120,7 @@ void PoolNode::send_snapshot() {
   if (limit > 0 && bytes.size() > static_cast<uint64_t>(limit)) {
     if (std::has_single_bit(++m_snapshot_too_large))
       ELDR_LOG(error,
-               "cluster: a snapshot of %zu requests is %zu bytes, the server's max_payload is "
+               "pool: a snapshot of %zu requests is %zu bytes, the server's max_payload is "
                "%lld: not sent (lower request_map_capacity or raise max_payload) [%llu so far]",
                held.size(), bytes.size(), static_cast<long long>(limit),
                static_cast<unsigned long long>(m_snapshot_too_large));
@@ -156,7 +156,7 @@ size_t PoolNode::drain() {
     if (!d.ok) {
       ++m_malformed[static_cast<size_t>(d.error.fault)];
       if (std::has_single_bit(++m_faults_logged))
-        ELDR_LOG(warn, "cluster: dropped a message on %s (%s): %s [%llu so far]",
+        ELDR_LOG(warn, "pool: dropped a message on %s (%s): %s [%llu so far]",
                  in.subject.c_str(), wire_fault_name(d.error.fault), d.error.message.c_str(),
                  static_cast<unsigned long long>(m_faults_logged));
       continue;
@@ -236,10 +236,10 @@ std::string PoolNode::maintain() {
   const bool connected = m_link->connected();
   if (connected != m_was_connected) {
     if (connected)
-      ELDR_LOG(info, "cluster: connected to NATS at %s", m_link->server().c_str());
+      ELDR_LOG(info, "pool: connected to NATS at %s", m_link->server().c_str());
     else
       ELDR_LOG(warn,
-               "cluster: NATS connection lost: routing on the last view plus this node's own "
+               "pool: NATS connection lost: routing on the last view plus this node's own "
                "bookings, reconnecting");
     m_was_connected = connected;
     if (connected) m_next_snapshot_ns = 0;  // tell everyone where we stand at once
@@ -249,7 +249,7 @@ std::string PoolNode::maintain() {
     m_next_snapshot_ns = now + uint64_t{m_config.snapshot_ms} * 1'000'000;
   }
   for (const std::string& gone : m_view->expire(now))
-    ELDR_LOG(warn, "cluster: node %s silent for %u ms: its bookings expired", gone.c_str(),
+    ELDR_LOG(warn, "pool: node %s silent for %u ms: its bookings expired", gone.c_str(),
              m_config.peer_timeout_ms);
   m_service.anticipate_peers(m_config.anticipate ? static_cast<uint32_t>(m_view->peers()) : 0,
                              m_view->view_age_ms());
@@ -290,7 +290,7 @@ std::string PoolNode::status_json(uint64_t now_ns) const {
   j["connected"] = m_link->connected();
   j["server"] = m_link->server();
   j["node"] = node();
-  j["pool"] = m_config.pool;
+  j["pool"] = m_config.name;
   j["incarnation"] = m_encoder.incarnation();
   j["view_age_ms"] = m_view->view_age_ms();
   j["peer_bookings"] = m_view->bookings();
@@ -345,7 +345,7 @@ void PoolNode::note_table_error(const Status& s) {
     m_table_error = s.to_string();
   }
   if (std::has_single_bit(n))
-    ELDR_LOG(warn, "cluster: pool table: %s [%llu so far]", s.to_string().c_str(),
+    ELDR_LOG(warn, "pool: pool table: %s [%llu so far]", s.to_string().c_str(),
              static_cast<unsigned long long>(n));
 }
 
@@ -354,7 +354,7 @@ void PoolNode::table_loop() {
     for (int waited = 0; waited < ms && !m_stop.load(); waited += 20)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   };
-  const std::string bucket = pool_bucket(m_config.pool);
+  const std::string bucket = pool_bucket(m_config.name);
   std::unique_ptr<KeyValue> kv;
   bool watching = false;
   uint64_t reconnects_seen = 0;
@@ -423,7 +423,7 @@ void PoolNode::table_loop() {
       std::lock_guard lock(m_table_mutex);
       m_table_error.clear();
     }
-    ELDR_LOG(info, "cluster: the pool's table revision %llu: table epoch %llu -> %llu",
+    ELDR_LOG(info, "pool: the pool's table revision %llu: table epoch %llu -> %llu",
              static_cast<unsigned long long>(pool_table->revision),
              static_cast<unsigned long long>(before),
              static_cast<unsigned long long>(m_service.table_epoch()));
@@ -437,7 +437,7 @@ void PoolNode::lease_tick(uint64_t now_ns) {
   constexpr uint64_t kLeaseNs = kLeaseMs * 1'000'000;
   if (m_lease_held.load() && now_ns - m_lease_seen_ns < kRenewNs) return;
   if (!m_lease_kv) {
-    auto kv = m_link->key_value(pool_bucket(m_config.pool) + "_lease",
+    auto kv = m_link->key_value(pool_bucket(m_config.name) + "_lease",
                                 static_cast<int>(m_config.table_replicas));
     if (!kv) {
       note_table_error(kv.status());
@@ -464,7 +464,7 @@ void PoolNode::lease_tick(uint64_t now_ns) {
     if (renewed.status().code() == Errc::state || now_ns - m_lease_seen_ns > kLeaseNs / 2) {
       m_lease_held.store(false);
       set_holder("");
-      ELDR_LOG(warn, "cluster: refit lease lost: %s", renewed.status().to_string().c_str());
+      ELDR_LOG(warn, "pool: refit lease lost: %s", renewed.status().to_string().c_str());
     }
     return;
   }
@@ -493,20 +493,20 @@ void PoolNode::lease_tick(uint64_t now_ns) {
   m_lease_seen_ns = now_ns;
   m_lease_held.store(true);
   set_holder(node());
-  ELDR_LOG(info, "cluster: this node holds the pool's refit lease (revision %llu)",
+  ELDR_LOG(info, "pool: this node holds the pool's refit lease (revision %llu)",
            static_cast<unsigned long long>(*taken));
 }
 
 Status PoolNode::publish_table(std::shared_ptr<const ClusterTable> table) {
   if (!m_lease_held.load()) return {Errc::state, "this node does not hold the refit lease"};
   auto kv =
-      m_link->key_value(pool_bucket(m_config.pool), static_cast<int>(m_config.table_replicas));
+      m_link->key_value(pool_bucket(m_config.name), static_cast<int>(m_config.table_replicas));
   if (!kv) return kv.status();
   const int64_t payload = m_link->max_payload();
   auto revision = publish_pool_table(**kv, *table, std::nullopt,
                                      static_cast<size_t>(std::max<int64_t>(payload - 8192, 1024)));
   if (!revision) return revision.status();
-  ELDR_LOG(info, "cluster: refit published as the pool's table revision %llu",
+  ELDR_LOG(info, "pool: refit published as the pool's table revision %llu",
            static_cast<unsigned long long>(*revision));
   return Status::ok();
 }

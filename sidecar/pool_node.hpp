@@ -27,13 +27,13 @@ namespace eldr::sidecar {
 // Multi-node mode's names (pool/), unqualified in the daemon.
 using namespace ::eldr::pool;
 
-class PoolNode final : public ClusterPublisher {
+class PoolNode final : public PoolPublisher {
  public:
   // Starts connecting (unreachable servers are retried in the background:
   // the node routes alone meanwhile). `wake` ends the consumer's idle wait.
   // refit: the daemon's online refit is on; then this node competes for the
   // pool's refit lease, and only its holder refits (publish_table).
-  static Result<std::unique_ptr<PoolNode>> create(const ClusterConfig& config, Service& service,
+  static Result<std::unique_ptr<PoolNode>> create(const PoolConfig& config, Service& service,
                                                      Metrics& metrics, std::function<void()> wake,
                                                      bool refit = false);
   ~PoolNode() override;  // leaves the service's pool first
@@ -45,7 +45,7 @@ class PoolNode final : public ClusterPublisher {
   // gauges. Returns the status object for eldr status (JSON).
   std::string maintain();
 
-  // ---- ClusterPublisher (consumer thread, from the service) ----
+  // ---- PoolPublisher (consumer thread, from the service) ----
   void booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) override;
   void released(uint64_t key) override;
   void reported(const PeerLoad& load) override;
@@ -63,7 +63,7 @@ class PoolNode final : public ClusterPublisher {
   bool connected() const noexcept { return m_link->connected(); }
 
  private:
-  PoolNode(const ClusterConfig& config, std::string node, Service& service, Metrics& metrics);
+  PoolNode(const PoolConfig& config, std::string node, Service& service, Metrics& metrics);
   void send(std::vector<uint8_t> bytes);
   void send_snapshot();
   // eldr.<pool>.route: a FootprintMsg in, routed here, a RouteReply out.
@@ -80,7 +80,7 @@ class PoolNode final : public ClusterPublisher {
   // it when it is free or its holder stopped renewing, renew it when held.
   void lease_tick(uint64_t now_ns);
 
-  ClusterConfig m_config;
+  PoolConfig m_config;
   Service& m_service;
   Metrics& m_metrics;
   PeerEncoder m_encoder;

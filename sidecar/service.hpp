@@ -39,9 +39,9 @@ class DecisionSink {
 // Where this node's own bookings go when it is one of several routers of a
 // pool (pool_node.hpp): every route, every release (complete, retry,
 // eviction) and every load report an engine sent here.
-class ClusterPublisher {
+class PoolPublisher {
  public:
-  virtual ~ClusterPublisher() = default;
+  virtual ~PoolPublisher() = default;
   virtual void booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) = 0;
   virtual void released(uint64_t key) = 0;
   virtual void reported(const PeerLoad& load) = 0;
@@ -99,7 +99,7 @@ class Service final : public shm::RecordHandler {
   // Any thread: load + validate a table file and swap it in (same geometry);
   // routing continues on the old table until the new one is complete.
   Status reload(const std::string& path);
-  // epoch: the pool's (cluster mode), above the current one; else the next.
+  // epoch: the pool's (multi-node mode), above the current one; else the next.
   Status swap_table(std::shared_ptr<const ClusterTable> table,
                     std::optional<uint64_t> epoch = std::nullopt);
   // Any thread: fit a table on the recent footprints (refit.window), aligned
@@ -112,9 +112,9 @@ class Service final : public shm::RecordHandler {
     if (m_refit) m_refit->keep(counts);
   }
 
-  // ---- cluster mode (consumer thread) ----
+  // ---- multi-node mode (consumer thread) ----
   // From now on, bookings and reports go to `publisher` too (nullptr: no more).
-  void join_pool(ClusterPublisher* publisher) noexcept { m_publisher = publisher; }
+  void join_pool(PoolPublisher* publisher) noexcept { m_publisher = publisher; }
   // A load report another node of the pool received: applied like one of
   // ours (worker health, the router's load), not published again.
   void apply_peer_load(const PeerLoad& load);
@@ -132,7 +132,7 @@ class Service final : public shm::RecordHandler {
   // books `peers` twins on its worker until view_age_ms has passed.
   void anticipate_peers(uint32_t peers, double view_age_ms) noexcept;
   size_t twins_pending() const noexcept { return m_twins.pending(); }
-  // The cluster's bookings go into the same router.
+  // The pool's bookings go into the same router.
   Router& shared_router() noexcept { return *m_router; }
 
   const Router& router() const noexcept { return *m_router; }
@@ -169,7 +169,7 @@ class Service final : public shm::RecordHandler {
   uint64_t completion_token(uint64_t key) const noexcept;
   shm::Host::RouterRow m_router_row;
 
-  ClusterPublisher* m_publisher = nullptr;
+  PoolPublisher* m_publisher = nullptr;
   shm::DecisionIn* m_capture = nullptr;  // route_remote: where the decision also goes
   PeerTwins m_twins{0, 0.0};
 

@@ -90,8 +90,8 @@ nlohmann::json to_json(const std::string& instance, const shm::SegmentSnapshot& 
                             {"batch_experts", w.batch_experts}});
   // The daemon writes the pool object itself; a torn or foreign text is
   // reported as such, never passed on as JSON.
-  if (!s.cluster.empty()) {
-    auto pool = nlohmann::json::parse(s.cluster, nullptr, false);
+  if (!s.pool.empty()) {
+    auto pool = nlohmann::json::parse(s.pool, nullptr, false);
     j["pool"] = pool.is_object() ? pool : nlohmann::json{{"error", "unreadable"}};
   }
   return j;
@@ -145,8 +145,8 @@ void print_text(const std::string& instance, const shm::SegmentSnapshot& s) {
                   w.running, 100.0 * w.kv_usage, static_cast<unsigned long long>(w.routed),
                   w.batch_experts);
   }
-  if (!s.cluster.empty()) {
-    auto c = nlohmann::json::parse(s.cluster, nullptr, false);
+  if (!s.pool.empty()) {
+    auto c = nlohmann::json::parse(s.pool, nullptr, false);
     if (!c.is_object()) {
       std::printf("pool: status unreadable\n");
       return;

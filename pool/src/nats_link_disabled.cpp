@@ -1,4 +1,4 @@
-// NatsLink of a build without libnats: cluster mode is refused with a
+// NatsLink of a build without libnats: multi-node mode is refused with a
 // message that says how to get it; everything else works as always.
 #include "eldr/pool/nats_link.hpp"
 
@@ -12,7 +12,7 @@ struct NatsLink::Impl {};
 Result<std::unique_ptr<NatsLink>> NatsLink::open(const NatsLinkOptions&) {
   return Status{Errc::unsupported,
                 "this eldrd was built without NATS support (libnats-dev was not found, or "
-                "-DELDR_ENABLE_NATS=OFF): cluster mode needs a build with it"};
+                "-DELDR_ENABLE_NATS=OFF): multi-node mode needs a build with it"};
 }
 
 NatsLink::NatsLink(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}

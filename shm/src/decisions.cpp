@@ -233,34 +233,34 @@ bool read_workers(const SegmentHeader& header, const WorkerCell* cells, uint32_t
   return false;
 }
 
-void write_cluster_status(SegmentHeader& header, ClusterStatusCell& cell, std::string_view json) {
-  if (json.size() > kClusterStatusBytes) json = "{}";
-  uint64_t words[kClusterStatusBytes / 8] = {};
+void write_pool_status(SegmentHeader& header, PoolStatusCell& cell, std::string_view json) {
+  if (json.size() > kPoolStatusBytes) json = "{}";
+  uint64_t words[kPoolStatusBytes / 8] = {};
   std::memcpy(words, json.data(), json.size());
-  const uint64_t s = header.cluster_seq.load(std::memory_order_relaxed);
-  header.cluster_seq.store(s + 1, std::memory_order_relaxed);
+  const uint64_t s = header.pool_status_seq.load(std::memory_order_relaxed);
+  header.pool_status_seq.store(s + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   const size_t n = (json.size() + 7) / 8;
   for (size_t i = 0; i < n; ++i) cell.words[i].store(words[i], std::memory_order_relaxed);
-  header.cluster_bytes.store(static_cast<uint32_t>(json.size()), std::memory_order_relaxed);
-  header.cluster_seq.store(s + 2, std::memory_order_release);
+  header.pool_status_bytes.store(static_cast<uint32_t>(json.size()), std::memory_order_relaxed);
+  header.pool_status_seq.store(s + 2, std::memory_order_release);
 }
 
-bool read_cluster_status(const SegmentHeader& header, const ClusterStatusCell& cell,
+bool read_pool_status(const SegmentHeader& header, const PoolStatusCell& cell,
                          std::string& out) {
   for (int attempt = 0; attempt < kReadTries; ++attempt) {
-    const uint64_t before = header.cluster_seq.load(std::memory_order_acquire);
+    const uint64_t before = header.pool_status_seq.load(std::memory_order_acquire);
     if (before & 1) {
       std::this_thread::yield();
       continue;
     }
-    const uint32_t bytes = std::min<uint32_t>(header.cluster_bytes.load(std::memory_order_relaxed),
-                                              kClusterStatusBytes);
-    uint64_t words[kClusterStatusBytes / 8];
+    const uint32_t bytes = std::min<uint32_t>(header.pool_status_bytes.load(std::memory_order_relaxed),
+                                              kPoolStatusBytes);
+    uint64_t words[kPoolStatusBytes / 8];
     const size_t n = (bytes + 7) / 8;
     for (size_t i = 0; i < n; ++i) words[i] = cell.words[i].load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (header.cluster_seq.load(std::memory_order_relaxed) == before) {
+    if (header.pool_status_seq.load(std::memory_order_relaxed) == before) {
       out.assign(reinterpret_cast<const char*>(words), bytes);
       return true;
     }

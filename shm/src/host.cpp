@@ -119,7 +119,7 @@ struct Host::Impl {
   std::optional<FileId> listener_id;
   Fd stop_event;
   // Host::wake(): ends the consumer's epoll wait for work that comes from
-  // outside the rings (the cluster's messages).
+  // outside the rings (the pool's messages).
   Fd wake_event;
   static constexpr uint32_t kWakeTag = UINT32_MAX;
   std::thread registrar;
@@ -181,7 +181,7 @@ Status Host::Impl::create_segment() {
   h->ring_size = l.ring_size;
   h->decisions_offset = l.decisions_offset;
   h->workers_offset = l.workers_offset;
-  h->cluster_offset = l.cluster_offset;
+  h->pool_status_offset = l.pool_status_offset;
   h->generation = generation;
   h->daemon_pid = static_cast<uint32_t>(::getpid());
   h->daemon_start_time = process_start_time(::getpid());
@@ -650,10 +650,10 @@ void Host::publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch
   write_workers(*m.view.header, m.view.workers(), m.config.max_workers, rows, table_epoch, &router);
 }
 
-void Host::publish_cluster(std::string_view json) {
+void Host::publish_pool_status(std::string_view json) {
   Impl& m = *m_impl;
   if (!m.mapping) return;
-  write_cluster_status(*m.view.header, *m.view.cluster(), json);
+  write_pool_status(*m.view.header, *m.view.pool_status(), json);
 }
 
 std::vector<ClientInfo> Host::clients() const {

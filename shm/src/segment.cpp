@@ -397,7 +397,7 @@ Status check_header(const uint8_t* base, uint64_t file_size, bool& not_ready) {
   const Layout l = compute_layout(h->max_clients, h->ring_bytes, h->decision_slots, h->max_workers);
   if (h->segment_size != l.segment_size || h->clients_offset != l.clients_offset ||
       h->ring_size != l.ring_size || h->decisions_offset != l.decisions_offset ||
-      h->workers_offset != l.workers_offset || h->cluster_offset != l.cluster_offset)
+      h->workers_offset != l.workers_offset || h->pool_status_offset != l.pool_status_offset)
     return {Errc::corrupt, "segment header offsets disagree with its capacities"};
   if (file_size < l.segment_size)
     return {Errc::corrupt, "segment file is " + std::to_string(file_size) +

@@ -53,7 +53,7 @@ Result<SegmentSnapshot> read_snapshot(std::string_view instance) {
   // The table epoch is written inside the workers' seqlock.
   if (read_workers(h, v.workers(), v.max_workers, s.workers, &s.router))
     s.table_epoch = h.table_epoch.load(std::memory_order_relaxed);
-  (void)read_cluster_status(h, *v.cluster(), s.cluster);
+  (void)read_pool_status(h, *v.pool_status(), s.pool);
   return s;
 }
 

@@ -1,4 +1,4 @@
-// Cluster mode end to end: real nats-server processes (a 3-server cluster on
+// Multi-node mode end to end: real nats-server processes (a 3-server cluster on
 // loopback ports) and real eldrd nodes, each with its own instance, driven
 // through shared memory like engines drive them. Every wait is bounded; a
 // watchdog aborts a hung test; every process is killed at the end.
@@ -55,7 +55,7 @@ class PoolTest : public ::testing::Test {
     ASSERT_TRUE(save_table(eldr::testing::axis_table(), table_path).is_ok());
     std::ofstream(config_path) << "max_clients = 4\nring_bytes = 65536\ndecision_slots = 1024\n"
                                   "policy = \"eldr\"\ntau = 0.0\n"
-                                  "[cluster]\nsnapshot_ms = 200\npeer_timeout_ms = 1000\n";
+                                  "[pool]\nsnapshot_ms = 200\npeer_timeout_ms = 1000\n";
   }
   void TearDown() override {
     for (Node& n : nodes) stop_node(n);
@@ -68,7 +68,7 @@ class PoolTest : public ::testing::Test {
         std::fprintf(stderr, "--- %s log ---\n%s\n", n.name.c_str(), read_file(n.log).c_str());
   }
 
-  // n servers routed to each other (one cluster), on fresh loopback ports.
+  // n servers routed to each other (one NATS cluster), on fresh loopback ports.
   // jetstream: each server with JetStream and a store of its own (the
   // pool's table bucket lives there).
   void start_servers(int n, bool with_jetstream = false) {
@@ -144,8 +144,8 @@ class PoolTest : public ::testing::Test {
 
   static nlohmann::json pool_of(const Node& n) {
     auto s = shm::read_snapshot(n.instance);
-    if (!s || s->cluster.empty()) return {};
-    return nlohmann::json::parse(s->cluster, nullptr, false);
+    if (!s || s->pool.empty()) return {};
+    return nlohmann::json::parse(s->pool, nullptr, false);
   }
   static bool connected(const Node& n) {
     const auto c = pool_of(n);

@@ -24,51 +24,51 @@ TEST(daemon_config, the_shipped_eldrd_toml_parses_and_validates) {
   EXPECT_TRUE(sut.router_step.fit_step_cost);
   EXPECT_EQ(sut.router().policy, Policy::eldr_cost);
   EXPECT_EQ(sut.router().max_inflight, sut.request_map_capacity);
-  // [cluster] spelled out, no servers: this node routes alone.
-  EXPECT_FALSE(sut.cluster.enabled());
-  EXPECT_EQ(sut.cluster.pool, defaults.cluster.pool);
-  EXPECT_EQ(sut.cluster.snapshot_ms, defaults.cluster.snapshot_ms);
-  EXPECT_EQ(sut.cluster.peer_timeout_ms, defaults.cluster.peer_timeout_ms);
-  EXPECT_EQ(sut.cluster.max_peer_bookings, defaults.cluster.max_peer_bookings);
-  EXPECT_EQ(sut.cluster.anticipate, defaults.cluster.anticipate);
+  // [pool] spelled out, no servers: this node routes alone.
+  EXPECT_FALSE(sut.pool.enabled());
+  EXPECT_EQ(sut.pool.name, defaults.pool.name);
+  EXPECT_EQ(sut.pool.snapshot_ms, defaults.pool.snapshot_ms);
+  EXPECT_EQ(sut.pool.peer_timeout_ms, defaults.pool.peer_timeout_ms);
+  EXPECT_EQ(sut.pool.max_peer_bookings, defaults.pool.max_peer_bookings);
+  EXPECT_EQ(sut.pool.anticipate, defaults.pool.anticipate);
 }
 
-TEST(daemon_config, the_cluster_table_takes_urls_as_a_list_or_an_array) {
+TEST(daemon_config, the_pool_table_takes_urls_as_a_list_or_an_array) {
   DaemonConfig sut;
   ASSERT_TRUE(parse_config_toml(R"(
-[cluster]
+[pool]
 nats = "nats://a:4222, nats://b:4222"
 node = "gpu-7"
-pool = "decode_a"
+name = "decode_a"
 )",
                                 sut)
                   .is_ok());
-  EXPECT_EQ(sut.cluster.nats, (std::vector<std::string>{"nats://a:4222", "nats://b:4222"}));
+  EXPECT_EQ(sut.pool.nats, (std::vector<std::string>{"nats://a:4222", "nats://b:4222"}));
   EXPECT_TRUE(sut.validate().is_ok()) << sut.validate().to_string();
   // In a pool the router's records also hold the peers' bookings and the twins.
   EXPECT_EQ(sut.router().max_inflight,
-            sut.request_map_capacity + sut.cluster.max_peer_bookings + kMaxPeerTwins);
-  ASSERT_TRUE(parse_config_toml("[cluster]\nnats = [\"nats://c:1\"]\n", sut).is_ok());
-  EXPECT_EQ(sut.cluster.nats, std::vector<std::string>{"nats://c:1"});
+            sut.request_map_capacity + sut.pool.max_peer_bookings + kMaxPeerTwins);
+  ASSERT_TRUE(parse_config_toml("[pool]\nnats = [\"nats://c:1\"]\n", sut).is_ok());
+  EXPECT_EQ(sut.pool.nats, std::vector<std::string>{"nats://c:1"});
 }
 
-TEST(daemon_config, bad_cluster_values_name_their_key) {
+TEST(daemon_config, bad_pool_values_name_their_key) {
   DaemonConfig sut;
-  Status s = parse_config_toml("[cluster]\nsnapshot_ms = 5000\n", sut);
+  Status s = parse_config_toml("[pool]\nsnapshot_ms = 5000\n", sut);
   EXPECT_FALSE(s.is_ok());
-  EXPECT_NE(s.message().find("cluster.snapshot_ms"), std::string::npos) << s.message();
-  s = parse_config_toml("[cluster]\nbogus = 1\n", sut);
-  EXPECT_NE(s.message().find("cluster.bogus"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("pool.snapshot_ms"), std::string::npos) << s.message();
+  s = parse_config_toml("[pool]\nbogus = 1\n", sut);
+  EXPECT_NE(s.message().find("pool.bogus"), std::string::npos) << s.message();
   DaemonConfig dotted;
   ASSERT_TRUE(
-      parse_config_toml("[cluster]\nnats = \"nats://a:1\"\npool = \"a.b\"\n", dotted).is_ok());
+      parse_config_toml("[pool]\nnats = \"nats://a:1\"\nname = \"a.b\"\n", dotted).is_ok());
   s = dotted.validate();
   EXPECT_FALSE(s.is_ok());
-  EXPECT_NE(s.message().find("cluster.pool"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("pool.name"), std::string::npos) << s.message();
   DaemonConfig hasty;
   ASSERT_TRUE(
       parse_config_toml(
-          "[cluster]\nnats = \"nats://a:1\"\nsnapshot_ms = 800\npeer_timeout_ms = 1000\n", hasty)
+          "[pool]\nnats = \"nats://a:1\"\nsnapshot_ms = 800\npeer_timeout_ms = 1000\n", hasty)
           .is_ok());
   EXPECT_NE(hasty.validate().message().find("peer_timeout_ms"), std::string::npos);
 }

@@ -18,7 +18,7 @@ constexpr uint64_t kMs = 1'000'000;
 
 // ---- the service's hooks ----------------------------------------------------------
 
-struct RecordingPublisher final : ClusterPublisher {
+struct RecordingPublisher final : PoolPublisher {
   std::vector<std::pair<uint64_t, int32_t>> booked_;
   std::vector<uint64_t> released_;
   std::vector<PeerLoad> reported_;

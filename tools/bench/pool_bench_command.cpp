@@ -62,9 +62,9 @@ Result<std::vector<uint64_t>> pool_round_trips(const PoolBenchArgs& a, const std
 Result<nlohmann::json> pool_status(const std::string& instance) {
   auto s = shm::read_snapshot(instance);
   if (!s) return s.status();
-  if (s->cluster.empty())
+  if (s->pool.empty())
     return Status{Errc::state, "instance " + instance + " is in no pool (eldrd without --nats)"};
-  auto j = nlohmann::json::parse(s->cluster, nullptr, false);
+  auto j = nlohmann::json::parse(s->pool, nullptr, false);
   if (!j.is_object()) return Status{Errc::corrupt, "instance " + instance + ": unreadable status"};
   return j;
 }

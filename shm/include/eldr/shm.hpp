@@ -30,7 +30,7 @@ namespace eldr::shm {
 // over a Unix socket. Minor versions add fields in reserved or padding bytes
 // (zero before), with the layout hash unchanged.
 inline constexpr uint32_t kFormatMajor = 2;
-inline constexpr uint32_t kFormatMinor = 1;     // 2.1: inflight_local, the cluster status
+inline constexpr uint32_t kFormatMinor = 1;     // 2.1: inflight_local, the pool status
 inline constexpr size_t kMaxRequestId = 128;    // bytes, NUL excluded
 inline constexpr size_t kMaxInstanceName = 64;  // [A-Za-z0-9_.-]+
 
@@ -331,9 +331,9 @@ class Host {
   void publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch);
   void publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch,
                        const RouterRow& router);
-  // The cluster status (a JSON object of at most 16 KiB, longer is cut to
+  // The pool status (a JSON object of at most 16 KiB, longer is cut to
   // "{}"), or "" when the daemon is in no pool.
-  void publish_cluster(std::string_view json);
+  void publish_pool_status(std::string_view json);
 
  private:
   struct Impl;
@@ -356,7 +356,7 @@ struct SegmentSnapshot {
   std::vector<ClientInfo> clients;
   std::vector<Host::WorkerRow> workers;
   std::optional<Host::RouterRow> router;  // once published
-  std::string cluster;                    // the cluster status JSON; empty: in no pool
+  std::string pool;                       // the pool status JSON; empty: in no pool
 };
 Result<SegmentSnapshot> read_snapshot(std::string_view instance);
 

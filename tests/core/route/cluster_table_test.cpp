@@ -23,11 +23,6 @@ namespace fs = std::filesystem;
 
 using testing::TempDir;
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-
 // ---- validate -----------------------------------------------------------------------
 
 TEST(cluster_table_validate, accepts_the_edges_of_each_rule) {

@@ -2,7 +2,7 @@
 // in flight (its bookings, applied to the router with Router::book so they
 // count, and for eldr_cost weigh, exactly like this node's own), its load
 // reports, and when it was last heard of. Fed the decoded messages of
-// cluster_wire.hpp on the consumer thread; no NATS here, so the whole
+// peer_wire.hpp on the consumer thread; no NATS here, so the whole
 // bookkeeping (ordering, lost messages, snapshots, restarts, expiry) is
 // tested without a broker.
 #pragma once
@@ -72,7 +72,7 @@ class PeerView {
   std::unordered_map<int32_t, uint32_t> bookings_by_worker() const;
   const PeerViewCounters& counters() const noexcept { return m_counters; }
   // The most recent bookings' delays (ms) from their node's publish to this
-  // router counting them, at most kDelaySamples (eldr bench cluster).
+  // router counting them, at most kDelaySamples (eldr bench pool).
   static constexpr size_t kDelaySamples = 4096;
   const std::vector<float>& booking_delays_ms() const noexcept { return m_delays; }
 

@@ -44,9 +44,9 @@ bool read_workers(const SegmentHeader& header, const WorkerCell* cells, uint32_t
                   std::vector<Host::WorkerRow>& out,
                   std::optional<Host::RouterRow>* router = nullptr);
 
-// The cluster status text (format 2.1), a seqlock of its own (single writer).
-void write_cluster_status(SegmentHeader& header, ClusterStatusCell& cell, std::string_view json);
-bool read_cluster_status(const SegmentHeader& header, const ClusterStatusCell& cell,
+// The pool status text (format 2.1), a seqlock of its own (single writer).
+void write_pool_status(SegmentHeader& header, PoolStatusCell& cell, std::string_view json);
+bool read_pool_status(const SegmentHeader& header, const PoolStatusCell& cell,
                          std::string& out);
 
 }  // namespace eldr::shm::detail

@@ -61,7 +61,7 @@ struct SegmentHeader {
   uint32_t max_workers;
   uint64_t clients_offset;
   uint64_t ring_size;       // each client's ring memory: RingControl + ring_bytes, page aligned
-  uint64_t cluster_offset;  // format 2.1: the cluster status text (kClusterStatusBytes)
+  uint64_t pool_status_offset;  // format 2.1: the pool status text (kPoolStatusBytes)
   uint64_t decisions_offset;
   uint64_t workers_offset;
   uint64_t generation;  // random per daemon start (and per recreation)
@@ -92,10 +92,10 @@ struct SegmentHeader {
   std::atomic<uint64_t> completes_unknown;  // completes of a request not in flight
   std::atomic<uint64_t> untracked;          // routes the router kept no record of
   std::atomic<uint64_t> completes_refused;  // completes without the token, not from the pusher
-  // Format 2.1: the cluster status (a JSON object, eldr status prints it
+  // Format 2.1: the pool status (a JSON object, eldr status prints it
   // as it is), under a seqlock of its own; 0 bytes when not in a pool.
-  std::atomic<uint64_t> cluster_seq;
-  std::atomic<uint32_t> cluster_bytes;
+  std::atomic<uint64_t> pool_status_seq;
+  std::atomic<uint32_t> pool_status_bytes;
   uint32_t reserved6;
 
   // ---- doorbell: a producer that sees the daemon asleep sends one byte on
@@ -195,10 +195,10 @@ struct WorkerPayload {
   uint32_t reserved2;
 };
 
-// Format 2.1: the cluster status text, as words (readers copy it under the seqlock).
-inline constexpr size_t kClusterStatusBytes = 16384;
-struct ClusterStatusCell {
-  std::atomic<uint64_t> words[kClusterStatusBytes / 8];
+// Format 2.1: the pool status text, as words (readers copy it under the seqlock).
+inline constexpr size_t kPoolStatusBytes = 16384;
+struct PoolStatusCell {
+  std::atomic<uint64_t> words[kPoolStatusBytes / 8];
 };
 
 // ---- registration (SOCK_SEQPACKET on SegmentHeader::socket_path) ----------
@@ -263,9 +263,9 @@ static_assert(sizeof(DecisionCell) == 192);
 static_assert(sizeof(WorkerPayload) == kWorkerWords * 8 && sizeof(WorkerCell) == 40 &&
               offsetof(WorkerPayload, batch_experts) == 20 &&
               offsetof(WorkerPayload, inflight_local) == 32);
-static_assert(offsetof(SegmentHeader, cluster_offset) == 72 &&
-              offsetof(SegmentHeader, cluster_seq) == 736 &&
-              offsetof(SegmentHeader, cluster_bytes) == 744);
+static_assert(offsetof(SegmentHeader, pool_status_offset) == 72 &&
+              offsetof(SegmentHeader, pool_status_seq) == 736 &&
+              offsetof(SegmentHeader, pool_status_bytes) == 744);
 static_assert(sizeof(HelloMsg) == 40 && sizeof(WelcomeMsg) == 256 &&
               offsetof(WelcomeMsg, flags) == 56 && offsetof(WelcomeMsg, message) == 64);
 
@@ -361,10 +361,10 @@ inline constexpr uint64_t kLayoutHash = fnv1a({
     offsetof(WorkerPayload, kv_usage),
     offsetof(WorkerPayload, routed),
     offsetof(WorkerPayload, inflight_local),
-    offsetof(SegmentHeader, cluster_offset),
-    offsetof(SegmentHeader, cluster_seq),
-    offsetof(SegmentHeader, cluster_bytes),
-    kClusterStatusBytes,
+    offsetof(SegmentHeader, pool_status_offset),
+    offsetof(SegmentHeader, pool_status_seq),
+    offsetof(SegmentHeader, pool_status_bytes),
+    kPoolStatusBytes,
     kProbe,
     kProbeRuns,
     kPlacementScheme,
@@ -392,7 +392,7 @@ struct Layout {
   uint64_t clients_offset = 0;
   uint64_t decisions_offset = 0;
   uint64_t workers_offset = 0;
-  uint64_t cluster_offset = 0;
+  uint64_t pool_status_offset = 0;
   uint64_t segment_size = 0;
   uint64_t ring_size = 0;  // one client's ring memory (a memfd of its own)
 };
@@ -413,8 +413,8 @@ constexpr Layout compute_layout(uint32_t max_clients, uint32_t ring_bytes, uint3
       align_up(l.clients_offset + uint64_t{max_clients} * sizeof(ClientRow), kPage);
   l.workers_offset =
       align_up(l.decisions_offset + uint64_t{decision_slots} * sizeof(DecisionCell), kPage);
-  l.cluster_offset = align_up(l.workers_offset + uint64_t{max_workers} * sizeof(WorkerCell), kPage);
-  l.segment_size = align_up(l.cluster_offset + sizeof(ClusterStatusCell), kPage);
+  l.pool_status_offset = align_up(l.workers_offset + uint64_t{max_workers} * sizeof(WorkerCell), kPage);
+  l.segment_size = align_up(l.pool_status_offset + sizeof(PoolStatusCell), kPage);
   l.ring_size = align_up(sizeof(RingControl) + uint64_t{ring_bytes}, kPage);
   return l;
 }
@@ -441,8 +441,8 @@ struct SegmentView {
   WorkerCell* workers() const {
     return reinterpret_cast<WorkerCell*>(base + layout.workers_offset);
   }
-  ClusterStatusCell* cluster() const {
-    return reinterpret_cast<ClusterStatusCell*>(base + layout.cluster_offset);
+  PoolStatusCell* pool_status() const {
+    return reinterpret_cast<PoolStatusCell*>(base + layout.pool_status_offset);
   }
 };
 
