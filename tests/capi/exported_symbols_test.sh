@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# libeldr.so exports exactly the functions eldr.h declares, and nothing else
+# libeldr.so exports exactly the functions eldr.h (and eldr_gpu.h) declare, and nothing else
 # (the version script hides the core and libstdc++):
 #   - every name follows eldr_<object>_<verb> for one of the API's objects,
 #     or is one of the version and status helpers;
@@ -7,10 +7,10 @@
 #     calls ELDR_EXPERIMENTAL_GPU_0 (off the stable ABI).
 set -euo pipefail
 LIB="$1"
-HEADER="$2"
+HEADERS=("$(dirname "$2")"/eldr*.h)  # eldr.h and the experimental eldr_gpu.h
 exported="$(nm -D --defined-only "$LIB" | awk '$2 == "T" {print $3}' | sort)"
 [ -n "$exported" ] || { echo "no exported functions in $LIB"; exit 1; }
-declared="$(grep -o '^ELDR_API [^(]*(' "$HEADER" | awk '{print $NF}' | tr -d '(' | sort)"
+declared="$(cat "${HEADERS[@]}" | grep -o '^ELDR_API [^(]*(' | awk '{print $NF}' | tr -d '(' | sort)"
 
 fail=0
 objects='client|client_options|pool|table|table_info|fit_options|router|router_options|decision|worker_report|routed_experts|routed_experts_options|routed_experts_info|gpu_footprints|policy'
