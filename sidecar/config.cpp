@@ -190,7 +190,6 @@ Status read_pool(std::string_view source, const toml::table& table, PoolConfig& 
 
 }  // namespace
 
-
 const char* log_level_name(LogLevel level) noexcept {
   switch (level) {
     case LogLevel::debug:

@@ -38,9 +38,9 @@ struct RouterConfig {
 // [pool]: this node is one of several eldrd nodes routing one decode pool
 // together over NATS (multi-node mode).
 struct PoolConfig {
-  std::vector<std::string> nats;  // server URLs; empty: this node routes alone
-  std::string node;               // this node's name; empty: the host name
-  std::string name = "default";  // the pool's name
+  std::vector<std::string> nats;          // server URLs; empty: this node routes alone
+  std::string node;                       // this node's name; empty: the host name
+  std::string name = "default";           // the pool's name
   uint32_t snapshot_ms = 500;             // our in-flight requests, for every node, this often
   uint32_t peer_timeout_ms = 3000;        // a node silent this long: its bookings expire
   uint32_t max_peer_bookings = 1u << 16;  // all peers' requests in flight, together

@@ -11,10 +11,10 @@
 #include <optional>
 #include <thread>
 
-#include "pool_node.hpp"
 #include "config.hpp"
 #include "eldr/shm.hpp"
 #include "metrics.hpp"
+#include "pool_node.hpp"
 #include "service.hpp"
 
 namespace eldr::sidecar {

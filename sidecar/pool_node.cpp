@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "eldr/pool/pool_table.hpp"
 #include "eldr/pool/route_wire.hpp"
 #include "eldr/shm/records.hpp"
 #include "log.hpp"
-#include "eldr/pool/pool_table.hpp"
 
 namespace eldr::sidecar {
 
@@ -38,8 +38,7 @@ uint64_t random_incarnation() {
 
 }  // namespace
 
-PoolNode::PoolNode(const PoolConfig& config, std::string node, Service& service,
-                         Metrics& metrics)
+PoolNode::PoolNode(const PoolConfig& config, std::string node, Service& service, Metrics& metrics)
     : m_config(config),
       m_service(service),
       m_metrics(metrics),
@@ -50,9 +49,9 @@ PoolNode::PoolNode(const PoolConfig& config, std::string node, Service& service,
       m_complete_subject(complete_subject(config.name, m_encoder.node())),
       m_complete_any_subject(complete_any_subject(config.name)) {}
 
-Result<std::unique_ptr<PoolNode>> PoolNode::create(const PoolConfig& config,
-                                                         Service& service, Metrics& metrics,
-                                                         std::function<void()> wake, bool refit) {
+Result<std::unique_ptr<PoolNode>> PoolNode::create(const PoolConfig& config, Service& service,
+                                                   Metrics& metrics, std::function<void()> wake,
+                                                   bool refit) {
   const std::string node = config.node.empty() ? default_node_name() : config.node;
   ELDR_TRY(validate_pool_name("node", node));
   ELDR_TRY(validate_pool_name("pool", config.name));
@@ -156,8 +155,8 @@ size_t PoolNode::drain() {
     if (!d.ok) {
       ++m_malformed[static_cast<size_t>(d.error.fault)];
       if (std::has_single_bit(++m_faults_logged))
-        ELDR_LOG(warn, "pool: dropped a message on %s (%s): %s [%llu so far]",
-                 in.subject.c_str(), wire_fault_name(d.error.fault), d.error.message.c_str(),
+        ELDR_LOG(warn, "pool: dropped a message on %s (%s): %s [%llu so far]", in.subject.c_str(),
+                 wire_fault_name(d.error.fault), d.error.message.c_str(),
                  static_cast<unsigned long long>(m_faults_logged));
       continue;
     }
@@ -199,9 +198,9 @@ void PoolNode::serve_route(const InboxMessage& in) {
     d = m_service.route_remote(f);
     if (d.status != 0) message = "the daemon rejected the footprint";
   }
-  const std::vector<uint8_t> reply = pool::encode_route_reply(
-      {d.status, message, request_id, d.worker, d.similarity, d.band_size, d.policy, d.table_epoch,
-       d.completion_token, node()});
+  const std::vector<uint8_t> reply =
+      pool::encode_route_reply({d.status, message, request_id, d.worker, d.similarity, d.band_size,
+                                d.policy, d.table_epoch, d.completion_token, node()});
   (void)m_link->publish(in.reply, reply);
 }
 
@@ -215,8 +214,7 @@ void PoolNode::serve_complete(const InboxMessage& in, bool pool_wide) {
   if (pool_wide) {
     // Every node hears it; the one holding the request with this token
     // releases it (our own forwards come back too, and match nothing).
-    if (m_service.complete_for_pool(c->request_id, c->completion_token))
-      ++m_completes_from_pool;
+    if (m_service.complete_for_pool(c->request_id, c->completion_token)) ++m_completes_from_pool;
     return;
   }
   m_service.on_complete_ex({kRemoteClient, 0, c->request_id, c->completion_token});

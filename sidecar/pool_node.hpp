@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "config.hpp"
-#include "metrics.hpp"
 #include "eldr/pool/nats_link.hpp"
 #include "eldr/pool/peer_view.hpp"
+#include "metrics.hpp"
 #include "service.hpp"
 
 namespace eldr::sidecar {
@@ -34,8 +34,8 @@ class PoolNode final : public PoolPublisher {
   // refit: the daemon's online refit is on; then this node competes for the
   // pool's refit lease, and only its holder refits (publish_table).
   static Result<std::unique_ptr<PoolNode>> create(const PoolConfig& config, Service& service,
-                                                     Metrics& metrics, std::function<void()> wake,
-                                                     bool refit = false);
+                                                  Metrics& metrics, std::function<void()> wake,
+                                                  bool refit = false);
   ~PoolNode() override;  // leaves the service's pool first
 
   // ---- consumer thread ----

@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "eldr/pool/peer_wire.hpp"
 #include "config.hpp"
 #include "eldr/peer_twins.hpp"
+#include "eldr/pool/peer_wire.hpp"
 #include "eldr/router.hpp"
 #include "eldr/shm.hpp"
 #include "eldr/signature_cache.hpp"

@@ -19,6 +19,6 @@ void register_table_commands(CLI::App& app);                   // table publish,
 void register_bench_ring_command(CLI::App& bench);             // bench ring, under `bench`
 void register_bench_ring_throughput_command(CLI::App& bench);  // bench ring-throughput
 void register_bench_decode_command(CLI::App& bench);           // bench decode
-void register_bench_pool_command(CLI::App& bench);          // bench pool
+void register_bench_pool_command(CLI::App& bench);             // bench pool
 
 }  // namespace eldr::cli

@@ -135,15 +135,15 @@ eldr_status_t eldr_pool_route(eldr_pool_t* pool, const char* request_id, const i
     auto r = eldr::pool::decode_route_reply(
         {reinterpret_cast<const uint8_t*>(natsMsg_GetData(reply)), static_cast<size_t>(n)});
     natsMsg_Destroy(reply);
-    if (!r) return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is not a RouteReply");
+    if (!r)
+      return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is not a RouteReply");
     if (r->status != 0) {
       const std::string why = r->message;
       return fail(
           r->status < 0 && r->status >= -64 ? r->status : ELDR_E_CORRUPT,
           std::string(fn) + ": the pool rejected request '" + std::string(id) + "': " + why);
     }
-    if (!eldr::capi::pool_name_ok(r->node) ||
-        r->request_id != id || r->worker < 0)
+    if (!eldr::capi::pool_name_ok(r->node) || r->request_id != id || r->worker < 0)
       return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is for another request");
     {
       std::lock_guard lock(pool->mutex);

@@ -119,8 +119,7 @@ Decoded decode_peer_message(std::span<const uint8_t> bytes, const Geometry& geom
   const fb::PeerMsg* m = fb::GetPeerMsg(data);
   if (m->version() != kPoolWireVersion)
     return fail(WireFault::version, "PeerMsg version " + std::to_string(m->version()) +
-                                        ", this node speaks " +
-                                        std::to_string(kPoolWireVersion));
+                                        ", this node speaks " + std::to_string(kPoolWireVersion));
   Decoded d;
   PeerMessage& out = d.message;
   if (m->node() == nullptr) return fail(WireFault::bad_field, "PeerMsg without a node name");
@@ -201,7 +200,7 @@ std::vector<uint8_t> finish(flatbuffers::FlatBufferBuilder& fbb, const PeerEncod
                             uint64_t sequence, fb::Body type, flatbuffers::Offset<Body> body) {
   const auto node = fbb.CreateString(e.node());
   const auto msg = fb::CreatePeerMsg(fbb, kPoolWireVersion, node, e.incarnation(), sequence,
-                                        realtime_ns(), type, body.Union());
+                                     realtime_ns(), type, body.Union());
   fb::FinishPeerMsgBuffer(fbb, msg);
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }

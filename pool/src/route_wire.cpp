@@ -55,9 +55,10 @@ Result<RouteComplete> decode_route_complete(std::span<const uint8_t> bytes) {
   const std::vector<uint64_t> aligned = aligned_copy(bytes);
   const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
   flatbuffers::Verifier verifier(data, bytes.size());
-  const fb::RouteComplete* c = bytes.size() >= 8 && verifier.VerifyBuffer<fb::RouteComplete>(nullptr)
-                                   ? flatbuffers::GetRoot<fb::RouteComplete>(data)
-                                   : nullptr;
+  const fb::RouteComplete* c =
+      bytes.size() >= 8 && verifier.VerifyBuffer<fb::RouteComplete>(nullptr)
+          ? flatbuffers::GetRoot<fb::RouteComplete>(data)
+          : nullptr;
   if (c == nullptr || c->request_id() == nullptr || c->completion_token() == 0)
     return Status{Errc::corrupt, "not a RouteComplete with a request id and a token"};
   return RouteComplete{c->request_id()->str(), c->completion_token()};

@@ -246,16 +246,15 @@ void write_pool_status(SegmentHeader& header, PoolStatusCell& cell, std::string_
   header.pool_status_seq.store(s + 2, std::memory_order_release);
 }
 
-bool read_pool_status(const SegmentHeader& header, const PoolStatusCell& cell,
-                         std::string& out) {
+bool read_pool_status(const SegmentHeader& header, const PoolStatusCell& cell, std::string& out) {
   for (int attempt = 0; attempt < kReadTries; ++attempt) {
     const uint64_t before = header.pool_status_seq.load(std::memory_order_acquire);
     if (before & 1) {
       std::this_thread::yield();
       continue;
     }
-    const uint32_t bytes = std::min<uint32_t>(header.pool_status_bytes.load(std::memory_order_relaxed),
-                                              kPoolStatusBytes);
+    const uint32_t bytes = std::min<uint32_t>(
+        header.pool_status_bytes.load(std::memory_order_relaxed), kPoolStatusBytes);
     uint64_t words[kPoolStatusBytes / 8];
     const size_t n = (bytes + 7) / 8;
     for (size_t i = 0; i < n; ++i) words[i] = cell.words[i].load(std::memory_order_relaxed);

@@ -8,9 +8,9 @@
 #include <memory>
 #include <optional>
 
+#include "eldr/pool/peer_view.hpp"
 #include "eldr/pool/peer_wire.hpp"
 #include "eldr/router.hpp"
-#include "eldr/pool/peer_view.hpp"
 
 namespace {
 

@@ -1,6 +1,8 @@
 // Multi-node mode without a broker: the peer wire format (every field checked,
 // any byte string survives the decoder) and the peer bookkeeping (ordering,
 // lost messages, snapshots, restarts, expiry) against a real router.
+#include "eldr/pool/peer_wire.hpp"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -8,7 +10,6 @@
 
 #include "eldr/peer_msg_generated.h"
 #include "eldr/pool/peer_view.hpp"
-#include "eldr/pool/peer_wire.hpp"
 #include "test_tables.hpp"
 
 namespace eldr::pool {
@@ -95,7 +96,7 @@ TEST(PeerWire, another_version_is_refused) {
   const auto node = fbb.CreateString("a");
   const auto body = fb::CreateReleaseMsg(fbb, 1);
   fb::FinishPeerMsgBuffer(fbb, fb::CreatePeerMsg(fbb, kPoolWireVersion + 1, node, 1, 1, 1,
-                                                       fb::Body::ReleaseMsg, body.Union()));
+                                                 fb::Body::ReleaseMsg, body.Union()));
   const std::vector<uint8_t> bytes(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
   const Decoded d = decode(bytes);
   EXPECT_FALSE(d.ok);

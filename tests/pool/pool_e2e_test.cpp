@@ -398,8 +398,8 @@ TEST_F(PoolTest, malformed_messages_on_the_pool_subjects_are_counted_and_ignored
   ASSERT_TRUE(route(*client, "after", 3).is_ok());
   EXPECT_TRUE(eventually([&] { return inflight(a).first == 1; }));
   EXPECT_TRUE(sees_peers(a, 1));
-  EXPECT_TRUE(eventually(
-      [&] { return metric(a, "eldr_pool_peers") == 1; }));  // "evil" never became a peer
+  EXPECT_TRUE(
+      eventually([&] { return metric(a, "eldr_pool_peers") == 1; }));  // "evil" never became a peer
 }
 
 TEST_F(PoolTest, a_published_table_reaches_every_node_at_the_same_epoch) {

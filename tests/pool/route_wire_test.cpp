@@ -16,8 +16,8 @@ TEST(RouteWire, a_reply_round_trips_every_field) {
   // From an odd address too: a client library's buffer need not be aligned.
   std::vector<uint8_t> shifted(bytes.size() + 1);
   std::copy(bytes.begin(), bytes.end(), shifted.begin() + 1);
-  for (std::span<const uint8_t> in : {std::span<const uint8_t>(bytes),
-                                      std::span<const uint8_t>(shifted).subspan(1)}) {
+  for (std::span<const uint8_t> in :
+       {std::span<const uint8_t>(bytes), std::span<const uint8_t>(shifted).subspan(1)}) {
     auto got = decode_route_reply(in);
     ASSERT_TRUE(got) << got.status().message();
     EXPECT_EQ(got->status, -3);

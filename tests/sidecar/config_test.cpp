@@ -60,8 +60,7 @@ TEST(daemon_config, bad_pool_values_name_their_key) {
   s = parse_config_toml("[pool]\nbogus = 1\n", sut);
   EXPECT_NE(s.message().find("pool.bogus"), std::string::npos) << s.message();
   DaemonConfig dotted;
-  ASSERT_TRUE(
-      parse_config_toml("[pool]\nnats = \"nats://a:1\"\nname = \"a.b\"\n", dotted).is_ok());
+  ASSERT_TRUE(parse_config_toml("[pool]\nnats = \"nats://a:1\"\nname = \"a.b\"\n", dotted).is_ok());
   s = dotted.validate();
   EXPECT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("pool.name"), std::string::npos) << s.message();

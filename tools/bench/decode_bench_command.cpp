@@ -14,8 +14,8 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "eldr/geometry.hpp"
 #include "eldr/base64.hpp"
+#include "eldr/geometry.hpp"
 #include "eldr/routed_experts.hpp"
 
 namespace eldr::cli {

@@ -1,5 +1,3 @@
-#include "eldr/cluster_table.hpp"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "eldr/cluster_table.hpp"
 #include "table_fixture.hpp"
 #include "temp_dir.hpp"
 
@@ -26,7 +25,6 @@ using testing::TempDir;
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
-
 
 // ---- encode / decode --------------------------------------------------------------
 

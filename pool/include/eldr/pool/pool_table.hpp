@@ -11,8 +11,8 @@
 #include <string_view>
 
 #include "eldr/cluster_table.hpp"
-#include "eldr/status.hpp"
 #include "eldr/pool/nats_link.hpp"
+#include "eldr/status.hpp"
 
 namespace eldr::pool {
 

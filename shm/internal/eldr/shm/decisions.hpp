@@ -46,7 +46,6 @@ bool read_workers(const SegmentHeader& header, const WorkerCell* cells, uint32_t
 
 // The pool status text (format 2.1), a seqlock of its own (single writer).
 void write_pool_status(SegmentHeader& header, PoolStatusCell& cell, std::string_view json);
-bool read_pool_status(const SegmentHeader& header, const PoolStatusCell& cell,
-                         std::string& out);
+bool read_pool_status(const SegmentHeader& header, const PoolStatusCell& cell, std::string& out);
 
 }  // namespace eldr::shm::detail

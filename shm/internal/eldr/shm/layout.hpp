@@ -60,7 +60,7 @@ struct SegmentHeader {
   uint32_t decision_slots;
   uint32_t max_workers;
   uint64_t clients_offset;
-  uint64_t ring_size;       // each client's ring memory: RingControl + ring_bytes, page aligned
+  uint64_t ring_size;           // each client's ring memory: RingControl + ring_bytes, page aligned
   uint64_t pool_status_offset;  // format 2.1: the pool status text (kPoolStatusBytes)
   uint64_t decisions_offset;
   uint64_t workers_offset;
@@ -413,7 +413,8 @@ constexpr Layout compute_layout(uint32_t max_clients, uint32_t ring_bytes, uint3
       align_up(l.clients_offset + uint64_t{max_clients} * sizeof(ClientRow), kPage);
   l.workers_offset =
       align_up(l.decisions_offset + uint64_t{decision_slots} * sizeof(DecisionCell), kPage);
-  l.pool_status_offset = align_up(l.workers_offset + uint64_t{max_workers} * sizeof(WorkerCell), kPage);
+  l.pool_status_offset =
+      align_up(l.workers_offset + uint64_t{max_workers} * sizeof(WorkerCell), kPage);
   l.segment_size = align_up(l.pool_status_offset + sizeof(PoolStatusCell), kPage);
   l.ring_size = align_up(sizeof(RingControl) + uint64_t{ring_bytes}, kPage);
   return l;
