@@ -53,6 +53,45 @@ std::string shape_string(std::span<const uint64_t> shape) {
   return out;
 }
 
+// ---- the writer ---------------------------------------------------------------
+// The data size of a C-order array of `shape`, or invalid_argument.
+Result<size_t> encoded_data_bytes(NpyDtype dtype, std::span<const uint64_t> shape) {
+  if (shape.size() > kMaxDims)
+    return Status{Errc::invalid_argument,
+                  "npy arrays have at most " + std::to_string(kMaxDims) + " dimensions"};
+  uint64_t count = 1, data_bytes = 0;
+  for (uint64_t d : shape)
+    if (!checked_mul(count, d, &count))
+      return Status{Errc::invalid_argument, "shape " + shape_string(shape) + " overflows"};
+  if (!checked_mul(count, npy_dtype_size(dtype), &data_bytes) ||
+      data_bytes > std::numeric_limits<size_t>::max())
+    return Status{Errc::invalid_argument, "shape " + shape_string(shape) + " overflows"};
+  return static_cast<size_t>(data_bytes);
+}
+
+// The preamble and the dict as numpy writes them: format 1.0 (2.0 when the
+// header passes 64 KiB), the dict padded with spaces and ended by '\n' so that
+// the data starts on a 64-byte boundary (mmap readers can use aligned loads).
+std::string header_bytes(NpyDtype dtype, std::span<const uint64_t> shape) {
+  const std::string dict = std::string("{'descr': '") + npy_dtype_descr(dtype) +
+                           "', 'fortran_order': False, 'shape': " + shape_string(shape) + ", }";
+  auto build = [&](size_t len_bytes) {
+    const size_t preamble = kMagicLen + 2 + len_bytes;
+    const size_t total = (preamble + dict.size() + 1 + 63) / 64 * 64;
+    const size_t hlen = total - preamble;
+    std::string out(kMagic, kMagicLen);
+    out += static_cast<char>(len_bytes == 2 ? 1 : 2);
+    out += '\0';
+    for (size_t i = 0; i < len_bytes; ++i) out += static_cast<char>((hlen >> (8 * i)) & 0xff);
+    out += dict;
+    out.append(hlen - dict.size() - 1, ' ');
+    out += '\n';
+    return std::make_pair(out, hlen);
+  };
+  auto [header, hlen] = build(2);
+  return hlen > 0xffff ? build(4).first : header;
+}
+
 // ---- the header dict ---------------------------------------------------------
 // The header is a Python dict literal written by numpy's repr; we accept exactly
 // the subset numpy produces (and old Python 2 'L' suffixes), not general Python.
@@ -534,43 +573,40 @@ Result<NpyArray> read_npy(const std::string& path) {
   });
 }
 
+Result<std::string> encode_npy_header(NpyDtype dtype, std::span<const uint64_t> shape) {
+  return guarded("encode_npy_header", [&]() -> Result<std::string> {
+    if (auto data_bytes = encoded_data_bytes(dtype, shape); !data_bytes)
+      return data_bytes.status();
+    return header_bytes(dtype, shape);
+  });
+}
+
+Result<std::vector<uint8_t>> encode_npy(NpyDtype dtype, std::span<const uint64_t> shape,
+                                        const void* data) {
+  return guarded("encode_npy", [&]() -> Result<std::vector<uint8_t>> {
+    auto data_bytes = encoded_data_bytes(dtype, shape);
+    if (!data_bytes) return data_bytes.status();
+    if (*data_bytes > 0 && data == nullptr)
+      return Status{Errc::invalid_argument, "data is NULL for a non-empty array"};
+    const std::string header = header_bytes(dtype, shape);
+    std::vector<uint8_t> out;
+    out.reserve(header.size() + *data_bytes);
+    out.assign(header.begin(), header.end());
+    const auto* p = static_cast<const uint8_t*>(data);
+    if (*data_bytes > 0) out.insert(out.end(), p, p + *data_bytes);
+    return out;
+  });
+}
+
 Status write_npy(const std::string& path, NpyDtype dtype, std::span<const uint64_t> shape,
                  const void* data) {
   return guarded("write_npy", [&]() -> Status {
-    if (shape.size() > kMaxDims)
-      return {Errc::invalid_argument,
-              path + ": npy arrays have at most " + std::to_string(kMaxDims) + " dimensions"};
-    uint64_t count = 1, data_bytes = 0;
-    for (uint64_t d : shape)
-      if (!checked_mul(count, d, &count))
-        return {Errc::invalid_argument, path + ": shape " + shape_string(shape) + " overflows"};
-    if (!checked_mul(count, npy_dtype_size(dtype), &data_bytes) ||
-        data_bytes > std::numeric_limits<size_t>::max())
-      return {Errc::invalid_argument, path + ": shape " + shape_string(shape) + " overflows"};
-    if (data_bytes > 0 && data == nullptr)
+    auto data_bytes = encoded_data_bytes(dtype, shape);
+    if (!data_bytes) return with_path(path, data_bytes.status());
+    if (*data_bytes > 0 && data == nullptr)
       return {Errc::invalid_argument, path + ": data is NULL for a non-empty array"};
-
-    std::string dict = std::string("{'descr': '") + npy_dtype_descr(dtype) +
-                       "', 'fortran_order': False, 'shape': " + shape_string(shape) + ", }";
-    // Data starts on a 64-byte boundary (what numpy does, so mmap readers can use
-    // aligned SIMD loads); the dict is padded with spaces and ends in '\n'.
-    auto build = [&](size_t len_bytes) {
-      const size_t preamble = kMagicLen + 2 + len_bytes;
-      size_t total = preamble + dict.size() + 1;
-      total = (total + 63) / 64 * 64;
-      const size_t hlen = total - preamble;
-      std::string out(kMagic, kMagicLen);
-      out += static_cast<char>(len_bytes == 2 ? 1 : 2);
-      out += '\0';
-      for (size_t i = 0; i < len_bytes; ++i) out += static_cast<char>((hlen >> (8 * i)) & 0xff);
-      out += dict;
-      out.append(hlen - dict.size() - 1, ' ');
-      out += '\n';
-      return std::make_pair(out, hlen);
-    };
-    auto [header, hlen] = build(2);
-    if (hlen > 0xffff) header = build(4).first;
-    return write_all(path, header, data, data_bytes);
+    // The header and the data go out separately: no second copy of the array.
+    return write_all(path, header_bytes(dtype, shape), data, *data_bytes);
   });
 }
 
