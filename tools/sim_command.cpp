@@ -1,4 +1,4 @@
-// eldr sim: what routing policy buys, on a simulated decode pool driven by the
+// eldr sim: what routing policy buys, on a simulated decode fleet driven by the
 // real router (docs/design.md §1 step-time model).
 #include <algorithm>
 #include <chrono>
@@ -177,7 +177,7 @@ Result<std::vector<Run>> plan_runs(const SimArgs& a) {
     add_baselines(a.workers);
     runs.push_back({"eldr balanced", Policy::eldr, a.tau, false, a.workers});
     runs.push_back({"eldr plain", Policy::eldr, a.tau, true, a.workers});
-  } else if (a.ablation == "pool") {
+  } else if (a.ablation == "fleet") {
     for (uint32_t k : {8u, 16u, 24u}) {
       for (const auto& b : baselines)
         runs.push_back({b + " K=" + std::to_string(k), *parse_policy(b), a.tau, false, k});
@@ -185,7 +185,7 @@ Result<std::vector<Run>> plan_runs(const SimArgs& a) {
       runs.push_back({"eldr_guard K=" + std::to_string(k), Policy::eldr_guard, a.tau, false, k});
     }
   } else {
-    return Status{Errc::invalid_argument, "unknown ablation '" + a.ablation + "' (tau|kmeans|pool)"};
+    return Status{Errc::invalid_argument, "unknown ablation '" + a.ablation + "' (tau|kmeans|fleet)"};
   }
   return runs;
 }
@@ -221,13 +221,13 @@ Result<Workloads> scale_to_first_seed(const SimArgs& a, SimSetup* s) {
     if (!alpha) return alpha.status();
     cost.alpha_us = *alpha;
   }
-  s->cap = pool_capacity(cost, a.workers, s->d_rand, mean_output_tokens(first->evaluation));
+  s->cap = fleet_capacity(cost, a.workers, s->d_rand, mean_output_tokens(first->evaluation));
   s->share = s->cap.full_step_ms > 0 ? cost.alpha_us / 1000.0 * s->d_rand / s->cap.full_step_ms
                                      : 0.0;
   s->rates = a.rates;
   if (!a.utilizations.empty()) {
     if (!(s->cap.requests_per_s > 0))
-      return Status{Errc::invalid_argument, "the pool's capacity is 0: no utilization"};
+      return Status{Errc::invalid_argument, "the fleet's capacity is 0: no utilization"};
     s->rates.clear();
     for (double u : a.utilizations) s->rates.push_back(u * s->cap.requests_per_s);
   }
@@ -261,7 +261,7 @@ SimOptions sim_options(const SimArgs& a, const SimSetup& s, const Run& run, doub
   return so;
 }
 
-// Reductions against the best load-balancing baseline of the same pool and seed.
+// Reductions against the best load-balancing baseline of the same fleet and seed.
 void add_reductions(const std::vector<Run>& runs, std::vector<std::vector<Cell>>& at_rate,
                     size_t si) {
   for (size_t ui = 0; ui < runs.size(); ++ui) {
@@ -340,7 +340,7 @@ int run_sim(const SimArgs& a) {
 
 void register_sim_command(CLI::App& app) {
   auto a = std::make_shared<SimArgs>();
-  auto* sim = app.add_subcommand("sim", "simulate a decode pool: TPOT per routing policy");
+  auto* sim = app.add_subcommand("sim", "simulate a decode fleet: TPOT per routing policy");
   auto* preset = sim->add_option(
       "--preset", a->preset,
       "model preset (step-time model and geometry); a trace defaults to the preset of its "
@@ -350,7 +350,7 @@ void register_sim_command(CLI::App& app) {
   auto* rate = sim->add_option("--rate", a->rates, "arrivals per second (several: a sweep)")
                    ->expected(1, -1);
   sim->add_option("--utilization", a->utilizations,
-                  "load as a share of the pool's capacity (several: a sweep; replaces --rate): "
+                  "load as a share of the fleet's capacity (several: a sweep; replaces --rate): "
                   "rate = U * workers * max_batch / (mean output tokens * S_full), S_full = "
                   "step_ms(max_batch, D_rand), D_rand = expected distinct experts of a random "
                   "batch of max_batch evaluated requests")
@@ -378,7 +378,7 @@ void register_sim_command(CLI::App& app) {
                 "workers report every step (batch + queue, step ms) to the router, which fits "
                 "its step constants online");
   sim->add_option("--routers", a->routers,
-                  "routers sharing the pool; each arrival goes to one at random")
+                  "routers sharing the fleet; each arrival goes to one at random")
       ->check(CLI::Range(1u, 64u));
   sim->add_option("--view-delay-ms", a->view_delay_ms,
                   "each router sees the others' routes and finishes this much later")
@@ -394,7 +394,7 @@ void register_sim_command(CLI::App& app) {
   sim->add_option("--guard-slack", a->guard_slack,
                   "eldr_guard: least slack above the minimum load");
   sim->add_option("--guard-ratio", a->guard_ratio, "eldr_guard: slack as a share of the mean load");
-  sim->add_option("--ablation", a->ablation, "tau | kmeans | pool");
+  sim->add_option("--ablation", a->ablation, "tau | kmeans | fleet (8, 16, 24 workers)");
   sim->add_option("--seed", a->seed);
   sim->add_option("--t0-ms", a->t0_ms);
   sim->add_option("--tseq-ms", a->tseq_ms);
@@ -414,7 +414,7 @@ void register_sim_command(CLI::App& app) {
   sim->add_option("--plot-dir", a->plot_dir, "write PNG plots and JSON here");
   sim->add_flag("--json", a->json, "one JSON object keyed by policy");
   sim->footer(
-      "Utilization U: the arrival rate as a share of the pool's capacity, capacity = workers * "
+      "Utilization U: the arrival rate as a share of the fleet's capacity, capacity = workers * "
       "max_batch / (mean output tokens * S_full) requests/s, S_full = T0 + TSEQ * max_batch + "
       "alpha * D_rand the step of a full batch of random requests (D_rand: the mean over 8 random "
       "batches of max_batch evaluated requests of sum over (layer, expert) of 1 - prod(1 - p)). "

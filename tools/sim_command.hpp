@@ -18,7 +18,7 @@ struct SimArgs {
   std::vector<std::string> policies{"round_robin", "random", "jsq",        "p2c",
                                     "domain",      "eldr",   "eldr_guard", "eldr_cost"};
   std::vector<double> rates{40.0};
-  std::vector<double> utilizations;  // shares of the pool's capacity (replace the rates)
+  std::vector<double> utilizations;  // shares of the fleet's capacity (replace the rates)
   uint32_t workers = 16, max_batch = 0, guard_slack = 2, seeds = 1;
   float guard_ratio = 0.25f;
   uint64_t requests = 20000, calibration = 1000, seed = 1;
@@ -26,7 +26,7 @@ struct SimArgs {
   double t0_ms = -1, tseq_ms = -1, alpha_us = -1;
   double expert_share = -1;  // alpha set so that alpha * D_rand is this share of S_full
   double model_error = 1.0;
-  uint32_t routers = 1;                 // routers sharing the pool
+  uint32_t routers = 1;                 // routers sharing the fleet
   double view_delay_ms = 0.0;           // how old each router's view of the others' bookings is
   std::string bookings = "footprints";  // what a booking carries: footprints | counts
   bool anticipate = true;   // book routers - 1 twins of each pick until the view catches up
@@ -59,7 +59,7 @@ struct SimSetup {
   // From the first seed's workloads: D_rand, hence the expert share's alpha and
   // the capacity that --utilization scales (the same rates for every seed).
   std::vector<double> rates;
-  PoolCapacity cap;
+  FleetCapacity cap;
   double d_rand = 0, share = 0;
   uint64_t evaluated = 0;
   bool resampled = false;

@@ -245,9 +245,9 @@ double mean_output_tokens(const SimWorkload& w) {
   return sum / static_cast<double>(w.requests.size());
 }
 
-PoolCapacity pool_capacity(const StepCost& cost, uint32_t workers, double distinct_random,
+FleetCapacity fleet_capacity(const StepCost& cost, uint32_t workers, double distinct_random,
                            double mean_output) {
-  PoolCapacity c;
+  FleetCapacity c;
   c.distinct_random = distinct_random;
   c.full_step_ms = cost.step_ms(cost.max_batch, distinct_random);
   c.mean_output_tokens = mean_output;
