@@ -336,6 +336,53 @@ int run_sim(const SimArgs& a) {
   return report_sim(a, s, grid, t_start);
 }
 
+// The options of the router processes: step reports, several routers, their views.
+void add_router_options(CLI::App* sim, SimArgs* a) {
+  sim->add_flag("--report-steps", a->report_steps,
+                "workers report every step (batch + queue, step ms) to the router, which fits "
+                "its step constants online");
+  sim->add_option("--routers", a->routers,
+                  "routers sharing the fleet; each arrival goes to one at random")
+      ->check(CLI::Range(1u, 64u));
+  sim->add_option("--view-delay-ms", a->view_delay_ms,
+                  "each router sees the others' routes and finishes this much later")
+      ->check(CLI::Range(0.0, 60'000.0));
+  sim->add_option("--bookings", a->bookings,
+                  "what a router tells the others: footprints (counted and in the batch) | counts")
+      ->check(CLI::IsMember({"footprints", "counts"}));
+  sim->add_flag("--anticipate,!--no-anticipate", a->anticipate,
+                "against herding (default on): each pick also books routers - 1 twins there "
+                "until the others' bookings can have arrived");
+}
+
+// The policies and the constants of the step model.
+void add_policy_options(CLI::App* sim, SimArgs* a) {
+  sim->add_option("--policies", a->policies)->expected(1, -1);
+  sim->add_option("--tau", a->tau)->check(CLI::Range(0.0f, 2.0f));
+  sim->add_option("--guard-slack", a->guard_slack,
+                  "eldr_guard: least slack above the minimum load");
+  sim->add_option("--guard-ratio", a->guard_ratio, "eldr_guard: slack as a share of the mean load");
+  sim->add_option("--ablation", a->ablation, "tau | kmeans | fleet (8, 16, 24 workers)");
+  sim->add_option("--seed", a->seed);
+  sim->add_option("--t0-ms", a->t0_ms);
+  sim->add_option("--tseq-ms", a->tseq_ms);
+  sim->add_option("--alpha-us", a->alpha_us);
+  sim->add_option("--max-batch", a->max_batch);
+  sim->add_option("--cost-cells", a->cost_cells,
+                  "eldr_cost reads every s-th layer, at most about this many cells (ablation)")
+      ->check(CLI::Range(1u, 65536u));
+  sim->add_option("--model-error", a->model_error,
+                  "the router's alpha (expert load time) is this many times the simulator's")
+      ->check(CLI::Range(1e-3, 1e3));
+  sim->add_flag("--plain-kmeans", a->plain_kmeans);
+  sim->add_option("--domain-affinity", a->synth.domain_affinity,
+                  "synthetic: share of picks from the domain's experts");
+  sim->add_option("--subtopic-affinity", a->synth.subtopic_affinity,
+                  "synthetic: share of picks from the subtopic's experts");
+  sim->add_option("--plot-dir", a->plot_dir, "write PNG plots and JSON here");
+  sim->add_flag("--json", a->json, "one JSON object keyed by policy");
+}
+
 }  // namespace
 
 void register_sim_command(CLI::App& app) {
@@ -374,45 +421,8 @@ void register_sim_command(CLI::App& app) {
                   "repeat each cell with this many seeds (arrivals, workload draw, router): "
                   "medians, and the min..max of the reductions")
       ->check(CLI::Range(1u, 1000u));
-  sim->add_flag("--report-steps", a->report_steps,
-                "workers report every step (batch + queue, step ms) to the router, which fits "
-                "its step constants online");
-  sim->add_option("--routers", a->routers,
-                  "routers sharing the fleet; each arrival goes to one at random")
-      ->check(CLI::Range(1u, 64u));
-  sim->add_option("--view-delay-ms", a->view_delay_ms,
-                  "each router sees the others' routes and finishes this much later")
-      ->check(CLI::Range(0.0, 60'000.0));
-  sim->add_option("--bookings", a->bookings,
-                  "what a router tells the others: footprints (counted and in the batch) | counts")
-      ->check(CLI::IsMember({"footprints", "counts"}));
-  sim->add_flag("--anticipate,!--no-anticipate", a->anticipate,
-                "against herding (default on): each pick also books routers - 1 twins there "
-                "until the others' bookings can have arrived");
-  sim->add_option("--policies", a->policies)->expected(1, -1);
-  sim->add_option("--tau", a->tau)->check(CLI::Range(0.0f, 2.0f));
-  sim->add_option("--guard-slack", a->guard_slack,
-                  "eldr_guard: least slack above the minimum load");
-  sim->add_option("--guard-ratio", a->guard_ratio, "eldr_guard: slack as a share of the mean load");
-  sim->add_option("--ablation", a->ablation, "tau | kmeans | fleet (8, 16, 24 workers)");
-  sim->add_option("--seed", a->seed);
-  sim->add_option("--t0-ms", a->t0_ms);
-  sim->add_option("--tseq-ms", a->tseq_ms);
-  sim->add_option("--alpha-us", a->alpha_us);
-  sim->add_option("--max-batch", a->max_batch);
-  sim->add_option("--cost-cells", a->cost_cells,
-                  "eldr_cost reads every s-th layer, at most about this many cells (ablation)")
-      ->check(CLI::Range(1u, 65536u));
-  sim->add_option("--model-error", a->model_error,
-                  "the router's alpha (expert load time) is this many times the simulator's")
-      ->check(CLI::Range(1e-3, 1e3));
-  sim->add_flag("--plain-kmeans", a->plain_kmeans);
-  sim->add_option("--domain-affinity", a->synth.domain_affinity,
-                  "synthetic: share of picks from the domain's experts");
-  sim->add_option("--subtopic-affinity", a->synth.subtopic_affinity,
-                  "synthetic: share of picks from the subtopic's experts");
-  sim->add_option("--plot-dir", a->plot_dir, "write PNG plots and JSON here");
-  sim->add_flag("--json", a->json, "one JSON object keyed by policy");
+  add_router_options(sim, a.get());
+  add_policy_options(sim, a.get());
   sim->footer(
       "Utilization U: the arrival rate as a share of the fleet's capacity, capacity = workers * "
       "max_batch / (mean output tokens * S_full) requests/s, S_full = T0 + TSEQ * max_batch + "
