@@ -17,7 +17,7 @@
 #include "eldr/lab/synthetic.hpp"
 #include "eldr/router.hpp"
 #include "eldr/shm.hpp"
-#include "footprint_pool.hpp"
+#include "footprint_set.hpp"
 #include "round_trip.hpp"
 
 namespace eldr::cli {
@@ -31,17 +31,17 @@ struct LoadgenArgs {
   bool complete = false, json = false;
   uint32_t print = 0;  // print the first N decisions
   uint32_t timeout_ms = 2000;
-  uint32_t pool = 256;  // distinct footprints, cycled
+  uint32_t distinct = 256;  // distinct footprints, cycled
 };
 
 int run_loadgen(const LoadgenArgs& a) {
-  auto pool = footprint_pool(a.model, static_cast<uint32_t>(std::min<uint64_t>(a.pool, a.requests)),
+  auto footprints = footprint_set(a.model, static_cast<uint32_t>(std::min<uint64_t>(a.distinct, a.requests)),
                              a.seed);
-  if (!pool) return report(pool.status());
+  if (!footprints) return report(footprints.status());
   auto client = shm::Client::open(a.instance);
   if (!client) return report(client.status());
   shm::Client& c = **client;
-  const auto labels = pool->labels();
+  const auto labels = footprints->labels();
 
   std::map<int32_t, uint64_t> per_worker;
   std::map<int32_t, uint64_t> errors;  // by status code
@@ -57,7 +57,7 @@ int run_loadgen(const LoadgenArgs& a) {
       std::this_thread::sleep_until(due);
     }
     const std::string id = prefix + std::to_string(i);
-    auto rt = round_trip(c, footprint_of(*pool, i, id), a.timeout_ms, ring_full);
+    auto rt = round_trip(c, footprint_of(*footprints, i, id), a.timeout_ms, ring_full);
     if (!rt) {
       ++failed;
       if (failed <= 3)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The simulator matrix of issue 16: every policy x {3 presets x 2 synthetic
-workloads, the real dev trace} x utilization x expert share, pools of 8 and 32,
+workloads, the real dev trace} x utilization x expert share, fleets of 8 and 32,
 router constants off by a factor, drift. Each job is one `eldr sim --json`
 run (all policies of a cell in one process: the same arrivals and workload);
 jobs run in parallel.
@@ -10,7 +10,7 @@ Usage:
   sim_matrix.py ELDR --slice     # a few small cells; exit 1 if eldr_cost misses the bar
   sim_matrix.py ELDR --from-json docs/sim_matrix.json   # re-render the table and plots
 
-Utilization U: arrivals = U x the pool's capacity, capacity = workers x max_batch
+Utilization U: arrivals = U x the fleet's capacity, capacity = workers x max_batch
 / (mean output tokens x S_full), S_full the step of a full batch of random
 requests (eldr sim --help). Expert share S: alpha x D_rand / S_full, T0 and TSEQ
 kept. Changes are against the best of round_robin/random/jsq/p2c in the same
@@ -58,7 +58,7 @@ def full_jobs(data):
             jobs.append((row, "share", s, 16, wargs + utils_arg(UTILS) + ["--expert-share", str(s)]))
         jobs.append((row, "share", "own", 16, wargs + utils_arg(UTILS)))
         for k in (8, 32):
-            jobs.append((row, "pool", k, k, wargs + utils_arg([0.5]) + ["--workers", str(k)]))
+            jobs.append((row, "fleet", k, k, wargs + utils_arg([0.5]) + ["--workers", str(k)]))
         for e in ERRORS:
             jobs.append((row, "model_error", e, 16, wargs + utils_arg([0.5, 0.75]) +
                          ["--model-error", str(e)]))
@@ -134,7 +134,7 @@ def share_name(par):
 def where(c):
     if c["kind"] == "share":
         p = f"share {share_name(c['param'])}"
-    elif c["kind"] == "pool":
+    elif c["kind"] == "fleet":
         p = f"{c['workers']} workers"
     elif c["kind"] == "model_error":
         p = f"model error {c['param']:g}x"
@@ -234,8 +234,8 @@ def markdown(cells, header, rows):
 
     section("Utilization x expert share, 16 workers (own = the preset's constants)",
             lambda c: c["kind"] == "share")
-    section("Pools of 8 and 32 workers, 50 % utilization, the preset's constants",
-            lambda c: c["kind"] == "pool")
+    section("Fleets of 8 and 32 workers, 50 % utilization, the preset's constants",
+            lambda c: c["kind"] == "fleet")
     section("Router constants off by a factor (the router's alpha = factor x the simulator's)",
             lambda c: c["kind"] == "model_error")
     section("The same wrong constants, with every simulated step reported to the router "
@@ -322,8 +322,8 @@ def main():
 
     t0 = time.monotonic()
     cells, log = [], []
-    with ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        futures = [pool.submit(run_job, a.eldr, j, common(j)) for j in jobs]
+    with ThreadPoolExecutor(max_workers=a.jobs) as executor:
+        futures = [executor.submit(run_job, a.eldr, j, common(j)) for j in jobs]
         for i, f in enumerate(futures):
             c, secs, cmd = f.result()
             cells.extend(c)

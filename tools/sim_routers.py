@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Several routers sharing one decode pool, each seeing the others' bookings
+"""Several routers sharing one decode fleet, each seeing the others' bookings
 late (docs/design.md §7, "Several routers"). Every cell is one
 `eldr sim --routers N --view-delay-ms D --json` run of every policy, so each
 policy is compared with the baselines of the same run (same arrivals, same
@@ -47,9 +47,9 @@ def main() -> int:
     extra = [(p, w, u, n, d, v) for (p, w) in WORKLOADS for u in UTILIZATIONS
              for (n, d, v) in ((4, 50, "counts"), (4, 50, "no-anticipate"),
                                (8, 200, "no-anticipate"))]
-    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        futures = {c: pool.submit(run, eldr, *c, requests) for c in cells}
-        futures.update({c: pool.submit(run, eldr, *c[:5], requests, c[5]) for c in extra})
+    with concurrent.futures.ThreadPoolExecutor(jobs) as executor:
+        futures = {c: executor.submit(run, eldr, *c, requests) for c in cells}
+        futures.update({c: executor.submit(run, eldr, *c[:5], requests, c[5]) for c in extra})
         results = {c: f.result() for c, f in futures.items()}
 
     lines = [f"16 decode workers, {requests} requests per cell, one `eldr sim --json` run per "

@@ -16,6 +16,7 @@
 
 #include "eldr/internal/checked_math.hpp"
 #include "eldr/internal/file_io.hpp"
+#include "npy_common.hpp"
 
 namespace eldr {
 
@@ -26,32 +27,19 @@ static_assert(std::endian::native == std::endian::little, "eldr assumes a little
 
 namespace {
 
-constexpr char kMagic[] = "\x93NUMPY";
-constexpr size_t kMagicLen = 6;
-// NumPy 2 allows 64 dimensions; more is certainly not a capture dump.
-constexpr size_t kMaxDims = 64;
+using npy_detail::guarded;
+using npy_detail::kMagic;
+using npy_detail::kMagicLen;
+using npy_detail::kMaxDims;
+using npy_detail::shape_string;
+using npy_detail::with_path;
+
 // The header is a Python literal of a few dozen bytes; anything this large is
 // garbage, and bounding it keeps the parser's work trivially small.
 constexpr uint64_t kMaxHeaderLen = uint64_t{1} << 20;
 // Whole-file cap for read_npy / load_labels: far above any calibration dump, and
 // it turns a wrong path (a disk image, /dev/zero) into a clean error.
 constexpr uint64_t kMaxFileBytes = uint64_t{16} << 30;
-
-Status with_path(const std::string& path, const Status& s) {
-  if (s.is_ok() || path.empty()) return s;
-  return {s.code(), path + ": " + s.message()};
-}
-
-std::string shape_string(std::span<const uint64_t> shape) {
-  std::string out = "(";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  if (shape.size() == 1) out += ",";
-  out += ")";
-  return out;
-}
 
 // ---- the header dict ---------------------------------------------------------
 // The header is a Python dict literal written by numpy's repr; we accept exactly
@@ -425,35 +413,6 @@ Result<std::vector<Dst>> convert_all(const NpyArray& array) {
 
 bool is_integer_dtype(NpyDtype d) { return d != NpyDtype::f32 && d != NpyDtype::f64; }
 
-Status write_all(const std::string& path, const std::string& header, const void* data,
-                 uint64_t data_bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return {Errc::io, path + ": cannot create: " + std::strerror(errno)};
-  bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  if (ok && data_bytes > 0)
-    ok = std::fwrite(data, 1, static_cast<size_t>(data_bytes), f) == data_bytes;
-  // fclose flushes; a full disk often only shows up here.
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(path.c_str());
-    return {Errc::io, path + ": write failed"};
-  }
-  return Status::ok();
-}
-
-// Public entry points run their body through this so that an allocation
-// failure on a huge (or lying) input comes back as a Status, not an exception.
-template <class F>
-auto guarded(const char* what, F&& body) -> decltype(body()) {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return Status{Errc::internal, std::string(what) + ": out of memory"};
-  } catch (const std::exception& e) {
-    return Status{Errc::internal, std::string(what) + ": " + e.what()};
-  }
-}
-
 }  // namespace
 
 uint64_t NpyArray::count() const noexcept {
@@ -534,46 +493,6 @@ Result<NpyArray> read_npy(const std::string& path) {
   });
 }
 
-Status write_npy(const std::string& path, NpyDtype dtype, std::span<const uint64_t> shape,
-                 const void* data) {
-  return guarded("write_npy", [&]() -> Status {
-    if (shape.size() > kMaxDims)
-      return {Errc::invalid_argument,
-              path + ": npy arrays have at most " + std::to_string(kMaxDims) + " dimensions"};
-    uint64_t count = 1, data_bytes = 0;
-    for (uint64_t d : shape)
-      if (!checked_mul(count, d, &count))
-        return {Errc::invalid_argument, path + ": shape " + shape_string(shape) + " overflows"};
-    if (!checked_mul(count, npy_dtype_size(dtype), &data_bytes) ||
-        data_bytes > std::numeric_limits<size_t>::max())
-      return {Errc::invalid_argument, path + ": shape " + shape_string(shape) + " overflows"};
-    if (data_bytes > 0 && data == nullptr)
-      return {Errc::invalid_argument, path + ": data is NULL for a non-empty array"};
-
-    std::string dict = std::string("{'descr': '") + npy_dtype_descr(dtype) +
-                       "', 'fortran_order': False, 'shape': " + shape_string(shape) + ", }";
-    // Data starts on a 64-byte boundary (what numpy does, so mmap readers can use
-    // aligned SIMD loads); the dict is padded with spaces and ends in '\n'.
-    auto build = [&](size_t len_bytes) {
-      const size_t preamble = kMagicLen + 2 + len_bytes;
-      size_t total = preamble + dict.size() + 1;
-      total = (total + 63) / 64 * 64;
-      const size_t hlen = total - preamble;
-      std::string out(kMagic, kMagicLen);
-      out += static_cast<char>(len_bytes == 2 ? 1 : 2);
-      out += '\0';
-      for (size_t i = 0; i < len_bytes; ++i) out += static_cast<char>((hlen >> (8 * i)) & 0xff);
-      out += dict;
-      out.append(hlen - dict.size() - 1, ' ');
-      out += '\n';
-      return std::make_pair(out, hlen);
-    };
-    auto [header, hlen] = build(2);
-    if (hlen > 0xffff) header = build(4).first;
-    return write_all(path, header, data, data_bytes);
-  });
-}
-
 Result<std::vector<int16_t>> npy_to_int16(const NpyArray& array) {
   return guarded("npy_to_int16",
                  [&]() -> Result<std::vector<int16_t>> { return convert_all<int16_t>(array); });
@@ -626,20 +545,6 @@ Result<CountsTensor> load_counts_npy(const std::string& path) {
       }
     }
     return out;
-  });
-}
-
-Status save_counts_npy(const std::string& path, const CountsTensor& counts) {
-  return guarded("save_counts_npy", [&]() -> Status {
-    uint64_t need = 0;
-    if (!checked_mul(counts.n, uint64_t{counts.layers} * counts.experts, &need) ||
-        need != counts.data.size())
-      return {Errc::shape_mismatch,
-              path + ": counts tensor holds " + std::to_string(counts.data.size()) + " values, [" +
-                  std::to_string(counts.n) + ", " + std::to_string(counts.layers) + ", " +
-                  std::to_string(counts.experts) + "] needs " + std::to_string(need)};
-    const uint64_t shape[3] = {counts.n, counts.layers, counts.experts};
-    return write_npy(path, NpyDtype::i16, shape, counts.data.data());
   });
 }
 

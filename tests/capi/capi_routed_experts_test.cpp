@@ -1,5 +1,5 @@
 // Routed-expert payload decoders through the C API: payloads built here
-// (ids, base64, .npy byte by byte) against a bincount, and the C conventions
+// (ids, base64, .npy by encode_npy) against a bincount, and the C conventions
 // (versions, NULLs, untouched out-params, the thread's message).
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 
 #include "base64_support.hpp"
 #include "eldr/eldr.h"
+#include "eldr/npy.hpp"  // encode_npy: the one .npy writer
 
 namespace {
 
@@ -44,19 +45,8 @@ std::vector<int16_t> bincount(const Payload& p, const std::vector<uint32_t>& moe
 }
 
 std::vector<uint8_t> npy_u8(const std::vector<uint8_t>& data) {
-  std::string dict = "{'descr': '|u1', 'fortran_order': False, 'shape': (" + std::to_string(kRows) +
-                     ", " + std::to_string(kHidden) + ", " + std::to_string(kK) + "), }";
-  while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
-  dict += '\n';
-  std::string head = "\x93NUMPY";
-  head += '\x01';
-  head += '\x00';
-  head += static_cast<char>(dict.size() & 0xff);
-  head += static_cast<char>(dict.size() >> 8);
-  head += dict;
-  std::vector<uint8_t> out(head.begin(), head.end());
-  out.insert(out.end(), data.begin(), data.end());
-  return out;
+  return eldr::encode_npy(eldr::NpyDtype::u8, std::vector<uint64_t>{kRows, kHidden, kK}, data.data())
+      .value();
 }
 
 eldr_routed_experts_options_t options() {

@@ -180,7 +180,7 @@ TEST(sim_routers, anticipating_the_peers_twins_undoes_herding_on_a_stale_view) {
   o.view_delay_ms = 0.0;
   auto live = simulate(s.evaluation, s.table, o);
   ASSERT_TRUE(herded.is_ok() && spread.is_ok() && live.is_ok());
-  // Herding costs this pool over a fifth of its P99 (6.00 ms against 4.20 live);
+  // Herding costs this fleet over a fifth of its P99 (6.00 ms against 4.20 live);
   // anticipation wins back more than half of it (4.88 ms) and evens the load.
   EXPECT_GT(herded->tpot_p99_ms, 1.2 * live->tpot_p99_ms);
   EXPECT_LT(spread->tpot_p99_ms,
@@ -237,10 +237,10 @@ TEST(sim_regimes, capacity_and_expert_share_by_hand) {
   const StepCost cost{2.0, 0.05, 10.0, 20};  // t0, tseq, alpha us, max batch
   // S_full = 2 + 0.05 * 20 + 10e-3 * 100 = 4 ms; a worker decodes 20 / 4 ms =
   // 5000 tokens/s, 50 requests/s at 100 output tokens; 4 workers: 200.
-  const PoolCapacity c = pool_capacity(cost, 4, 100.0, 100.0);
+  const FleetCapacity c = fleet_capacity(cost, 4, 100.0, 100.0);
   EXPECT_DOUBLE_EQ(c.full_step_ms, 4.0);
   EXPECT_NEAR(c.requests_per_s, 200.0, 1e-9);
-  EXPECT_EQ(pool_capacity(cost, 4, 100.0, 0.0).requests_per_s, 0.0);
+  EXPECT_EQ(fleet_capacity(cost, 4, 100.0, 0.0).requests_per_s, 0.0);
   // Share 0.5: alpha * D = T0 + TSEQ * B = 3 ms -> alpha = 30 us at D = 100.
   auto alpha = alpha_for_expert_share(cost, 100.0, 0.5);
   ASSERT_TRUE(alpha.is_ok());
@@ -263,7 +263,7 @@ TEST(sim_regimes, utilization_one_half_keeps_batches_below_full) {
   const SimSetup s = make_setup(600);
   SimOptions o = options(Policy::round_robin, 1.0);
   const double d = random_batch_distinct(s.evaluation, o.model.cost.max_batch, 1);
-  const PoolCapacity cap = pool_capacity(o.model.cost, 4, d, mean_output_tokens(s.evaluation));
+  const FleetCapacity cap = fleet_capacity(o.model.cost, 4, d, mean_output_tokens(s.evaluation));
   ASSERT_GT(cap.requests_per_s, 0.0);
   o.rate = 0.5 * cap.requests_per_s;
   auto r = simulate(s.evaluation, s.table, o);

@@ -16,6 +16,7 @@
 #include "commands.hpp"
 #include "eldr/base64.hpp"
 #include "eldr/geometry.hpp"
+#include "eldr/npy.hpp"
 #include "eldr/routed_experts.hpp"
 
 namespace eldr::cli {
@@ -32,25 +33,6 @@ struct DecodeArgs {
   uint64_t seed = 1;
   bool json = false;
 };
-
-// One .npy image the way numpy writes it: '<' or '|' descriptor, C order, the
-// data on a 64-byte boundary.
-std::vector<uint8_t> npy_u8(const std::vector<uint8_t>& data, uint64_t rows, uint32_t layers,
-                            uint32_t k) {
-  std::string dict = "{'descr': '|u1', 'fortran_order': False, 'shape': (" + std::to_string(rows) +
-                     ", " + std::to_string(layers) + ", " + std::to_string(k) + "), }";
-  while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
-  dict += '\n';
-  std::string head = "\x93NUMPY";
-  head += '\x01';
-  head += '\x00';
-  head += static_cast<char>(dict.size() & 0xff);
-  head += static_cast<char>(dict.size() >> 8);
-  head += dict;
-  std::vector<uint8_t> out(head.begin(), head.end());
-  out.insert(out.end(), data.begin(), data.end());
-  return out;
-}
 
 // This thread's CPU time: on a shared machine (the 2-core CI box runs builds
 // beside the bench) wall time measures the neighbours, CPU time the decoder.
@@ -106,8 +88,10 @@ int run_bench_decode(const DecodeArgs& a) {
     ids8[i] = static_cast<uint8_t>(ids32[i] = static_cast<int32_t>(pick(rng)));
   const std::string sglang_text =
       base64::encode(reinterpret_cast<const uint8_t*>(ids32.data()), n * sizeof(int32_t));
-  const auto npy = npy_u8(ids8, a.rows, a.layers, a.top_k);
-  const std::string vllm = base64::encode(npy.data(), npy.size());
+  const uint64_t shape[] = {a.rows, a.layers, a.top_k};
+  const auto npy = encode_npy(NpyDtype::u8, shape, ids8.data());
+  if (!npy) return report(npy.status());
+  const std::string vllm = base64::encode(npy->data(), npy->size());
 
   RoutedExpertsOptions o;
   o.num_experts = a.experts;

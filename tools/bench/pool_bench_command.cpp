@@ -15,7 +15,7 @@
 #include "commands.hpp"
 #include "eldr/eldr.h"
 #include "eldr/shm.hpp"
-#include "footprint_pool.hpp"
+#include "footprint_set.hpp"
 #include "round_trip.hpp"
 
 namespace eldr::cli {
@@ -85,8 +85,8 @@ int run_bench_pool(const PoolBenchArgs& a) {
   if ((*from_status)["pool"] != (*to_status)["pool"])
     return report({Errc::state, a.from + " and " + a.to + " are in different pools"});
   const uint64_t before = books_applied(*to_status, node);
-  auto pool = footprint_pool(a.model, 64, 13);
-  if (!pool) return report(pool.status());
+  auto footprints = footprint_set(a.model, 64, 13);
+  if (!footprints) return report(footprints.status());
   auto client = shm::Client::open(a.from);
   if (!client) return report(client.status());
   shm::Client& c = **client;
@@ -99,7 +99,7 @@ int run_bench_pool(const PoolBenchArgs& a) {
     if (a.rate != 0)
       std::this_thread::sleep_until(start + std::chrono::microseconds(i * 1'000'000 / a.rate));
     const std::string id = prefix + std::to_string(i);
-    auto rt = round_trip(c, footprint_of(*pool, i, id), 2000, ring_full);
+    auto rt = round_trip(c, footprint_of(*footprints, i, id), 2000, ring_full);
     if (!rt) return report(rt.status());
     if (rt->decision.status != 0)
       return report(
@@ -126,7 +126,7 @@ int run_bench_pool(const PoolBenchArgs& a) {
   const auto delay = after.value("booking_delay_ms", nlohmann::json::object());
   std::optional<std::vector<uint64_t>> nats_ns;
   if (!a.nats.empty()) {
-    auto ns = pool_round_trips(a, from_status->value("pool", ""), *pool);
+    auto ns = pool_round_trips(a, from_status->value("pool", ""), *footprints);
     if (!ns) return report(ns.status());
     nats_ns = std::move(*ns);
   }

@@ -24,7 +24,7 @@
 #include "eldr/lab/synthetic.hpp"
 #include "eldr/router.hpp"
 #include "eldr/shm.hpp"
-#include "footprint_pool.hpp"
+#include "footprint_set.hpp"
 #include "round_trip.hpp"
 
 namespace eldr::cli {
@@ -50,13 +50,13 @@ constexpr uint8_t kSwitchToQueue = 1;  // one-byte control messages to the child
 constexpr uint8_t kStop = 2;
 
 int serve_baselines(int sock, const std::string& req_name, const std::string& rep_name,
-                    const SyntheticWorkload& pool, uint32_t workers) {
+                    const SyntheticWorkload& footprints, uint32_t workers) {
   namespace bip = boost::interprocess;
-  const Geometry g{pool.prefill.layers, pool.prefill.experts, 0};
+  const Geometry g{footprints.prefill.layers, footprints.prefill.experts, 0};
   FitOptions fo;
   fo.workers = workers;
   fo.threads = 1;
-  auto table = fit_table({g, pool.prefill.n, pool.prefill.data, {}, {}}, fo);
+  auto table = fit_table({g, footprints.prefill.n, footprints.prefill.data, {}, {}}, fo);
   if (!table) return 1;
   auto router = Router::create(std::make_shared<const ClusterTable>(std::move(*table)));
   if (!router) return 1;
@@ -104,9 +104,9 @@ int serve_baselines(int sock, const std::string& req_name, const std::string& re
 }
 
 Result<std::pair<Percentiles, Percentiles>> run_baselines(const RingBenchArgs& a,
-                                                          const SyntheticWorkload& pool) {
+                                                          const SyntheticWorkload& footprints) {
   namespace bip = boost::interprocess;
-  const size_t bytes = pool.prefill.row(0).size_bytes();
+  const size_t bytes = footprints.prefill.row(0).size_bytes();
   const std::string tag = "eldr-bench-" + std::to_string(getpid());
   const std::string req_name = tag + "-req", rep_name = tag + "-rep";
   bip::message_queue::remove(req_name.c_str());
@@ -134,7 +134,7 @@ Result<std::pair<Percentiles, Percentiles>> run_baselines(const RingBenchArgs& a
   if (child < 0) return Status{Errc::io, std::string("fork: ") + std::strerror(errno)};
   if (child == 0) {
     close(sv[0]);
-    _exit(serve_baselines(sv[1], req_name, rep_name, pool, a.workers));
+    _exit(serve_baselines(sv[1], req_name, rep_name, footprints, a.workers));
   }
   close(sv[1]);
   const int sock = sv[0];
@@ -164,7 +164,7 @@ Result<std::pair<Percentiles, Percentiles>> run_baselines(const RingBenchArgs& a
   queue_ns.reserve(a.requests);
   shm::DecisionIn d;
   for (uint64_t i = 0; i < a.warmup + a.requests; ++i) {
-    const auto row = pool.prefill.row(i % pool.prefill.n);
+    const auto row = footprints.prefill.row(i % footprints.prefill.n);
     const auto t0 = Clock::now();
     if (send(sock, row.data(), bytes, 0) != static_cast<ssize_t>(bytes) ||
         recv(sock, &d, sizeof d, 0) != static_cast<ssize_t>(sizeof d) || d.status != 0)
@@ -176,7 +176,7 @@ Result<std::pair<Percentiles, Percentiles>> run_baselines(const RingBenchArgs& a
   if (send(sock, &kSwitchToQueue, 1, 0) != 1) return Status{Errc::io, "baseline control failed"};
   try {
     for (uint64_t i = 0; i < a.warmup + a.requests; ++i) {
-      const auto row = pool.prefill.row(i % pool.prefill.n);
+      const auto row = footprints.prefill.row(i % footprints.prefill.n);
       const auto t0 = Clock::now();
       bip::message_queue::size_type n = 0;
       unsigned priority = 0;
@@ -199,12 +199,12 @@ Result<std::pair<Percentiles, Percentiles>> run_baselines(const RingBenchArgs& a
 }
 
 int run_bench_ring(const RingBenchArgs& a) {
-  auto pool = footprint_pool(a.model, 64, 11);
-  if (!pool) return report(pool.status());
+  auto footprints = footprint_set(a.model, 64, 11);
+  if (!footprints) return report(footprints.status());
   // Baselines first: fork before this process opens the segment (and any thread runs).
   std::optional<std::pair<Percentiles, Percentiles>> baselines;
   if (a.baselines) {
-    auto b = run_baselines(a, *pool);
+    auto b = run_baselines(a, *footprints);
     if (!b) return report(b.status());
     baselines = *b;
   }
@@ -219,7 +219,7 @@ int run_bench_ring(const RingBenchArgs& a) {
   const std::string prefix = "bench-" + std::to_string(getpid()) + "-";
   for (uint64_t i = 0; i < a.warmup + a.requests; ++i) {
     const std::string id = prefix + std::to_string(i);
-    auto rt = round_trip(c, footprint_of(*pool, i, id), 2000, ring_full);
+    auto rt = round_trip(c, footprint_of(*footprints, i, id), 2000, ring_full);
     if (!rt) return report(rt.status());
     if (rt->decision.status != 0)
       return report({static_cast<Errc>(rt->decision.status),
@@ -232,7 +232,7 @@ int run_bench_ring(const RingBenchArgs& a) {
     }
   }
   const Percentiles ring{percentile(ns, 50), percentile(ns, 99)};
-  const size_t bytes = pool->prefill.row(0).size_bytes();
+  const size_t bytes = footprints->prefill.row(0).size_bytes();
   if (a.json) {
     nlohmann::json j;
     // Where the ring's round trip goes: the client's push, and the daemon

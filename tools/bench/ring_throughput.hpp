@@ -40,7 +40,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kReportFd = 3;           // a producer's end of its report pipe
 constexpr uint64_t kReportEvery = 64;  // pushes between progress reports
-constexpr uint32_t kPoolSize = 256;    // distinct footprints per producer, cycled
+constexpr uint32_t kSetSize = 256;     // distinct footprints per producer, cycled
 constexpr auto kMissPatience = std::chrono::milliseconds(100);  // after a miss, see collect()
 
 struct ThroughputArgs {

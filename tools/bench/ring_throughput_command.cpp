@@ -17,7 +17,7 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "eldr/shm.hpp"
-#include "footprint_pool.hpp"
+#include "footprint_set.hpp"
 #include "ring_throughput.hpp"
 
 namespace eldr::cli {
@@ -67,10 +67,10 @@ Status start_producers(Producers& producers, const ThroughputArgs& a) {
 // One footprint through collector 0's client: the daemon is there and its
 // table has the geometry we push.
 Status probe(shm::Client& c, const ThroughputArgs& a) {
-  auto pool = footprint_pool(a.model, 1, 1);
-  if (!pool) return pool.status();
+  auto footprints = footprint_set(a.model, 1, 1);
+  if (!footprints) return footprints.status();
   const std::string id = "tp-" + a.run_tag + "-probe";
-  ELDR_TRY(c.push_footprint(footprint_of(*pool, 0, id)));
+  ELDR_TRY(c.push_footprint(footprint_of(*footprints, 0, id)));
   auto d = c.wait_decision(id, std::max<uint32_t>(a.timeout_ms, 5000));
   if (!d) return d.status();
   if (d->status != 0)
@@ -218,10 +218,10 @@ void print_problems(const Producers& producers, const Totals& t) {
 int run_coordinator(ThroughputArgs a) {
   ::signal(SIGPIPE, SIG_IGN);  // a dead producer's go pipe: an error, not our death
   a.run_tag = std::to_string(::getpid());
-  auto geometry_pool = footprint_pool(a.model, 1, 1);
-  if (!geometry_pool) return report(geometry_pool.status());
+  auto geometry_probe = footprint_set(a.model, 1, 1);
+  if (!geometry_probe) return report(geometry_probe.status());
   Setup setup;
-  setup.footprint_bytes = geometry_pool->prefill.row(0).size_bytes();
+  setup.footprint_bytes = geometry_probe->prefill.row(0).size_bytes();
 
   Producers producers;
   if (Status s = start_producers(producers, a); !s) return report(s);

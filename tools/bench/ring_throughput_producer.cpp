@@ -6,7 +6,7 @@
 #include <optional>
 #include <thread>
 
-#include "footprint_pool.hpp"
+#include "footprint_set.hpp"
 #include "ring_throughput.hpp"
 
 namespace eldr::cli::ring_throughput {
@@ -22,8 +22,8 @@ int run_producer(const ThroughputArgs& a) {
                  s.to_string().c_str());
     return 1;
   };
-  auto pool = footprint_pool(a.model, kPoolSize, 1000 + index);
-  if (!pool) return fail(pool.status());
+  auto footprints = footprint_set(a.model, kSetSize, 1000 + index);
+  if (!footprints) return fail(footprints.status());
   auto client = shm::Client::open(a.instance);
   if (!client) return fail(client.status());
   r.kind = ProducerReport::ready;
@@ -37,7 +37,7 @@ int run_producer(const ThroughputArgs& a) {
   std::string id;
   for (uint64_t seq = 0; a.count > 0 ? seq < a.count : Clock::now() < end; ++seq) {
     id = request_id(a.run_tag, index, seq);
-    const shm::FootprintOut f = footprint_of(*pool, seq, id);
+    const shm::FootprintOut f = footprint_of(*footprints, seq, id);
     std::optional<Clock::time_point> full_since;
     for (;;) {
       Status s = (*client)->push_footprint(f);

@@ -48,6 +48,17 @@ Result<NpyArray> parse_npy(std::span<const uint8_t> file_bytes);
 Result<NpyArray> read_npy(const std::string& path);
 Status write_npy(const std::string& path, NpyDtype dtype, std::span<const uint64_t> shape,
                  const void* data);
+// The .npy image numpy writes for a C-order array of `shape` (`data`: its
+// bytes, native little-endian): the format 1.0 preamble (2.0 when the header
+// passes 64 KiB), the header dict padded with spaces and ended by '\n' so that
+// the data starts on a multiple of 64 bytes, then the data. invalid_argument for
+// more than 64 dimensions, a shape whose size overflows, or a NULL `data` for a
+// non-empty array. The one .npy writer: write_npy streams the same header.
+Result<std::vector<uint8_t>> encode_npy(NpyDtype dtype, std::span<const uint64_t> shape,
+                                        const void* data);
+// The header alone (the image less its data): for callers that append the data
+// themselves.
+Result<std::string> encode_npy_header(NpyDtype dtype, std::span<const uint64_t> shape);
 
 // Element conversion with range checks (out_of_range names the first bad
 // element); floats must be integral to convert to an integer type.

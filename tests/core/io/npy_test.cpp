@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -138,6 +139,77 @@ TEST(npy_write, rejects_null_data_and_overflowing_shape) {
   const uint64_t huge[] = {uint64_t{1} << 40, uint64_t{1} << 40};
   const uint8_t byte = 0;
   EXPECT_EQ(write_npy(dir.file("x.npy"), NpyDtype::u8, huge, &byte).code(), Errc::invalid_argument);
+}
+
+// ---- encode_npy: the one .npy writer ---------------------------------------
+
+TEST(npy_encode, round_trips_through_the_reader) {
+  const std::vector<int32_t> values = {1, -2, 3, 40000, -5, 6};
+  const uint64_t shape[] = {2, 3};
+  auto image = encode_npy(NpyDtype::i32, shape, values.data());
+  ASSERT_TRUE(image.is_ok()) << image.status().to_string();
+  auto sut = parse_npy(*image);
+  ASSERT_TRUE(sut.is_ok()) << sut.status().to_string();
+  EXPECT_EQ(sut->dtype, NpyDtype::i32);
+  EXPECT_EQ(sut->shape, (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(npy_to_int32(*sut).value(), values);
+
+  // The same bytes as write_npy puts in a file.
+  TempDir dir;
+  ASSERT_TRUE(write_npy(dir.file("w.npy"), NpyDtype::i32, shape, values.data()).is_ok());
+  EXPECT_EQ(read_bytes(dir.file("w.npy")), *image);
+}
+
+TEST(npy_encode, header_is_padded_to_a_multiple_of_64) {
+  // .npy format 1.0: magic, version 1.0, a little-endian uint16 header length,
+  // then the dict padded with spaces and ended by '\n' so that the data starts
+  // on a multiple of 64 bytes; every dtype and rank moves the dict's length.
+  const uint8_t data[8 * 64] = {};
+  const std::vector<std::vector<uint64_t>> shapes = {
+      {}, {0}, {1}, {7}, {2, 3}, {1, 2, 3, 4}, {1, 1, 1, 1, 1, 1, 1, 1}, {123456789, 0, 3}};
+  for (NpyDtype dtype : {NpyDtype::u8, NpyDtype::i16, NpyDtype::f64})
+    for (const auto& shape : shapes) {
+      auto header = encode_npy_header(dtype, shape);
+      ASSERT_TRUE(header.is_ok()) << header.status().to_string();
+      const std::string& h = *header;
+      ASSERT_GE(h.size(), 64u);
+      EXPECT_EQ(h.size() % 64, 0u) << h;
+      EXPECT_EQ(h.compare(0, 8, std::string("\x93NUMPY\x01\x00", 8)), 0);
+      const size_t hlen = static_cast<uint8_t>(h[8]) | static_cast<uint8_t>(h[9]) << 8;
+      EXPECT_EQ(10 + hlen, h.size());
+      EXPECT_EQ(h.back(), '\n');
+      const size_t dict_end = h.find('}');
+      ASSERT_NE(dict_end, std::string::npos);
+      EXPECT_EQ(h.find_first_not_of(' ', dict_end + 1), h.size() - 1) << "padding is spaces";
+      auto parsed = parse_npy_header(std::span<const uint8_t>(
+          reinterpret_cast<const uint8_t*>(h.data()), h.size()));
+      ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+      EXPECT_EQ(parsed->data_offset, h.size());
+      EXPECT_EQ(parsed->shape, shape);
+      EXPECT_EQ(parsed->dtype, dtype);
+
+      uint64_t count = 1;
+      for (uint64_t d : shape) count *= d;
+      if (count * npy_dtype_size(dtype) > sizeof data) continue;
+      auto image = encode_npy(dtype, shape, data);
+      ASSERT_TRUE(image.is_ok()) << image.status().to_string();
+      EXPECT_EQ(image->size(), h.size() + count * npy_dtype_size(dtype));
+      EXPECT_TRUE(std::equal(h.begin(), h.end(), image->begin(),
+                             [](char a, uint8_t b) { return static_cast<uint8_t>(a) == b; }));
+    }
+}
+
+TEST(npy_encode, rejects_what_write_npy_rejects) {
+  const uint64_t shape[] = {4};
+  EXPECT_EQ(encode_npy(NpyDtype::u8, shape, nullptr).status().code(), Errc::invalid_argument);
+  const uint64_t huge[] = {uint64_t{1} << 40, uint64_t{1} << 40};
+  const uint8_t byte = 0;
+  EXPECT_EQ(encode_npy(NpyDtype::u8, huge, &byte).status().code(), Errc::invalid_argument);
+  EXPECT_EQ(encode_npy_header(NpyDtype::u8, huge).status().code(), Errc::invalid_argument);
+  const std::vector<uint64_t> too_many(65, 1);
+  EXPECT_EQ(encode_npy_header(NpyDtype::u8, too_many).status().code(), Errc::invalid_argument);
+  const uint64_t empty[] = {0, 3};
+  EXPECT_TRUE(encode_npy(NpyDtype::u8, empty, nullptr).is_ok());
 }
 
 TEST(npy_write, unwritable_path_is_an_io_error) {

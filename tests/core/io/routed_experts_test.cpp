@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "base64_support.hpp"
 #include "eldr/base64.hpp"
+#include "eldr/npy.hpp"
 
 namespace eldr {
 namespace {
@@ -16,8 +18,9 @@ namespace {
 using eldr::test_support::b64;
 
 // Payloads are built here independently of the decoder under test: a plain
-// bit-by-bit base64 encoder, .npy images assembled byte by byte, and the
-// expected footprint as a bincount over the ids.
+// bit-by-bit base64 encoder, .npy images from encode_npy (whose bytes
+// npy_test checks against the format), and the expected footprint as a
+// bincount over the ids.
 
 struct Ids {
   uint32_t rows, hidden, k, experts;
@@ -62,29 +65,46 @@ std::vector<uint8_t> raw_of(const Ids& ids, IdDtype d) {
   return {};
 }
 
-std::vector<uint8_t> npy_image(const std::string& descr, const std::string& shape,
-                               const std::vector<uint8_t>& data, bool fortran = false,
-                               size_t align = 64) {
-  std::string dict = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
-                     ", 'shape': " + shape + ", }";
-  while ((10 + dict.size() + 1) % align != 0) dict += ' ';
-  dict += '\n';
-  // Assembled as a string first: GCC 12 mis-reports vector::insert after a
-  // braced initialiser (-Warray-bounds).
-  std::string head = "\x93NUMPY";
-  head += '\x01';
-  head += '\x00';
-  head += static_cast<char>(dict.size() & 0xff);
-  head += static_cast<char>(dict.size() >> 8);
-  head += dict;
-  std::vector<uint8_t> out(head.begin(), head.end());
-  out.insert(out.end(), data.begin(), data.end());
-  return out;
+// The ids as numpy writes them: encode_npy (the one .npy writer, checked
+// byte by byte in npy_test) over the [rows][hidden][k] shape.
+std::vector<uint8_t> npy_of(NpyDtype dtype, const std::vector<uint64_t>& shape,
+                            const std::vector<uint8_t>& data) {
+  auto image = encode_npy(dtype, shape, data.data());
+  EXPECT_TRUE(image) << image.status().to_string();
+  return image ? std::move(*image) : std::vector<uint8_t>{};
 }
 
-std::string shape3(const Ids& ids) {
-  return "(" + std::to_string(ids.rows) + ", " + std::to_string(ids.hidden) + ", " +
-         std::to_string(ids.k) + ")";
+std::vector<uint64_t> shape3(const Ids& ids) { return {ids.rows, ids.hidden, ids.k}; }
+
+// `npy` with the data moved to the first offset past the header that is a
+// multiple of `align` (numpy always uses 64): the dict's space padding
+// shrinks, and the header length in the preamble follows.
+std::vector<uint8_t> realigned(std::vector<uint8_t> npy, size_t align) {
+  const size_t hlen = npy[8] | size_t{npy[9]} << 8;
+  size_t dict = hlen - 1;  // the dict without its padding and '\n'
+  while (npy[10 + dict - 1] == ' ') --dict;
+  size_t new_hlen = dict + 1;
+  while ((10 + new_hlen) % align != 0) ++new_hlen;
+  npy.erase(npy.begin() + 10 + static_cast<std::ptrdiff_t>(dict),
+            npy.begin() + 10 + static_cast<std::ptrdiff_t>(hlen));
+  std::vector<uint8_t> pad(new_hlen - dict, ' ');
+  pad.back() = '\n';
+  npy.insert(npy.begin() + 10 + static_cast<std::ptrdiff_t>(dict), pad.begin(), pad.end());
+  npy[8] = static_cast<uint8_t>(new_hlen & 0xff);
+  npy[9] = static_cast<uint8_t>(new_hlen >> 8);
+  return npy;
+}
+
+// `npy` with `from` replaced by `to` (the same length) in its header dict: a
+// descriptor or a flag numpy would not write for these arrays.
+std::vector<uint8_t> patched(std::vector<uint8_t> npy, const std::string& from,
+                             const std::string& to) {
+  const std::string header(npy.begin(), npy.begin() + 64);
+  const size_t at = header.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  EXPECT_EQ(from.size(), to.size());
+  if (at != std::string::npos) std::copy(to.begin(), to.end(), npy.begin() + static_cast<std::ptrdiff_t>(at));
+  return npy;
 }
 
 // The expected footprint: a bincount over the chosen rows and MoE layers.
@@ -119,20 +139,20 @@ RoutedExpertsOptions opts_for(const Ids& ids) {
 
 constexpr IdDtype kAll[] = {IdDtype::u8, IdDtype::u16, IdDtype::i16, IdDtype::i32, IdDtype::i64};
 
-const char* descr_of(IdDtype d) {
+NpyDtype npy_dtype_of(IdDtype d) {
   switch (d) {
     case IdDtype::u8:
-      return "|u1";
+      return NpyDtype::u8;
     case IdDtype::u16:
-      return "<u2";
+      return NpyDtype::u16;
     case IdDtype::i16:
-      return "<i2";
+      return NpyDtype::i16;
     case IdDtype::i32:
-      return "<i4";
+      return NpyDtype::i32;
     case IdDtype::i64:
-      return "<i8";
+      return NpyDtype::i64;
   }
-  return "";
+  return NpyDtype::u8;
 }
 
 TEST(RoutedExperts, EveryWireFormatMatchesBincount) {
@@ -157,7 +177,7 @@ TEST(RoutedExperts, EveryWireFormatMatchesBincount) {
     ASSERT_TRUE(r) << r.status().to_string();
     EXPECT_EQ(got, want);
 
-    const auto npy = npy_image(descr_of(d), shape3(ids), bytes);
+    const auto npy = npy_of(npy_dtype_of(d), shape3(ids), bytes);
     RoutedExpertsOptions from_shape;
     from_shape.num_experts = ids.experts;  // axes from the shape
     std::fill(got.begin(), got.end(), -7);
@@ -180,7 +200,7 @@ TEST(RoutedExperts, NpyDataAtEveryOffsetModThree) {
   const Ids ids = random_ids(50, 4, 2, 64, 3);
   const auto want = bincount(ids, {}, 0, ids.rows);
   for (size_t align : {16, 17, 19, 64}) {
-    const auto npy = npy_image("<u2", shape3(ids), raw<uint16_t>(ids), false, align);
+    const auto npy = realigned(npy_of(NpyDtype::u16, shape3(ids), raw<uint16_t>(ids)), align);
     RoutedExpertsOptions o;
     o.num_experts = ids.experts;
     std::vector<int16_t> got(want.size());
@@ -454,19 +474,20 @@ TEST(RoutedExperts, BadNpy) {
     EXPECT_EQ(a, b);
     return a;
   };
-  const auto good = npy_image("|u1", shape3(ids), data);
+  const auto good = npy_of(NpyDtype::u8, shape3(ids), data);
   ASSERT_EQ(code(good), Errc::ok);
-  EXPECT_EQ(code(npy_image("<f4", "(6, 3, 2)", std::vector<uint8_t>(6 * 3 * 2 * 4))),
+  EXPECT_EQ(code(npy_of(NpyDtype::f32, {6, 3, 2}, std::vector<uint8_t>(6 * 3 * 2 * 4))),
             Errc::unsupported);
-  EXPECT_EQ(code(npy_image("<u4", "(6, 3, 2)", std::vector<uint8_t>(6 * 3 * 2 * 4))),
+  EXPECT_EQ(code(npy_of(NpyDtype::u32, {6, 3, 2}, std::vector<uint8_t>(6 * 3 * 2 * 4))),
             Errc::unsupported);
-  EXPECT_EQ(code(npy_image("|u1", "(6, 3, 2)", data, true)), Errc::unsupported);
-  EXPECT_EQ(code(npy_image(">u2", "(6, 3, 2)", std::vector<uint8_t>(6 * 3 * 2 * 2))),
+  EXPECT_EQ(code(patched(good, "False", " True")), Errc::unsupported);
+  EXPECT_EQ(code(patched(npy_of(NpyDtype::u16, {6, 3, 2}, std::vector<uint8_t>(6 * 3 * 2 * 2)),
+                         "<u2", ">u2")),
             Errc::unsupported);
-  EXPECT_EQ(code(npy_image("|u1", "(36,)", data)), Errc::shape_mismatch);
-  EXPECT_EQ(code(npy_image("|u1", "(6, 6)", data)), Errc::shape_mismatch);
-  EXPECT_EQ(code(npy_image("|u1", "(1, 6, 3, 2)", data)), Errc::shape_mismatch);
-  EXPECT_EQ(code(npy_image("|u1", "(6, 3, 2)", {data.begin(), data.end() - 1})), Errc::corrupt);
+  EXPECT_EQ(code(npy_of(NpyDtype::u8, {36}, data)), Errc::shape_mismatch);
+  EXPECT_EQ(code(npy_of(NpyDtype::u8, {6, 6}, data)), Errc::shape_mismatch);
+  EXPECT_EQ(code(npy_of(NpyDtype::u8, {1, 6, 3, 2}, data)), Errc::shape_mismatch);
+  EXPECT_EQ(code({good.begin(), good.end() - 1}), Errc::corrupt);
   auto trailing = good;
   trailing.push_back(0);
   EXPECT_EQ(code(trailing), Errc::corrupt);

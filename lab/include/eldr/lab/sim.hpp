@@ -1,4 +1,4 @@
-// Discrete-event simulator of a PD-disaggregated decode pool (issue: eldr sim).
+// Discrete-event simulator of a PD-disaggregated decode fleet (issue: eldr sim).
 //
 // Each decode worker runs continuous batching; one step costs
 //   T0 + TSEQ * B + alpha * (distinct experts the batch's tokens use, over all layers)
@@ -88,18 +88,18 @@ double random_batch_distinct(const SimWorkload& workload, uint32_t batch, uint64
                              uint32_t trials = 8);
 double mean_output_tokens(const SimWorkload& workload);
 
-// The pool's capacity in requests per second:
+// The fleet's capacity in requests per second:
 //   capacity = workers * max_batch / (mean output tokens * S_full),
 //   S_full = step_ms(max_batch, D_rand) (in seconds here),
-// what a pool of full random batches decodes. Utilization U means the Poisson
+// what a fleet of full random batches decodes. Utilization U means the Poisson
 // arrival rate U * capacity.
-struct PoolCapacity {
+struct FleetCapacity {
   double distinct_random = 0;  // D_rand at max_batch
   double full_step_ms = 0;     // S_full
   double mean_output_tokens = 0;
   double requests_per_s = 0;
 };
-PoolCapacity pool_capacity(const StepCost& cost, uint32_t workers, double distinct_random,
+FleetCapacity fleet_capacity(const StepCost& cost, uint32_t workers, double distinct_random,
                            double mean_output_tokens);
 
 // The alpha (us) that makes alpha * distinct the share `share` (0 < share < 1)
@@ -134,7 +134,7 @@ struct SimOptions {
   // {batch = running + queued requests, step_ms = the simulated step}), so
   // eldr_cost's online fit of the step constants runs.
   bool report_steps = false;
-  // Several routers share the pool (one per node, or gateway replicas): each
+  // Several routers share the fleet (one per node, or gateway replicas): each
   // arrival goes to one of them at random, and each sees the in-flight
   // requests the others routed only view_delay_ms after they routed or
   // finished them (the others' bookings travel that long). 1 router: the

@@ -1,4 +1,4 @@
-#include "footprint_pool.hpp"
+#include "footprint_set.hpp"
 
 #include <cstdio>
 #include <optional>
@@ -7,7 +7,7 @@
 
 namespace eldr::cli {
 
-Result<SyntheticWorkload> footprint_pool(const std::string& model, uint32_t n, uint64_t seed) {
+Result<SyntheticWorkload> footprint_set(const std::string& model, uint32_t n, uint64_t seed) {
   std::optional<Geometry> g = find_preset(model);
   if (!g) {
     Geometry explicit_geometry;
@@ -26,12 +26,12 @@ Result<SyntheticWorkload> footprint_pool(const std::string& model, uint32_t n, u
   return generate_synthetic(*opts, n);
 }
 
-shm::FootprintOut footprint_of(const SyntheticWorkload& pool, uint64_t i, const std::string& id) {
+shm::FootprintOut footprint_of(const SyntheticWorkload& set, uint64_t i, const std::string& id) {
   shm::FootprintOut f;
   f.request_id = id;
-  f.layers = pool.prefill.layers;
-  f.experts = pool.prefill.experts;
-  f.counts = pool.prefill.row(i % pool.prefill.n);
+  f.layers = set.prefill.layers;
+  f.experts = set.prefill.experts;
+  f.counts = set.prefill.row(i % set.prefill.n);
   return f;
 }
 

@@ -1,0 +1,77 @@
+// eldr sim, split along its path: sim_command.cpp parses the arguments and runs
+// the simulations, sim_report.cpp prints and writes what they measured. This
+// header holds what both see.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eldr/lab/sim.hpp"
+
+namespace eldr::cli {
+
+struct SimArgs {
+  std::string preset = "qwen3-30b-a3b", workload = "task", ablation, plot_dir;
+  std::vector<std::string> policies{"round_robin", "random", "jsq",        "p2c",
+                                    "domain",      "eldr",   "eldr_guard", "eldr_cost"};
+  std::vector<double> rates{40.0};
+  std::vector<double> utilizations;  // shares of the fleet's capacity (replace the rates)
+  uint32_t workers = 16, max_batch = 0, guard_slack = 2, seeds = 1;
+  float guard_ratio = 0.25f;
+  uint64_t requests = 20000, calibration = 1000, seed = 1;
+  float tau = 0.1f;
+  double t0_ms = -1, tseq_ms = -1, alpha_us = -1;
+  double expert_share = -1;  // alpha set so that alpha * D_rand is this share of S_full
+  double model_error = 1.0;
+  uint32_t routers = 1;                 // routers sharing the fleet
+  double view_delay_ms = 0.0;           // how old each router's view of the others' bookings is
+  std::string bookings = "footprints";  // what a booking carries: footprints | counts
+  bool anticipate = true;   // book routers - 1 twins of each pick until the view catches up
+  uint32_t cost_cells = 0;  // eldr_cost: cells it reads (0 = the router's default)  // the router's
+                            // alpha = this * the simulator's
+  SyntheticSimOptions synth;
+  bool json = false, plain_kmeans = false, resample = true, drift = false, report_steps = false;
+  bool preset_given = false, rate_given = false;
+};
+
+struct Run {
+  std::string name;  // policy, or policy + ablation setting
+  Policy policy;
+  float tau;
+  bool plain = false;
+  uint32_t workers;
+};
+
+// What one simulation leaves for the report (the per-request samples go).
+struct Cell {
+  double p50 = 0, p99 = 0, mean = 0, experts = 0, load = 0, red50 = 0, red99 = 0;
+  StepCost router_cost;
+};
+
+// What every cell of the sweep shares.
+struct SimSetup {
+  std::optional<SimWorkload> trace;  // a trace workload, loaded once
+  StepModel model;
+  std::vector<Run> runs;
+  // From the first seed's workloads: D_rand, hence the expert share's alpha and
+  // the capacity that --utilization scales (the same rates for every seed).
+  std::vector<double> rates;
+  FleetCapacity cap;
+  double d_rand = 0, share = 0;
+  uint64_t evaluated = 0;
+  bool resampled = false;
+};
+
+struct Grid {
+  std::vector<std::vector<std::vector<Cell>>> cells;   // [rate][run][seed]
+  std::vector<std::vector<std::vector<float>>> hist;  // [rate][run]: experts/step, first seed
+};
+
+// Prints the table (or the JSON) and writes the plots: the command's exit code.
+int report_sim(const SimArgs& a, const SimSetup& s, const Grid& grid,
+               std::chrono::steady_clock::time_point t_start);
+
+}  // namespace eldr::cli
