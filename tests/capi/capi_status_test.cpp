@@ -170,10 +170,24 @@ TEST(capi_status, init_functions_match_the_init_macros) {
 }
 
 TEST(capi_status, destroy_functions_accept_null) {
+  // A destructor given NULL does nothing: it returns, and it neither sets nor
+  // clears the thread's last error (a destructor has no status to report).
+  ASSERT_EQ(eldr_table_load(nullptr, nullptr), ELDR_E_INVALID_ARGUMENT);
+  const std::string before = eldr_last_error_message();
+  ASSERT_TRUE(eldr::capi_test::message_names("eldr_table_load"));
   eldr_table_free(nullptr);
+  EXPECT_EQ(before, eldr_last_error_message()) << "eldr_table_free(NULL)";
   eldr_router_free(nullptr);
+  EXPECT_EQ(before, eldr_last_error_message()) << "eldr_router_free(NULL)";
   eldr_client_free(nullptr);
-  SUCCEED();
+  EXPECT_EQ(before, eldr_last_error_message()) << "eldr_client_free(NULL)";
+  eldr_pool_free(nullptr);
+  EXPECT_EQ(before, eldr_last_error_message()) << "eldr_pool_free(NULL)";
+  eldr_gpu_footprints_free(nullptr);
+  EXPECT_EQ(before, eldr_last_error_message()) << "eldr_gpu_footprints_free(NULL)";
+  // The library still answers afterwards: the next failure replaces the message.
+  EXPECT_EQ(eldr_router_complete(nullptr, 0), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(eldr::capi_test::message_names("eldr_router_complete"));
 }
 
 TEST(capi_gpu, a_build_without_cuda_answers_unsupported_with_a_message) {

@@ -128,16 +128,26 @@ fn reports_and_worker_control_are_accepted() {
     let daemon = daemon_or_skip!("control");
     let sut = daemon.client();
     for w in 0..WORKERS {
-        sut.report(&eldr::WorkerReport {
+        let sent = sut.report(&eldr::WorkerReport {
             worker: w as i32,
             running: 1,
             kv_usage: 0.25,
             ..Default::default()
-        })
-        .unwrap();
+        });
+        assert!(sent.is_ok(), "report for worker {}: {:?}", w, sent);
     }
-    sut.drain_worker(1).unwrap();
-    sut.add_worker(1).unwrap();
+    let drained = sut.drain_worker(1);
+    assert!(drained.is_ok(), "drain: {:?}", drained);
+    let added = sut.add_worker(1);
+    assert!(added.is_ok(), "add: {:?}", added);
+    // The daemon took them and still routes: a decision on one of its workers.
+    let counts = footprint(&mut Rng::new(3), 1, 4);
+    let fp = Footprint::new(&counts, LAYERS, EXPERTS).unwrap();
+    let d = sut
+        .route("req-after-control", &fp, Duration::from_secs(5))
+        .unwrap();
+    assert!((0..WORKERS as i32).contains(&d.worker), "{:?}", d);
+    assert!(sut.complete("req-after-control", 0).is_ok());
 }
 
 #[test]

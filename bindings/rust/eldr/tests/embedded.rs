@@ -246,20 +246,26 @@ fn every_policy_routes() {
 
 #[test]
 fn a_router_is_shared_by_threads() {
+    const THREADS: u64 = 4;
+    const ROUTES: u64 = 50;
     let table = fitted_table(4);
     let sut = std::sync::Arc::new(Router::new(&table, &RouterOptions::default()).unwrap());
     drop(table); // the router keeps its own reference
-    let handles: Vec<_> = (0..4)
+    let workers: Vec<i32> = sut.workers().unwrap().iter().map(|s| s.worker).collect();
+    assert_eq!(workers.len(), 4, "{:?}", workers);
+    let handles: Vec<_> = (0..THREADS)
         .map(|t| {
             let router = sut.clone();
+            let workers = workers.clone();
             std::thread::spawn(move || {
                 let mut rng = Rng::new(100 + t);
-                for _ in 0..50 {
+                for _ in 0..ROUTES {
                     let counts = footprint(&mut rng, t as u32, 4);
                     let w = router
                         .route(&Footprint::new(&counts, LAYERS, EXPERTS).unwrap())
                         .unwrap()
                         .worker;
+                    assert!(workers.contains(&w), "routed to {} outside {:?}", w, workers);
                     router.complete_worker(w).unwrap();
                 }
             })
@@ -267,6 +273,14 @@ fn a_router_is_shared_by_threads() {
         .collect();
     for h in handles {
         h.join().unwrap();
+    }
+    // Every thread's routes and completes counted once; nothing left in flight.
+    let stats = sut.stats().unwrap();
+    assert_eq!(stats.routed, THREADS * ROUTES, "{:?}", stats);
+    assert_eq!(stats.rejected, 0, "{:?}", stats);
+    assert_eq!(stats.completes_rejected, 0, "{:?}", stats);
+    for slot in sut.workers().unwrap() {
+        assert_eq!(slot.inflight, 0, "{:?}", slot);
     }
 }
 
