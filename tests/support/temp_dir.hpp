@@ -6,10 +6,16 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 namespace eldr::testing {
+
+// Writes text to path as is (binary), replacing the file.
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
 
 class TempDir {
  public:

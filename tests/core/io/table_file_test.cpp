@@ -22,9 +22,7 @@ namespace fs = std::filesystem;
 
 using testing::TempDir;
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+using testing::write_text;
 
 // ---- encode / decode --------------------------------------------------------------
 
