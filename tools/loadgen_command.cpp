@@ -35,8 +35,8 @@ struct LoadgenArgs {
 };
 
 int run_loadgen(const LoadgenArgs& a) {
-  auto footprints = footprint_set(a.model, static_cast<uint32_t>(std::min<uint64_t>(a.distinct, a.requests)),
-                             a.seed);
+  auto footprints = footprint_set(
+      a.model, static_cast<uint32_t>(std::min<uint64_t>(a.distinct, a.requests)), a.seed);
   if (!footprints) return report(footprints.status());
   auto client = shm::Client::open(a.instance);
   if (!client) return report(client.status());

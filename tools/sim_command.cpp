@@ -1,5 +1,7 @@
 // eldr sim: what routing policy buys, on a simulated decode fleet driven by the
 // real router (docs/design.md §1 step-time model).
+#include "sim_command.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,7 +14,6 @@
 #include "commands.hpp"
 #include "eldr/fit.hpp"
 #include "eldr/lab/sim.hpp"
-#include "sim_command.hpp"
 
 namespace eldr::cli {
 
@@ -185,7 +186,8 @@ Result<std::vector<Run>> plan_runs(const SimArgs& a) {
       runs.push_back({"eldr_guard K=" + std::to_string(k), Policy::eldr_guard, a.tau, false, k});
     }
   } else {
-    return Status{Errc::invalid_argument, "unknown ablation '" + a.ablation + "' (tau|kmeans|fleet)"};
+    return Status{Errc::invalid_argument,
+                  "unknown ablation '" + a.ablation + "' (tau|kmeans|fleet)"};
   }
   return runs;
 }
@@ -222,8 +224,8 @@ Result<Workloads> scale_to_first_seed(const SimArgs& a, SimSetup* s) {
     cost.alpha_us = *alpha;
   }
   s->cap = fleet_capacity(cost, a.workers, s->d_rand, mean_output_tokens(first->evaluation));
-  s->share = s->cap.full_step_ms > 0 ? cost.alpha_us / 1000.0 * s->d_rand / s->cap.full_step_ms
-                                     : 0.0;
+  s->share =
+      s->cap.full_step_ms > 0 ? cost.alpha_us / 1000.0 * s->d_rand / s->cap.full_step_ms : 0.0;
   s->rates = a.rates;
   if (!a.utilizations.empty()) {
     if (!(s->cap.requests_per_s > 0))

@@ -66,7 +66,7 @@ struct SimSetup {
 };
 
 struct Grid {
-  std::vector<std::vector<std::vector<Cell>>> cells;   // [rate][run][seed]
+  std::vector<std::vector<std::vector<Cell>>> cells;  // [rate][run][seed]
   std::vector<std::vector<std::vector<float>>> hist;  // [rate][run]: experts/step, first seed
 };
 

@@ -54,8 +54,8 @@ void print_rate_header(const SimArgs& a, const SimSetup& s, double rate, double 
       "%s, %s workload%s, %u workers, %.1f req/s = %.0f%% of capacity %.1f req/s, %llu "
       "requests%s%s (model: t0 %.2f ms, tseq %.3f ms, alpha %.2f us = %.0f%% of a full "
       "step, batch %u)\n",
-      m.name.c_str(), a.workload.c_str(), a.drift ? " (drift)" : "", a.workers, rate,
-      100.0 * util, s.cap.requests_per_s, static_cast<unsigned long long>(s.evaluated),
+      m.name.c_str(), a.workload.c_str(), a.drift ? " (drift)" : "", a.workers, rate, 100.0 * util,
+      s.cap.requests_per_s, static_cast<unsigned long long>(s.evaluated),
       s.resampled ? " (resampled)" : "",
       a.seeds > 1 ? (", median of " + std::to_string(a.seeds) + " seeds").c_str() : "",
       m.cost.t0_ms, m.cost.tseq_ms, m.cost.alpha_us, 100.0 * s.share, m.cost.max_batch);
@@ -136,8 +136,8 @@ void print_row(const SimArgs& a, const Run& run, const nlohmann::json& e) {
                 f("load_max_over_mean"));
   else
     std::printf("  %-22s %9.2f %9.2f %9.1f %9.1f %13.1f %10.2f\n", run.name.c_str(), f("p50_ms"),
-                f("p99_ms"), f("p50_reduction_pct"), f("p99_reduction_pct"),
-                f("experts_per_step"), f("load_max_over_mean"));
+                f("p99_ms"), f("p50_reduction_pct"), f("p99_reduction_pct"), f("experts_per_step"),
+                f("load_max_over_mean"));
 }
 
 // Distribution of distinct experts per step (first seed), one file per rate.

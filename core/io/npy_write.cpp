@@ -79,8 +79,7 @@ Status write_all(const std::string& path, const std::string& header, const void*
 
 Result<std::string> encode_npy_header(NpyDtype dtype, std::span<const uint64_t> shape) {
   return guarded("encode_npy_header", [&]() -> Result<std::string> {
-    if (auto data_bytes = encoded_data_bytes(dtype, shape); !data_bytes)
-      return data_bytes.status();
+    if (auto data_bytes = encoded_data_bytes(dtype, shape); !data_bytes) return data_bytes.status();
     return header_bytes(dtype, shape);
   });
 }

@@ -246,7 +246,7 @@ double mean_output_tokens(const SimWorkload& w) {
 }
 
 FleetCapacity fleet_capacity(const StepCost& cost, uint32_t workers, double distinct_random,
-                           double mean_output) {
+                             double mean_output) {
   FleetCapacity c;
   c.distinct_random = distinct_random;
   c.full_step_ms = cost.step_ms(cost.max_batch, distinct_random);

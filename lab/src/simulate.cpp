@@ -76,8 +76,7 @@ Status check_inputs(const SimWorkload& wl, const ClusterTable* table, const SimO
 // One run: the routers, the fleet's workers and the event queue.
 class Simulation {
  public:
-  Simulation(const SimWorkload& wl, std::shared_ptr<const ClusterTable> table,
-             const SimOptions& o)
+  Simulation(const SimWorkload& wl, std::shared_ptr<const ClusterTable> table, const SimOptions& o)
       : m_wl(wl),
         m_table(std::move(table)),
         m_o(o),
@@ -109,8 +108,7 @@ class Simulation {
     return &m_wl.inclusion[size_t{m_wl.requests[r].profile} * m_cells];
   }
   void start_step(uint32_t wi, double now);
-  void publish_booking(uint32_t from, uint32_t worker, int32_t delta, uint32_t request,
-                       double now);
+  void publish_booking(uint32_t from, uint32_t worker, int32_t delta, uint32_t request, double now);
   void deliver_booking(const Booking& b);
   Status arrive(uint32_t r, double now);
   void finish_step(uint32_t wi, double now);
@@ -156,8 +154,7 @@ Status Simulation::create_routers() {
     m_routers.push_back(std::move(*created));
   }
   // No anticipation with count-only bookings: a twin is a footprint.
-  const bool anticipate =
-      m_o.anticipate_peers && m_o.bookings_carry_footprints && m_o.routers > 1;
+  const bool anticipate = m_o.anticipate_peers && m_o.bookings_carry_footprints && m_o.routers > 1;
   m_twins.assign(m_o.routers, PeerTwins(anticipate ? m_o.routers - 1 : 0, m_o.view_delay_ms));
   for (auto& w : m_workers) w.keep_product.assign(m_cells, 1.0f);
   return {};
@@ -212,8 +209,7 @@ void Simulation::deliver_booking(const Booking& b) {
     return;
   }
   m_seen[b.router][b.worker] += b.delta;
-  const int64_t view =
-      std::max<int64_t>(0, m_own[b.router][b.worker] + m_seen[b.router][b.worker]);
+  const int64_t view = std::max<int64_t>(0, m_own[b.router][b.worker] + m_seen[b.router][b.worker]);
   (void)to.set_load(m_table->worker_ids[b.worker], static_cast<uint32_t>(view));
 }
 

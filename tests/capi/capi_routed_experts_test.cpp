@@ -45,7 +45,8 @@ std::vector<int16_t> bincount(const Payload& p, const std::vector<uint32_t>& moe
 }
 
 std::vector<uint8_t> npy_u8(const std::vector<uint8_t>& data) {
-  return eldr::encode_npy(eldr::NpyDtype::u8, std::vector<uint64_t>{kRows, kHidden, kK}, data.data())
+  return eldr::encode_npy(eldr::NpyDtype::u8, std::vector<uint64_t>{kRows, kHidden, kK},
+                          data.data())
       .value();
 }
 

@@ -181,8 +181,8 @@ TEST(npy_encode, header_is_padded_to_a_multiple_of_64) {
       const size_t dict_end = h.find('}');
       ASSERT_NE(dict_end, std::string::npos);
       EXPECT_EQ(h.find_first_not_of(' ', dict_end + 1), h.size() - 1) << "padding is spaces";
-      auto parsed = parse_npy_header(std::span<const uint8_t>(
-          reinterpret_cast<const uint8_t*>(h.data()), h.size()));
+      auto parsed = parse_npy_header(
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(h.data()), h.size()));
       ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
       EXPECT_EQ(parsed->data_offset, h.size());
       EXPECT_EQ(parsed->shape, shape);

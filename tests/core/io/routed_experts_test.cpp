@@ -103,7 +103,8 @@ std::vector<uint8_t> patched(std::vector<uint8_t> npy, const std::string& from,
   const size_t at = header.find(from);
   EXPECT_NE(at, std::string::npos) << from;
   EXPECT_EQ(from.size(), to.size());
-  if (at != std::string::npos) std::copy(to.begin(), to.end(), npy.begin() + static_cast<std::ptrdiff_t>(at));
+  if (at != std::string::npos)
+    std::copy(to.begin(), to.end(), npy.begin() + static_cast<std::ptrdiff_t>(at));
   return npy;
 }
 

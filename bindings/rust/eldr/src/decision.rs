@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use eldr_sys as sys;
 
-use crate::router::Policy;
+use crate::policy::Policy;
 
 /// Where a request's decode goes, and why.
 #[derive(Clone, Copy, Debug, PartialEq)]

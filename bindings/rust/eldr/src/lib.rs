@@ -26,21 +26,25 @@ mod decision;
 mod error;
 mod footprint;
 mod gpu;
+mod policy;
+mod report;
 mod routed_experts;
 mod router;
 mod table;
 
-pub use client::{Client, ClientOptions, WorkerReport, MAX_REQUEST_ID_BYTES};
+pub use client::{Client, ClientOptions, MAX_REQUEST_ID_BYTES};
 pub use decision::Decision;
 pub use error::{status, status_name, status_string, Error, Result};
 pub use footprint::Footprint;
 pub use gpu::{gpu_error, CudaStream, ExpertIds, GpuFootprints, GpuOptions, Layers};
+pub use policy::Policy;
+pub use report::WorkerReport;
 pub use routed_experts::{
     footprint_from_ids, footprint_from_sglang, footprint_from_vllm, npy_shape, IdDtype,
     RoutedExpertsInfo, RoutedExpertsOptions,
 };
 pub use router::{
-    Policy, Router, RouterOptions, RouterStats, StepCost, WorkerScore, WorkerSlot, WorkerState,
+    Router, RouterOptions, RouterStats, StepCost, WorkerScore, WorkerSlot, WorkerState,
 };
 pub use table::{Calibration, FitOptions, Table, TableInfo};
 

@@ -265,7 +265,12 @@ fn a_router_is_shared_by_threads() {
                         .route(&Footprint::new(&counts, LAYERS, EXPERTS).unwrap())
                         .unwrap()
                         .worker;
-                    assert!(workers.contains(&w), "routed to {} outside {:?}", w, workers);
+                    assert!(
+                        workers.contains(&w),
+                        "routed to {} outside {:?}",
+                        w,
+                        workers
+                    );
                     router.complete_worker(w).unwrap();
                 }
             })

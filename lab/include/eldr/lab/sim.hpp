@@ -100,7 +100,7 @@ struct FleetCapacity {
   double requests_per_s = 0;
 };
 FleetCapacity fleet_capacity(const StepCost& cost, uint32_t workers, double distinct_random,
-                           double mean_output_tokens);
+                             double mean_output_tokens);
 
 // The alpha (us) that makes alpha * distinct the share `share` (0 < share < 1)
 // of the step step_ms(max_batch, distinct), T0 and TSEQ kept:
