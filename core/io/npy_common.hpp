@@ -1,9 +1,11 @@
-// Private to core/io's .npy codec (npy.cpp reads, npy_write.cpp writes): the
-// format's constants and the helpers both halves use.
+// Private to core/io's .npy codec (npy.cpp reads, npy_write.cpp writes,
+// npy_convert.cpp converts elements): the format's constants and the helpers
+// they share.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <span>
@@ -32,6 +34,14 @@ inline std::string shape_string(std::span<const uint64_t> shape) {
   if (shape.size() == 1) out += ",";
   out += ")";
   return out;
+}
+
+// Copies one element of the given dtype into T without alignment assumptions.
+template <class T>
+T load_elem(const uint8_t* base, uint64_t i) {
+  T v;
+  std::memcpy(&v, base + i * sizeof(T), sizeof(T));
+  return v;
 }
 
 // Public entry points run their body through this so that an allocation

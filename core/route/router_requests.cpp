@@ -1,0 +1,98 @@
+// The Router's request accounting: what happens after a decision. A request
+// is recorded on its worker (in-flight count, and its footprint in the live
+// batch when the policy reads batches), released by complete() or
+// complete_request(), booked by callers that route elsewhere (book), and the
+// engines' step reports feed the online step-cost fit. Worker membership is in
+// router_workers.cpp, the decision path in router.cpp.
+#include <cmath>
+#include <mutex>
+
+#include "eldr/router.hpp"
+#include "live_batch.hpp"
+#include "router_slot.hpp"
+#include "scoring.hpp"
+#include "step_fit.hpp"
+
+namespace eldr {
+
+namespace {
+
+// One request less in flight, never below zero; whether there was one.
+bool release_one(std::atomic<int64_t>& inflight) noexcept {
+  int64_t cur = inflight.load(std::memory_order_relaxed);
+  while (cur > 0 && !inflight.compare_exchange_weak(cur, cur - 1, std::memory_order_relaxed)) {
+  }
+  return cur > 0;
+}
+
+}  // namespace
+
+Status Router::complete_request(uint64_t request_id) {
+  std::lock_guard lock(m_live_mutex);
+  auto slot = m_live->leave_id(request_id);
+  if (!slot) {
+    m_completes_rejected.fetch_add(1, std::memory_order_relaxed);
+    m_completes_unknown.fetch_add(1, std::memory_order_relaxed);
+    return slot.status();
+  }
+  (void)release_one(m_slots[*slot].inflight);
+  return Status::ok();
+}
+
+Status Router::book(int32_t worker_id, std::span<const int16_t> counts, uint64_t request_id) {
+  const std::shared_ptr<const Scoring> scoring = m_scoring.load(std::memory_order_acquire);
+  ELDR_TRY(detail::check_counts(*scoring->table, counts));
+  auto slot = find_slot(worker_id);
+  if (!slot) return slot.status();
+  std::lock_guard lock(m_live_mutex);
+  if (m_live->tracks_footprints()) (void)m_live->demand(counts, m_live->demand_scratch());
+  return record_locked(*slot, request_id);
+}
+
+Status Router::record_locked(uint32_t slot, std::optional<uint64_t> request_id) {
+  const auto joined = m_live->join(
+      slot, request_id, m_live->tracks_footprints() ? m_live->demand_scratch() : nullptr);
+  if (joined == detail::LiveBatches::Join::duplicate)
+    return {Errc::state, "request " + std::to_string(*request_id) + " is already in flight"};
+  // Join::untracked: counted all the same; untracked() counts it.
+  m_slots[slot].inflight.fetch_add(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+Status Router::complete(int32_t worker_id) {
+  // A removed worker may still finish requests routed before its removal:
+  // take the newest slot with the id, whatever its state.
+  const uint32_t n = m_slot_count.load(std::memory_order_acquire);
+  for (uint32_t i = n; i-- > 0;) {
+    Slot& s = m_slots[i];
+    if (s.id.load(std::memory_order_relaxed) != worker_id) continue;
+    std::lock_guard lock(m_live_mutex);
+    const bool had_record = m_live->leave_oldest(i);
+    if (release_one(s.inflight) || had_record) return Status::ok();
+    m_completes_rejected.fetch_add(1, std::memory_order_relaxed);
+    return {Errc::state, "worker " + std::to_string(worker_id) + " has no request in flight"};
+  }
+  m_completes_rejected.fetch_add(1, std::memory_order_relaxed);
+  return {Errc::not_found, "no worker with id " + std::to_string(worker_id)};
+}
+
+Status Router::report(int32_t worker_id, const WorkerReport& report) {
+  auto slot = find_slot(worker_id);
+  if (!slot) return slot.status();
+  if (report.step_ms && !(std::isfinite(*report.step_ms) && *report.step_ms > 0.0))
+    return {Errc::invalid_argument, "step_ms must be finite and > 0"};
+  if (report.batch) m_slots[*slot].inflight.store(*report.batch, std::memory_order_relaxed);
+  if (report.step_ms && report.batch && *report.batch > 0 && m_options.fit_step_cost &&
+      m_live->tracks_footprints()) {
+    std::lock_guard lock(m_live_mutex);
+    m_fit->add(*report.batch, m_live->distinct(*slot) * m_live->layer_scale(), *report.step_ms);
+  }
+  return Status::ok();
+}
+
+StepCost Router::step_cost() const {
+  std::lock_guard lock(m_live_mutex);
+  return m_fit->current();
+}
+
+}  // namespace eldr
