@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <random>
 
 #include "log.hpp"
@@ -239,7 +238,7 @@ void Service::anticipate_peers(uint32_t peers, double view_age_ms) noexcept {
   m_twins.set_view_delay_ms(view_age_ms);
 }
 
-// ---- completes, reports, control --------------------------------------------------
+// ---- completes, rejections ---------------------------------------------------------
 
 uint64_t Service::completion_token(uint64_t key) const noexcept {
   // Keyed by a secret drawn at start: a client cannot derive one request's
@@ -301,118 +300,12 @@ bool Service::complete_for_pool(std::string_view request_id, uint64_t token) {
   return true;
 }
 
-void Service::on_worker_report(uint32_t client, uint32_t worker, uint32_t running, float kv_usage) {
-  on_worker_report_ex(client, {worker, running, kv_usage, 0, 0.0f});
-}
-
-void Service::on_worker_report_ex(uint32_t /*client*/, const shm::WorkerReportRecord& r) {
-  const auto worker = static_cast<int32_t>(r.worker);
-  apply_report(worker, r.running, r.kv_usage, r.batch_size, r.step_ms);
-  // Every node of the pool hears the engine (a worker is any node's).
-  if (m_publisher && worker >= 0)
-    m_publisher->reported({worker, r.running, r.kv_usage, r.batch_size, r.step_ms});
-}
-
-void Service::apply_peer_load(const PeerLoad& l) {
-  apply_report(l.worker, l.running, l.kv_usage, l.batch_size, l.step_ms);
-}
-
-void Service::apply_report(int32_t worker, uint32_t running, float kv_usage, uint32_t batch_size,
-                           float step_ms) {
-  // batch_size and step_ms 0 = not reported. A step time needs its batch
-  // size, and more than 10 s is no decode step: such values are dropped
-  // (the rest of the report applies) and counted.
-  WorkerReport report;
-  if (batch_size != 0) report.batch = batch_size;
-  if (step_ms != 0.0f) {
-    if (!report.batch || !std::isfinite(step_ms) || step_ms < 0.0f || step_ms > kMaxStepMs)
-      m_metrics.count_report_bad_value();
-    else
-      report.step_ms = step_ms;
-  }
-  // The engine's batch size takes precedence over its running count.
-  Status s = worker < 0                 ? Status{Errc::not_found, "worker id out of range"}
-             : report.batch.has_value() ? m_router->report(worker, report)
-                                        : m_router->set_load(worker, running);
-  if (!s) {
-    if (s.code() == Errc::not_found) {
-      m_metrics.count_report_unknown_worker();
-      return;
-    }
-    m_metrics.count_report_bad_value();  // invalid_argument: nothing applied
-    return;
-  }
-  m_health.on_report(worker, running, kv_usage, m_clock());
-}
-
-void Service::on_worker_control(uint32_t /*client*/, uint32_t worker_u, shm::WorkerOp op) {
-  const auto worker = static_cast<int32_t>(worker_u);
-  if (worker < 0) {
-    ELDR_LOG(warn, "worker control for id %u ignored: ids must be < 2^31", worker_u);
-    return;
-  }
-  m_health.on_control(worker, op);
-}
-
 void Service::on_rejected(uint32_t client, shm::RejectReason reason, std::string_view request_id,
                           const Status& why) {
   const Status status =
       why.is_ok() ? Status{Errc::corrupt, "record rejected by the transport"}
                   : Status{why.code(), "client " + std::to_string(client) + ": " + why.message()};
   reject(request_id, rejection_from(reason), status);
-}
-
-// ---- maintenance ------------------------------------------------------------------
-
-std::vector<shm::Host::WorkerRow> Service::maintain() {
-  m_health.expire(m_clock());
-  // Routing releases due twins before each pick; this releases them when
-  // no request comes (so the counts shown settle).
-  m_twins.release_due(*m_router, static_cast<double>(m_clock()) / 1e6);
-  const auto workers = m_router->workers();
-  // This node's requests per worker (inflight_local), counted from the
-  // request map here rather than kept up to date on every route and release.
-  std::unordered_map<int32_t, uint32_t> local;
-  m_requests.for_each([&](const RequestMap::Held& h) { ++local[h.worker]; });
-  std::vector<shm::Host::WorkerRow> rows;
-  std::vector<WorkerGauge> gauges;
-  rows.reserve(workers.size());
-  gauges.reserve(workers.size());
-  for (uint32_t slot = 0; slot < workers.size(); ++slot) {
-    const WorkerInfo& w = workers[slot];
-    const WorkerHealth::Entry* health = m_health.find(w.id);
-    const bool healthy = health == nullptr || !health->stale;
-    shm::Host::WorkerRow row;
-    row.worker = w.id;
-    row.state = static_cast<uint8_t>(w.state);
-    row.healthy = healthy ? 1 : 0;
-    row.inflight = static_cast<uint32_t>(std::max<int64_t>(w.inflight, 0));
-    row.routed = w.routed;
-    row.batch_experts = static_cast<float>(w.batch_experts);
-    if (auto it = local.find(w.id); it != local.end()) row.inflight_local = it->second;
-    if (health != nullptr) {
-      row.running = health->running;
-      row.kv_usage = health->kv_usage;
-    }
-    rows.push_back(row);
-    gauges.push_back({slot, w.id, w.state, healthy, w.inflight, w.batch_experts});
-  }
-  m_metrics.set_workers(std::move(gauges));
-  const RouterStats st = m_router->stats();
-  const StepCost cost = m_router->step_cost();
-  m_router_row = {static_cast<uint32_t>(m_router->options().policy),
-                  cost.t0_ms,
-                  cost.tseq_ms,
-                  cost.alpha_us,
-                  cost.max_batch,
-                  st.step_samples,
-                  m_metrics.complete_unknown(),
-                  st.untracked,
-                  m_metrics.complete_refused()};
-  m_metrics.set_router(
-      {m_router->options().policy, cost, st.step_samples, st.untracked, st.completes_unknown});
-  m_metrics.set_table_epoch(m_router->table_epoch());
-  return rows;
 }
 
 // ---- tables -------------------------------------------------------------------------
