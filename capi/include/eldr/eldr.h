@@ -462,7 +462,7 @@ ELDR_API eldr_status_t eldr_router_set_load(eldr_router_t* router, int32_t worke
 ELDR_API eldr_status_t eldr_router_add_worker(eldr_router_t* router, int32_t worker);
 ELDR_API eldr_status_t eldr_router_drain_worker(eldr_router_t* router, int32_t worker);
 ELDR_API eldr_status_t eldr_router_remove_worker(eldr_router_t* router, int32_t worker);
-/* Hot swap: routing continues; later decisions carry the new epoch. */
+/* Hot swap: later decisions carry the new epoch; the router keeps its own reference. */
 ELDR_API eldr_status_t eldr_router_swap_table(eldr_router_t* router, const eldr_table_t* table);
 
 #define ELDR_WORKER_STATE_ACTIVE 0
