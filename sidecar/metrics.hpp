@@ -103,7 +103,7 @@ struct PoolGauge {
   uint64_t remote_routes = 0, remote_malformed = 0;  // route over NATS
   // Completes of requests another node routed: sent to the pool, and the
   // pool's that were ours and released a request here.
-  uint64_t completes_forwarded = 0, completes_from_pool = 0;
+  uint64_t completes_forwarded = 0, completes_received = 0;
 };
 
 class Metrics {

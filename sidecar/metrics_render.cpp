@@ -114,9 +114,9 @@ void render_pool(std::string& out, const PoolGauge& c) {
        "Completes (with a token) of requests this node does not hold, forwarded to the pool "
        "(eldr.<pool>.complete) for the node that routed them.",
        d(c.completes_forwarded)},
-      {"eldr_pool_completes_from_pool_total", "counter",
+      {"eldr_pool_completes_received_total", "counter",
        "Forwarded completes from other nodes that released a request of this node.",
-       d(c.completes_from_pool)},
+       d(c.completes_received)},
   };
   for (const Plain& f : plain) {
     family(out, f.name, f.type, f.help);

@@ -212,7 +212,7 @@ void PoolNode::serve_complete(const InboxMessage& in, bool pool_wide) {
   if (pool_wide) {
     // Every node hears it; the one holding the request with this token
     // releases it (our own forwards come back too, and match nothing).
-    if (m_service.complete_for_pool(c->request_id, c->completion_token)) ++m_completes_from_pool;
+    if (m_service.complete_for_pool(c->request_id, c->completion_token)) ++m_completes_received;
     return;
   }
   m_service.on_complete_ex({kRemoteClient, 0, c->request_id, c->completion_token});
@@ -276,7 +276,7 @@ std::string PoolNode::maintain() {
   g.remote_routes = m_remote_routes;
   g.remote_malformed = m_remote_malformed;
   g.completes_forwarded = m_completes_forwarded;
-  g.completes_from_pool = m_completes_from_pool;
+  g.completes_received = m_completes_received;
   m_metrics.set_pool(g);
   return status_json(now);
 }

@@ -170,7 +170,7 @@ func TestAGatewayWithoutEldrdRoutesByThePrefillEnginesDecision(t *testing.T) {
 	// routed them, released every one (so did b's view of a's bookings).
 	eventually(t, "every request released on both nodes", func() bool {
 		return metric(t, portB, "eldr_pool_completes_forwarded_total") == requests &&
-			metric(t, portA, "eldr_pool_completes_from_pool_total") == requests &&
+			metric(t, portA, "eldr_pool_completes_received_total") == requests &&
 			metric(t, portA, "eldr_worker_inflight") == 0 && metric(t, portB, "eldr_worker_inflight") == 0
 	})
 	// A forged token changes nothing anywhere.
@@ -187,7 +187,7 @@ func TestAGatewayWithoutEldrdRoutesByThePrefillEnginesDecision(t *testing.T) {
 	if got := metric(t, portA, "eldr_worker_inflight"); got != 1 {
 		t.Fatalf("a forged token released a request: in flight %v, want 1", got)
 	}
-	if got := metric(t, portA, "eldr_pool_completes_from_pool_total"); got != requests {
+	if got := metric(t, portA, "eldr_pool_completes_received_total"); got != requests {
 		t.Fatalf("completes from the pool %v, want %d", got, requests)
 	}
 }
