@@ -90,7 +90,7 @@ class PoolNode final : public PoolPublisher {
   std::string m_complete_subject;  // ours
   std::string m_complete_any_subject;
   uint64_t m_completes_forwarded = 0;  // sent to eldr.<pool>.complete
-  uint64_t m_completes_received = 0;  // forwarded by others, released here
+  uint64_t m_completes_received = 0;   // forwarded by others, released here
   uint64_t m_remote_routes = 0;        // footprints routed over NATS
   uint64_t m_remote_malformed = 0;     // route or complete requests refused as malformed
   std::unique_ptr<NatsLink> m_link;
