@@ -132,66 +132,70 @@ void eldr_routed_experts_info_init(eldr_routed_experts_info_t* info) {
 eldr_status_t eldr_routed_experts_decode_ids(const void* ids, size_t bytes, uint32_t dtype,
                                              const eldr_routed_experts_options_t* options,
                                              int16_t* out, size_t out_len,
-                                             eldr_routed_experts_info_t* info) {
+                                             eldr_routed_experts_info_t* out_info) {
   static constexpr const char* fn = "eldr_routed_experts_decode_ids";
   return guarded(fn, [&]() -> eldr_status_t {
     eldr::RoutedExpertsOptions core;
-    if (eldr_status_t s = eldr::capi::prepare(fn, ids, bytes, options, out, info, &core)) return s;
+    if (eldr_status_t s = eldr::capi::prepare(fn, ids, bytes, options, out, out_info, &core))
+      return s;
     bool is_auto = false;
     eldr::IdDtype d{};
     if (eldr_status_t s = eldr::capi::to_dtype(fn, dtype, false, &is_auto, &d)) return s;
     const std::span<const uint8_t> payload(static_cast<const uint8_t*>(ids), ids ? bytes : 0);
-    return eldr::capi::finish(fn, eldr::footprint_from_ids(payload, d, core, {out, out_len}), info);
+    return eldr::capi::finish(fn, eldr::footprint_from_ids(payload, d, core, {out, out_len}),
+                              out_info);
   });
 }
 
 eldr_status_t eldr_routed_experts_decode_base64_ids(const char* base64, size_t len, uint32_t dtype,
                                                     const eldr_routed_experts_options_t* options,
                                                     int16_t* out, size_t out_len,
-                                                    eldr_routed_experts_info_t* info) {
+                                                    eldr_routed_experts_info_t* out_info) {
   static constexpr const char* fn = "eldr_routed_experts_decode_base64_ids";
   return guarded(fn, [&]() -> eldr_status_t {
     eldr::RoutedExpertsOptions core;
-    if (eldr_status_t s = eldr::capi::prepare(fn, base64, len, options, out, info, &core)) return s;
+    if (eldr_status_t s = eldr::capi::prepare(fn, base64, len, options, out, out_info, &core))
+      return s;
     bool is_auto = false;
     eldr::IdDtype d{};
     if (eldr_status_t s = eldr::capi::to_dtype(fn, dtype, false, &is_auto, &d)) return s;
     const std::string_view text(base64 ? base64 : "", base64 ? len : 0);
     return eldr::capi::finish(fn, eldr::footprint_from_base64_ids(text, d, core, {out, out_len}),
-                              info);
+                              out_info);
   });
 }
 
 eldr_status_t eldr_routed_experts_decode_base64_npy(const char* base64, size_t len, uint32_t dtype,
                                                     const eldr_routed_experts_options_t* options,
                                                     int16_t* out, size_t out_len,
-                                                    eldr_routed_experts_info_t* info) {
+                                                    eldr_routed_experts_info_t* out_info) {
   static constexpr const char* fn = "eldr_routed_experts_decode_base64_npy";
   return guarded(fn, [&]() -> eldr_status_t {
     eldr::RoutedExpertsOptions core;
-    if (eldr_status_t s = eldr::capi::prepare(fn, base64, len, options, out, info, &core)) return s;
+    if (eldr_status_t s = eldr::capi::prepare(fn, base64, len, options, out, out_info, &core))
+      return s;
     bool is_auto = false;
     eldr::IdDtype d{};
     if (eldr_status_t s = eldr::capi::to_dtype(fn, dtype, true, &is_auto, &d)) return s;
     const std::string_view text(base64 ? base64 : "", base64 ? len : 0);
     return eldr::capi::finish(
         fn, eldr::footprint_from_base64_npy(text, core, {out, out_len}, is_auto ? nullptr : &d),
-        info);
+        out_info);
   });
 }
 
 eldr_status_t eldr_routed_experts_inspect_base64_npy(const char* base64, size_t len,
-                                                     eldr_routed_experts_info_t* info) {
+                                                     eldr_routed_experts_info_t* out) {
   static constexpr const char* fn = "eldr_routed_experts_inspect_base64_npy";
   return guarded(fn, [&]() -> eldr_status_t {
     if (len > 0)
       if (eldr_status_t s = eldr::capi::require(fn, base64, "base64")) return s;
-    if (eldr_status_t s = eldr::capi::require(fn, info, "info")) return s;
+    if (eldr_status_t s = eldr::capi::require(fn, out, "out")) return s;
     if (eldr_status_t s =
-            eldr::capi::check_version(fn, "info", info->version, ELDR_ROUTED_EXPERTS_INFO_VERSION))
+            eldr::capi::check_version(fn, "out", out->version, ELDR_ROUTED_EXPERTS_INFO_VERSION))
       return s;
     const std::string_view text(base64 ? base64 : "", base64 ? len : 0);
-    return eldr::capi::finish(fn, eldr::base64_npy_shape(text), info);
+    return eldr::capi::finish(fn, eldr::base64_npy_shape(text), out);
   });
 }
 

@@ -552,19 +552,19 @@ typedef struct eldr_routed_experts_info {
 ELDR_API void eldr_routed_experts_info_init(eldr_routed_experts_info_t* info);
 
 /* Raw, flat, little-endian ids of `dtype` (not AUTO), `bytes` long. out holds
- * out_len int16 cells == layers * num_experts. info may be NULL; if given,
- * info->version must be set. On failure out and info are untouched. */
+ * out_len int16 cells == layers * num_experts. out_info: NULL, or with its
+ * version set. On failure out and out_info are untouched. */
 ELDR_API eldr_status_t eldr_routed_experts_decode_ids(const void* ids, size_t bytes, uint32_t dtype,
                                                       const eldr_routed_experts_options_t* options,
                                                       int16_t* out, size_t out_len,
-                                                      eldr_routed_experts_info_t* info);
+                                                      eldr_routed_experts_info_t* out_info);
 /* The same ids as base64 text (standard alphabet, padded; `len` characters,
  * no NUL needed): SGLang's meta_info.routed_experts. */
 ELDR_API eldr_status_t eldr_routed_experts_decode_base64_ids(const char* base64, size_t len,
                                                              uint32_t dtype,
                                                              const eldr_routed_experts_options_t* options,
                                                              int16_t* out, size_t out_len,
-                                                             eldr_routed_experts_info_t* info);
+                                                             eldr_routed_experts_info_t* out_info);
 /* A base64 .npy of shape [rows][num_hidden_layers][top_k]: vLLM's
  * choices[i].routed_experts. dtype: ELDR_DTYPE_AUTO, or the dtype the .npy
  * must have (SHAPE_MISMATCH otherwise). */
@@ -572,14 +572,14 @@ ELDR_API eldr_status_t eldr_routed_experts_decode_base64_npy(const char* base64,
                                                              uint32_t dtype,
                                                              const eldr_routed_experts_options_t* options,
                                                              int16_t* out, size_t out_len,
-                                                             eldr_routed_experts_info_t* info);
+                                                             eldr_routed_experts_info_t* out_info);
 
 /* The header of a base64 .npy alone, checked as eldr_routed_experts_decode_base64_npy
- * checks it (data length included), nothing counted: info gets its dtype,
+ * checks it (data length included), nothing counted: out gets its dtype,
  * rows_in_payload, num_hidden_layers and top_k (layers = num_hidden_layers),
- * so a caller can size `out` before the real call. info->version must be set. */
+ * so a caller can size the decode's out first. out->version must be set. */
 ELDR_API eldr_status_t eldr_routed_experts_inspect_base64_npy(const char* base64, size_t len,
-                                                              eldr_routed_experts_info_t* info);
+                                                              eldr_routed_experts_info_t* out);
 
 /* ---- GPU: whether this library was built with the CUDA kernels. The GPU
  * footprint calls are experimental, off the stable ABI, in eldr/eldr_gpu.h

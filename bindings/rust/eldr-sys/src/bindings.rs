@@ -1050,7 +1050,7 @@ extern "C" {
         options: *const eldr_routed_experts_options_t,
         out: *mut i16,
         out_len: usize,
-        info: *mut eldr_routed_experts_info_t,
+        out_info: *mut eldr_routed_experts_info_t,
     ) -> eldr_status_t;
     pub fn eldr_routed_experts_decode_base64_ids(
         base64: *const ::std::os::raw::c_char,
@@ -1059,7 +1059,7 @@ extern "C" {
         options: *const eldr_routed_experts_options_t,
         out: *mut i16,
         out_len: usize,
-        info: *mut eldr_routed_experts_info_t,
+        out_info: *mut eldr_routed_experts_info_t,
     ) -> eldr_status_t;
     pub fn eldr_routed_experts_decode_base64_npy(
         base64: *const ::std::os::raw::c_char,
@@ -1068,12 +1068,12 @@ extern "C" {
         options: *const eldr_routed_experts_options_t,
         out: *mut i16,
         out_len: usize,
-        info: *mut eldr_routed_experts_info_t,
+        out_info: *mut eldr_routed_experts_info_t,
     ) -> eldr_status_t;
     pub fn eldr_routed_experts_inspect_base64_npy(
         base64: *const ::std::os::raw::c_char,
         len: usize,
-        info: *mut eldr_routed_experts_info_t,
+        out: *mut eldr_routed_experts_info_t,
     ) -> eldr_status_t;
     pub fn eldr_gpu_available() -> bool;
     pub fn eldr_gpu_footprints_new(
