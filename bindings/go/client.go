@@ -49,14 +49,7 @@ static eldrgo_err eldrgo_complete(eldr_client_t* c, _GoString_ id, uint64_t toke
   return eldrgo_check(eldr_client_complete(c, rid.id, token));
 }
 
-static eldrgo_err eldrgo_report(eldr_client_t* c, int32_t worker, uint32_t running, float kv,
-                                uint32_t batch_size, float step_ms) {
-  eldr_worker_report_t r = ELDR_WORKER_REPORT_INIT;
-  r.worker = worker;
-  r.running = running;
-  r.kv_usage = kv;
-  r.batch_size = batch_size;
-  r.step_ms = step_ms;
+static eldrgo_err eldrgo_report(eldr_client_t* c, eldr_worker_report_t r) {
   return eldrgo_check(eldr_client_report(c, &r));
 }
 
@@ -295,8 +288,20 @@ func (c *Client) Report(r WorkerReport) error {
 	if c.ptr == nil {
 		return closedError("client")
 	}
-	return toError(C.eldrgo_report(c.ptr, C.int32_t(r.Worker), C.uint32_t(r.Running),
-		C.float(r.KVUsage), C.uint32_t(r.BatchSize), C.float(r.StepMs)))
+	return toError(C.eldrgo_report(c.ptr, r.toC()))
+}
+
+// toC is the report as the C struct, at this binding's version (passed by
+// value: no Go pointer reaches C).
+func (r WorkerReport) toC() C.eldr_worker_report_t {
+	return C.eldr_worker_report_t{
+		version:    C.ELDR_WORKER_REPORT_VERSION,
+		worker:     C.int32_t(r.Worker),
+		running:    C.uint32_t(r.Running),
+		kv_usage:   C.float(r.KVUsage),
+		batch_size: C.uint32_t(r.BatchSize),
+		step_ms:    C.float(r.StepMs),
+	}
 }
 
 // AddWorker makes a worker of the daemon routable again (admin).

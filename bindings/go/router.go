@@ -50,14 +50,7 @@ static eldrgo_err eldrgo_router_complete(eldr_router_t* r, uint64_t request_id) 
   return eldrgo_check(eldr_router_complete(r, request_id));
 }
 
-static eldrgo_err eldrgo_router_report(eldr_router_t* r, int32_t worker, uint32_t running,
-                                       float kv, uint32_t batch_size, float step_ms) {
-  eldr_worker_report_t report = ELDR_WORKER_REPORT_INIT;
-  report.worker = worker;
-  report.running = running;
-  report.kv_usage = kv;
-  report.batch_size = batch_size;
-  report.step_ms = step_ms;
+static eldrgo_err eldrgo_router_report(eldr_router_t* r, eldr_worker_report_t report) {
   return eldrgo_check(eldr_router_report(r, &report));
 }
 
@@ -376,9 +369,7 @@ func (r *Router) Report(report WorkerReport) error {
 	if r.ptr == nil {
 		return closedError("router")
 	}
-	return toError(C.eldrgo_router_report(r.ptr, C.int32_t(report.Worker),
-		C.uint32_t(report.Running), C.float(report.KVUsage), C.uint32_t(report.BatchSize),
-		C.float(report.StepMs)))
+	return toError(C.eldrgo_router_report(r.ptr, report.toC()))
 }
 
 // Stats returns the router's counters and the step constants in force.

@@ -131,8 +131,6 @@ class Router {
 
   // None and 0 are both "not reported" (eldr.h).
   void report(int32_t worker, std::optional<uint32_t> batch_size, std::optional<float> step_ms) {
-    if (worker < 0)
-      raise_status(ELDR_E_INVALID_ARGUMENT, "worker id " + std::to_string(worker) + " is negative");
     eldr_worker_report_t report;
     eldr_worker_report_init(&report);
     report.worker = worker;
