@@ -40,6 +40,9 @@ std::vector<uint8_t> encode_unchecked(const ClusterTable& t) {
       4 * (t.layer_mask.size() + t.idf.size() + t.centroids.size() + t.worker_ids.size() +
            t.fit.rho_curve.size() + t.fit.cluster_sizes.size() + t.domains.worker_domain.size());
   estimate += 8 * t.domains.counts.size();
+  std::vector<uint8_t> predictor_bytes;
+  if (t.predictor) predictor_bytes = t.predictor->encode();
+  estimate += predictor_bytes.size();
   for (const auto& n : t.domains.names) estimate += 8 + n.size();
   if (estimate > kMaxTableBytes) return {};
 
@@ -74,8 +77,10 @@ std::vector<uint8_t> encode_unchecked(const ClusterTable& t) {
   if (t.step_cost)
     step_cost = fb::CreateStepCost(fbb, t.step_cost->t0_ms, t.step_cost->tseq_ms,
                                    t.step_cost->alpha_us, t.step_cost->max_batch);
+  flatbuffers::Offset<flatbuffers::Vector<uint8_t>> predictor = 0;
+  if (t.predictor) predictor = fbb.CreateVector(predictor_bytes);
   auto root = fb::CreateClusterTable(fbb, t.schema_version, model, &geometry, mask, idf, centroids,
-                                     worker_ids, t.default_tau, fit, domains, step_cost);
+                                     worker_ids, t.default_tau, fit, domains, step_cost, predictor);
   fb::FinishClusterTableBuffer(fbb, root);
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }
@@ -143,6 +148,12 @@ Result<ClusterTable> decode_unchecked(std::span<const uint8_t> bytes) {
   }
   if (const fb::StepCost* cost = root->step_cost())
     t.step_cost = StepCost{cost->t0_ms(), cost->tseq_ms(), cost->alpha_us(), cost->max_batch()};
+  if (const auto* pred = root->predictor()) {
+    if (Status st = t.geometry.validate(); !st) return Status{Errc::corrupt, st.message()};
+    auto p = Predictor::decode(t.geometry, {pred->data(), pred->size()});
+    if (!p) return p.status();
+    t.predictor = std::move(*p);
+  }
   return t;
 }
 

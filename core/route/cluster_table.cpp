@@ -31,6 +31,8 @@ Status ClusterTable::validate() const {
         return invalid("schema_version is " + std::to_string(schema_version) + ", expected " +
                        std::to_string(kTableSchemaVersion));
       ELDR_TRY(geometry.validate());
+      if (predictor && !(predictor->geometry() == geometry))
+        return invalid("the predictor's geometry is not the table's");
 
       if (layer_mask.empty()) return invalid("layer_mask is empty");
       for (size_t i = 0; i < layer_mask.size(); ++i) {

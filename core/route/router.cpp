@@ -6,6 +6,7 @@
 #include "band.hpp"
 #include "eldr/random.hpp"
 #include "live_batch.hpp"
+#include "prompt_memory.hpp"
 #include "policies/policies.hpp"
 #include "router_slot.hpp"
 #include "scoring.hpp"
@@ -55,6 +56,7 @@ Result<std::unique_ptr<Router>> Router::create(std::shared_ptr<const ClusterTabl
   std::unique_ptr<Router> r(new Router(options));
   r->m_live = std::move(*live);
   r->m_fit = std::make_unique<detail::StepFit>(cost);
+  r->m_prompts = std::make_unique<detail::PromptMemory>(options.max_inflight);
   r->m_slots = std::make_unique<Slot[]>(options.max_workers);
   r->m_epoch.store(1);
   r->m_scoring.store(Scoring::build(table, 1));
@@ -207,6 +209,12 @@ RouterStats Router::stats() const {
   std::lock_guard lock(m_live_mutex);
   st.untracked = m_live->untracked();
   st.step_samples = m_fit->samples();
+  st.prompts_routed = m_prompts_routed.load();
+  st.prompts_rejected = m_prompts_rejected.load();
+  st.learned = m_learned.load();
+  st.learn_rejected = m_learn_rejected.load();
+  std::lock_guard prompts(m_prompt_mutex);
+  st.prompts_dropped = m_prompts->dropped();
   return st;
 }
 

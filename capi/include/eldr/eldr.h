@@ -130,8 +130,7 @@ ELDR_API const char* eldr_policy_name(uint32_t policy);
 
 /* ---- decisions -------------------------------------------------------------- */
 
-#define ELDR_DECISION_VERSION 1
-
+#define ELDR_DECISION_VERSION 2 /* 2: confidence */
 typedef struct eldr_decision {
   uint32_t version;     /* in: ELDR_DECISION_VERSION */
   int32_t worker;       /* chosen decode worker id */
@@ -141,13 +140,13 @@ typedef struct eldr_decision {
   uint32_t policy;      /* ELDR_POLICY_* */
   eldr_status_t status; /* sidecar: ELDR_OK, or why the daemon rejected this request */
   uint64_t latency_ns;  /* sidecar: push to publish, measured by the daemon */
-  /* sidecar and pool: what eldr_client_complete / eldr_pool_complete
-   * present for this request (0 for a rejected one). */
-  uint64_t completion_token;
-  uint64_t reserved[3];
+  uint64_t completion_token; /* sidecar, pool: for eldr_*_complete (0: rejected) */
+  float confidence;     /* routed from a prompt: how sure the prediction was, [0, 1]; else 1 */
+  uint32_t reserved0;
+  uint64_t reserved[2];
 } eldr_decision_t;
 
-#define ELDR_DECISION_INIT {ELDR_DECISION_VERSION, -1, 0.0f, 0, 0, 0, 0, 0, 0, {0, 0, 0}}
+#define ELDR_DECISION_INIT {ELDR_DECISION_VERSION, -1, 0.0f, 0, 0, 0, 0, 0, 0, 1.0f, 0, {0, 0}}
 ELDR_API void eldr_decision_init(eldr_decision_t* decision);
 
 /* ---- sidecar client ----------------------------------------------------------

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "eldr/geometry.hpp"
+#include "eldr/predictor.hpp"
 #include "eldr/status.hpp"
 #include "eldr/step_model.hpp"
 
@@ -53,6 +55,11 @@ struct ClusterTable {
   // Step constants measured for this model and hardware (eldr_cost); unset:
   // the preset of the geometry.
   std::optional<StepCost> step_cost;
+  // The footprint predictor, for routing from the prompt (docs/design.md §8);
+  // null: footprints only. Shared by every copy of the table and by the
+  // routers that route with it: what one learns online, all predict with,
+  // and save_table writes it.
+  std::shared_ptr<Predictor> predictor;
 
   size_t dim() const noexcept { return layer_mask.size() * geometry.experts; }
   uint32_t num_clusters() const noexcept { return static_cast<uint32_t>(worker_ids.size()); }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "eldr/cluster_table.hpp"
+#include "eldr/predictor.hpp"
 #include "eldr/status.hpp"
 #include "eldr/step_model.hpp"
 
@@ -30,6 +31,7 @@ namespace detail {
 struct RouterScoring;  // one table's precomputed scoring data (route/scoring.hpp)
 class LiveBatches;     // in-flight requests and batch footprints (route/live_batch.hpp)
 class StepFit;         // online fit of the step constants (route/step_fit.hpp)
+class PromptMemory;    // prompts awaiting their real footprint (predict/prompt_memory.hpp)
 }  // namespace detail
 
 // eldr_guard (ours, beyond the paper): the locality band, but a pick may not
@@ -95,6 +97,9 @@ struct Decision {
   uint32_t band_size = 0;     // candidates the pick was made among
   Policy policy = Policy::eldr;
   uint64_t table_epoch = 0;
+  // Routed from the prompt: how sure the predictor was, in [0, 1]
+  // (Prediction::confidence); 1 for a footprint.
+  float confidence = 1.0f;
 };
 
 struct RouteHints {
@@ -135,6 +140,12 @@ struct RouterStats {
   uint64_t completes_unknown = 0;   // of those: complete_request with an id not in flight
   uint64_t untracked = 0;           // routes with every request record in use (not in a batch)
   uint64_t step_samples = 0;        // step-time reports the online fit used
+  // Routing from the prompt (route_prompt, learn).
+  uint64_t prompts_routed = 0;
+  uint64_t prompts_rejected = 0;  // bad prompt, or the table has no predictor
+  uint64_t learned = 0;           // real footprints the predictor learned from
+  uint64_t learn_rejected = 0;    // learn() for an unknown id, or a bad footprint
+  uint64_t prompts_dropped = 0;   // remembered prompts dropped unlearned (memory full)
 };
 
 class Router {
@@ -154,6 +165,18 @@ class Router {
   // the similarity to its cluster and whether it is in the locality band
   // (removed / draining slots: score 0, not in band). Spans must hold
   // worker_slots() entries. Returns the band size through the Result.
+  // One decision from the prompt (docs/design.md §8): the table's predictor
+  // predicts the footprint, which is then routed as route() routes one.
+  // With a request id the prompt is remembered (bounded: max_inflight
+  // prompts, the oldest dropped first) until learn() hands its real
+  // footprint. unsupported: the table has no predictor, or none for the
+  // prompt's kind; invalid_argument: a bad prompt (extract_features).
+  Result<Decision> route_prompt(const Prompt& prompt, const RouteHints& hints = {});
+  // The real footprint of a request routed from its prompt with this id
+  // (from the engine after prefill, a routed-experts payload, the GPU): the
+  // predictor learns from the pair. not_found: no prompt remembered for the
+  // id (routed from a footprint, learned already, or dropped).
+  Status learn(uint64_t request_id, std::span<const int16_t> counts);
   Result<uint32_t> scores(std::span<const int16_t> counts, std::span<float> scores,
                           std::span<uint8_t> in_band) const;
 
@@ -231,6 +254,11 @@ class Router {
   mutable std::mutex m_live_mutex;
   std::unique_ptr<detail::LiveBatches> m_live;
   std::unique_ptr<detail::StepFit> m_fit;
+  // Prompts awaiting their real footprint (route_prompt with an id).
+  mutable std::mutex m_prompt_mutex;
+  std::unique_ptr<detail::PromptMemory> m_prompts;
+  std::atomic<uint64_t> m_prompts_routed{0}, m_prompts_rejected{0}, m_learned{0},
+      m_learn_rejected{0};
 };
 
 }  // namespace eldr

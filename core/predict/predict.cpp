@@ -1,0 +1,108 @@
+// One prediction (docs/design.md §8.2): features -> cosines against the
+// prototypes through the inverted index -> the best `neighbours`, softmax
+// weighted -> their mean demand, shrunk towards the prior by confidence ->
+// int16 counts. Reads one immutable snapshot; thread-local scratch only.
+#include <algorithm>
+#include <cmath>
+
+#include "snapshot.hpp"
+
+namespace eldr {
+
+namespace {
+
+struct Scratch {
+  PromptFeatures features;
+  std::vector<float> scores;
+  std::vector<uint32_t> touched;
+  std::vector<float> p;
+};
+thread_local Scratch t_scratch;
+
+// acc[c] += w * v(q[c]), v(q) = (q / 255)^2; built for AVX2 where the CPU
+// has it (the loop is the prediction's largest cost).
+__attribute__((target_clones("avx2", "default"))) void add_demand(float* acc, const uint8_t* q,
+                                                                  size_t n, float w) noexcept {
+  const float s = w / (255.0f * 255.0f);
+  for (size_t c = 0; c < n; ++c) {
+    const float v = static_cast<float>(q[c]);
+    acc[c] += s * v * v;
+  }
+}
+
+}  // namespace
+
+Result<Prediction> Predictor::predict(const Prompt& prompt, std::span<int16_t> counts) const {
+  Scratch& t = t_scratch;
+  ELDR_TRY(extract_features(prompt, t.features));
+  return predict(t.features, counts);
+}
+
+Result<Prediction> Predictor::predict(const PromptFeatures& f, std::span<int16_t> counts) const {
+  const size_t cells = m_geometry.cells();
+  if (counts.size() != cells)
+    return Status{Errc::shape_mismatch, "the output holds " + std::to_string(counts.size()) +
+                                            " counts, not L x E = " + std::to_string(cells)};
+  const auto snap = m_snapshot.load(std::memory_order_acquire);
+  const int k = static_cast<int>(f.kind);
+  if (!snap || snap->kinds[k].prototypes == 0)
+    return Status{Errc::unsupported,
+                  std::string("the predictor has no ") + prompt_kind_name(f.kind) + " prototypes"};
+  const detail::KindIndex& ix = snap->kinds[k];
+  Scratch& t = t_scratch;
+  t.scores.resize(snap->records.size(), 0.0f);
+  t.touched.clear();
+  double norm2 = 0.0;
+  for (size_t j = 0; j < f.keys.size(); ++j) {
+    const int64_t s = ix.find(f.keys[j]);
+    const float qw = detail::tf_weight(f.counts[j]) * (s >= 0 ? ix.idf[s] : ix.unknown_idf);
+    norm2 += double{qw} * qw;
+    if (s < 0) continue;
+    const uint32_t end = ix.begin[s] + ix.count[s];
+    for (uint32_t p = ix.begin[s]; p < end; ++p) {
+      float& score = t.scores[ix.post_record[p]];
+      if (score == 0.0f) t.touched.push_back(ix.post_record[p]);
+      score += qw * ix.post_weight[p];
+    }
+  }
+  // The best `neighbours` by cosine (ties: the lower record index).
+  const uint32_t want = std::min<uint32_t>(m_options.neighbours, t.touched.size());
+  const float inv_norm = norm2 > 0.0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
+  auto better = [&](uint32_t a, uint32_t b) {
+    return t.scores[a] != t.scores[b] ? t.scores[a] > t.scores[b] : a < b;
+  };
+  std::partial_sort(t.touched.begin(), t.touched.begin() + want, t.touched.end(), better);
+  Prediction out;
+  out.neighbours = want;
+  t.p.assign(cells, 0.0f);
+  if (want > 0) {
+    const float best = t.scores[t.touched[0]] * inv_norm;
+    out.similarity = best;
+    out.confidence = std::clamp(best / ix.typical_cosine, 0.0f, 1.0f);
+    double total = 0.0;
+    float w[256];
+    for (uint32_t j = 0; j < want; ++j) {
+      w[j] = std::exp((t.scores[t.touched[j]] * inv_norm - best) / m_options.bandwidth);
+      total += w[j];
+    }
+    // A neighbour under 1 % of the weight changes nothing worth its pass.
+    double kept = 0.0;
+    for (uint32_t j = 0; j < want; ++j)
+      if (w[j] >= 0.01 * total) kept += w[j];
+    for (uint32_t j = 0; j < want; ++j)
+      if (w[j] >= 0.01 * total)
+        add_demand(t.p.data(), snap->records[t.touched[j]]->demand.data(), cells,
+                   static_cast<float>(w[j] / kept));
+  }
+  for (const uint32_t r : t.touched) t.scores[r] = 0.0f;
+  // Shrink towards the prior by confidence: an unsure prediction is the
+  // average request, which pulls towards no worker in particular.
+  const float c = out.confidence, scale = static_cast<float>(kPredictedTokens);
+  for (size_t i = 0; i < cells; ++i) {
+    const float v = snap->prior[i] + c * (t.p[i] - snap->prior[i]);
+    counts[i] = static_cast<int16_t>(std::lround(std::clamp(v, 0.0f, 1.0f) * scale));
+  }
+  return out;
+}
+
+}  // namespace eldr

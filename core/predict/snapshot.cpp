@@ -1,0 +1,173 @@
+#include "snapshot.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+namespace eldr::detail {
+
+namespace {
+constexpr uint32_t kEmpty = 0;  // key 0 is folded onto 1 (see slot_key)
+uint32_t slot_key(uint32_t key) noexcept { return key ? key : 1; }
+
+struct DecodeTable {
+  float v[256];
+  DecodeTable() {
+    for (int q = 0; q < 256; ++q) v[q] = (q / 255.0f) * (q / 255.0f);
+  }
+};
+const DecodeTable kDecode;
+}  // namespace
+
+uint8_t encode_demand(float p) noexcept {
+  if (!(p > 0.0f)) return 0;
+  return static_cast<uint8_t>(std::lround(255.0f * std::sqrt(std::min(p, 1.0f))));
+}
+
+float tf_weight(uint32_t count) noexcept { return 1.0f + std::log(static_cast<float>(count)); }
+
+void footprint_demand(const Geometry& g, std::span<const int16_t> counts, float* p) noexcept {
+  for (uint32_t l = 0; l < g.layers; ++l) {
+    const int16_t* row = counts.data() + size_t{l} * g.experts;
+    double sum = 0.0, top = 0.0;
+    for (uint32_t e = 0; e < g.experts; ++e) {
+      sum += std::max<int16_t>(row[e], 0);
+      top = std::max<double>(top, row[e]);
+    }
+    const double tokens = g.top_k ? sum / g.top_k : top;
+    for (uint32_t e = 0; e < g.experts; ++e)
+      p[size_t{l} * g.experts + e] =
+          tokens > 0 ? static_cast<float>(std::min(1.0, std::max<int16_t>(row[e], 0) / tokens))
+                     : 0.0f;
+  }
+}
+
+int64_t KindIndex::find(uint32_t key) const noexcept {
+  if (keys.empty()) return -1;
+  key = slot_key(key);
+  const size_t mask = keys.size() - 1;
+  for (size_t i = (key * 0x9e3779b1u) & mask;; i = (i + 1) & mask) {
+    if (keys[i] == key) return static_cast<int64_t>(i);
+    if (keys[i] == kEmpty) return -1;
+  }
+}
+
+uint64_t KindIndex::bytes() const noexcept {
+  return keys.size() * (sizeof(uint32_t) * 3 + sizeof(float)) +
+         post_record.size() * (sizeof(uint32_t) + sizeof(float));
+}
+
+namespace {
+
+// Cosines of record r against every other record of the kind, through the
+// index; returns the best.
+float best_other(const KindIndex& ix, const PromptFeatures& f, uint32_t self,
+                 std::vector<float>& scores) {
+  std::fill(scores.begin(), scores.end(), 0.0f);
+  double norm2 = 0.0;
+  for (size_t j = 0; j < f.keys.size(); ++j) {
+    const int64_t s = ix.find(f.keys[j]);
+    const float qw = tf_weight(f.counts[j]) * (s >= 0 ? ix.idf[s] : ix.unknown_idf);
+    norm2 += double{qw} * qw;
+    if (s < 0) continue;
+    for (uint32_t p = ix.begin[s]; p < ix.begin[s] + ix.count[s]; ++p)
+      scores[ix.post_record[p]] += qw * ix.post_weight[p];
+  }
+  if (norm2 <= 0.0) return 0.0f;
+  float best = 0.0f;
+  for (uint32_t r = 0; r < scores.size(); ++r)
+    if (r != self) best = std::max(best, scores[r]);
+  return best / static_cast<float>(std::sqrt(norm2));
+}
+
+void build_kind(KindIndex& ix, PromptKind kind,
+                const std::vector<std::shared_ptr<const Predictor::Record>>& records) {
+  const int k = static_cast<int>(kind);
+  std::unordered_map<uint32_t, uint32_t> df;
+  uint32_t n = 0;
+  for (const auto& r : records) {
+    if (!r->has(kind)) continue;
+    ++n;
+    for (const uint32_t key : r->features[k].keys) ++df[slot_key(key)];
+  }
+  ix.prototypes = n;
+  if (n == 0) return;
+  ix.unknown_idf = std::log(static_cast<float>(n) + 1.0f);
+  size_t cap = 16;
+  while (cap < df.size() * 2) cap *= 2;
+  ix.keys.assign(cap, kEmpty);
+  ix.idf.assign(cap, 0.0f);
+  ix.begin.assign(cap, 0);
+  ix.count.assign(cap, 0);
+  // A key in more than half the prompts (boilerplate, a shared system
+  // prompt) keeps its idf for the query's norm but carries no postings: it
+  // says little and would make every query touch every prototype.
+  const uint32_t max_df = n >= 8 ? n / 2 : n;
+  for (const auto& [key, d] : df) {
+    size_t i = (key * 0x9e3779b1u) & (cap - 1);
+    while (ix.keys[i] != kEmpty) i = (i + 1) & (cap - 1);
+    ix.keys[i] = key;
+    ix.idf[i] = std::log((static_cast<float>(n) + 1.0f) / (static_cast<float>(d) + 1.0f));
+    ix.count[i] = d <= max_df ? d : 0;
+  }
+  uint32_t total = 0;
+  for (size_t i = 0; i < cap; ++i) {
+    ix.begin[i] = total;
+    total += ix.count[i];
+  }
+  ix.post_record.assign(total, 0);
+  ix.post_weight.assign(total, 0.0f);
+  std::vector<uint32_t> fill(ix.begin);
+  for (uint32_t r = 0; r < records.size(); ++r) {
+    if (!records[r]->has(kind)) continue;
+    const PromptFeatures& f = records[r]->features[k];
+    double norm2 = 0.0;
+    for (size_t j = 0; j < f.keys.size(); ++j) {
+      const float w = tf_weight(f.counts[j]) * ix.idf[ix.find(f.keys[j])];
+      norm2 += double{w} * w;
+    }
+    if (norm2 <= 0.0) continue;
+    const float inv = static_cast<float>(1.0 / std::sqrt(norm2));
+    for (size_t j = 0; j < f.keys.size(); ++j) {
+      const auto s = static_cast<size_t>(ix.find(f.keys[j]));
+      if (ix.count[s] == 0) continue;
+      ix.post_record[fill[s]] = r;
+      ix.post_weight[fill[s]++] = tf_weight(f.counts[j]) * ix.idf[s] * inv;
+    }
+  }
+  // The typical nearest-neighbour cosine, from up to 64 prototypes spread
+  // over the set: what a prompt of a known kind of request reaches.
+  std::vector<float> scores(records.size()), best;
+  std::vector<uint32_t> mine;
+  for (uint32_t r = 0; r < records.size(); ++r)
+    if (records[r]->has(kind)) mine.push_back(r);
+  const size_t step = std::max<size_t>(1, mine.size() / 64);
+  for (size_t i = 0; i < mine.size() && n >= 2; i += step)
+    best.push_back(best_other(ix, records[mine[i]]->features[k], mine[i], scores));
+  if (!best.empty()) {
+    std::nth_element(best.begin(), best.begin() + best.size() / 2, best.end());
+    ix.typical_cosine = std::max(best[best.size() / 2], 0.05f);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const PredictorSnapshot> build_snapshot(
+    const Geometry& geometry, const PredictorOptions&,
+    std::vector<std::shared_ptr<const Predictor::Record>> records) {
+  auto snap = std::make_shared<PredictorSnapshot>();
+  const size_t cells = geometry.cells();
+  snap->prior.assign(cells, 0.0f);
+  for (const auto& r : records)
+    for (size_t c = 0; c < cells; ++c) snap->prior[c] += kDecode.v[r->demand[c]];
+  if (!records.empty())
+    for (float& v : snap->prior) v /= static_cast<float>(records.size());
+  for (uint32_t k = 0; k < kPromptKinds; ++k)
+    build_kind(snap->kinds[k], static_cast<PromptKind>(k), records);
+  snap->records = std::move(records);
+  return snap;
+}
+
+float demand_value(uint8_t q) noexcept { return kDecode.v[q]; }
+
+}  // namespace eldr::detail
