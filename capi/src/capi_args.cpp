@@ -77,7 +77,21 @@ void write_decision(const DecisionFields& d, eldr_decision_t* out) noexcept {
   decision.status = d.status;
   decision.latency_ns = d.latency_ns;
   decision.completion_token = d.completion_token;
+  decision.confidence = d.confidence;
   *out = decision;
+}
+
+eldr_status_t check_counts(const char* fn, const eldr_router_t& router, const int16_t* counts,
+                           uint32_t layers, uint32_t experts) noexcept {
+  if (eldr_status_t s = require(fn, counts, "counts")) return s;
+  if (layers != router.geometry.layers || experts != router.geometry.experts) {
+    if (eldr_status_t s = check_shape(fn, layers, experts)) return s;
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "footprint is %ux%u, the table's geometry is %ux%u", layers,
+                  experts, router.geometry.layers, router.geometry.experts);
+    return fail(ELDR_E_SHAPE_MISMATCH, fn, msg);
+  }
+  return ELDR_OK;
 }
 
 eldr_status_t check_worker_report(const char* fn, const eldr_worker_report_t* report) noexcept {

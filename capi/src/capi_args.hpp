@@ -28,11 +28,20 @@ eldr_status_t check_request_id(const char* fn, const char* request_id,
 // A footprint's shape by itself: 1..kMaxLayers layers, 1..kMaxExperts experts.
 eldr_status_t check_shape(const char* fn, uint32_t layers, uint32_t experts) noexcept;
 
+// The footprint arguments of a route/scores/learn call against the router's
+// fixed geometry. The core then checks the values (OUT_OF_RANGE for a
+// negative count).
+eldr_status_t check_counts(const char* fn, const eldr_router_t& router, const int16_t* counts,
+                           uint32_t layers, uint32_t experts) noexcept;
+
 // A worker id: >= 0 (-1 means "none" only in a decision).
 eldr_status_t check_worker(const char* fn, int32_t worker) noexcept;
 // An eldr_worker_report_t: not NULL, its version, its worker id, kv_usage in
 // [0, 1], and a finite step_ms >= 0 (0 = not reported).
 eldr_status_t check_worker_report(const char* fn, const eldr_worker_report_t* report) noexcept;
+
+// Wraps a validated table in a handle (the signature space is derived once).
+eldr_status_t make_table(const char* fn, ClusterTable&& table, eldr_table_t** out);
 
 // The fields of a decision, from whichever source (router, daemon, pool).
 struct DecisionFields {
@@ -44,6 +53,7 @@ struct DecisionFields {
   eldr_status_t status = ELDR_OK;
   uint64_t latency_ns = 0;
   uint64_t completion_token = 0;
+  float confidence = 1.0f;
 };
 // Every decision the API hands out is written here: out->version (checked by
 // the caller) is kept, every other field comes from d.

@@ -27,21 +27,6 @@ static_assert(ELDR_WORKER_STATE_ACTIVE == static_cast<uint32_t>(WorkerState::act
 static_assert(ELDR_WORKER_STATE_DRAINING == static_cast<uint32_t>(WorkerState::draining));
 static_assert(ELDR_WORKER_STATE_REMOVED == static_cast<uint32_t>(WorkerState::removed));
 
-// The footprint arguments of a route/scores call against the router's fixed
-// geometry. The core then checks the values (OUT_OF_RANGE for a negative count).
-eldr_status_t check_counts(const char* fn, const eldr_router_t& router, const int16_t* counts,
-                           uint32_t layers, uint32_t experts) noexcept {
-  if (eldr_status_t s = require(fn, counts, "counts")) return s;
-  if (layers != router.geometry.layers || experts != router.geometry.experts) {
-    if (eldr_status_t s = check_shape(fn, layers, experts)) return s;
-    char msg[160];
-    std::snprintf(msg, sizeof msg, "footprint is %ux%u, the table's geometry is %ux%u", layers,
-                  experts, router.geometry.layers, router.geometry.experts);
-    return fail(ELDR_E_SHAPE_MISMATCH, fn, msg);
-  }
-  return ELDR_OK;
-}
-
 // The arguments of the calls that fill a decision (route, route_request).
 eldr_status_t check_decision_call(const char* fn, const eldr_router_t* router,
                                   const int16_t* counts, uint32_t layers, uint32_t experts,

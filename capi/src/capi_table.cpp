@@ -12,9 +12,7 @@
 #include "eldr/footprint.hpp"
 
 namespace eldr::capi {
-namespace {
 
-// Wraps a validated table in a handle (the signature space is derived once).
 eldr_status_t make_table(const char* fn, ClusterTable&& table, eldr_table_t** out) {
   auto space = SignatureSpace::create(table.geometry, table.layer_mask, table.idf);
   if (!space) return fail(fn, space.status());
@@ -24,6 +22,8 @@ eldr_status_t make_table(const char* fn, ClusterTable&& table, eldr_table_t** ou
   *out = handle.release();
   return ELDR_OK;
 }
+
+namespace {
 
 // A footprint of the table's geometry: shape (SHAPE_MISMATCH) and values
 // (OUT_OF_RANGE) checked.
