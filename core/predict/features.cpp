@@ -2,7 +2,8 @@
 // token ids, or of words for text, counted. The keys of the two kinds are
 // salted apart, so a predictor can never mix them up.
 #include <algorithm>
-#include <cstring>
+#include <cctype>
+#include <string>
 
 #include "eldr/internal/vector_kernels.hpp"
 #include "eldr/predictor.hpp"
@@ -52,34 +53,50 @@ bool is_word_byte(unsigned char c) noexcept {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
 
-// The units of a text: ASCII words (lower-cased), and every other
-// non-space code point on its own (CJK has no spaces; punctuation is a
-// signal of its own: code, math). Each unit is hashed.
+// The code point of the valid UTF-8 sequence of n bytes at p.
+uint32_t code_point(const char* p, size_t n) noexcept {
+  const auto b = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(p[k])); };
+  if (n == 2) return (b(0) & 0x1f) << 6 | (b(1) & 0x3f);
+  if (n == 3) return (b(0) & 0x0f) << 12 | (b(1) & 0x3f) << 6 | (b(2) & 0x3f);
+  return (b(0) & 0x07) << 18 | (b(1) & 0x3f) << 12 | (b(2) & 0x3f) << 6 | (b(3) & 0x3f);
+}
+
+// The units of a text: words, and every other non-space code point on its
+// own. A word is a run of ASCII letters, digits and '_' (lower-cased) and of
+// the letters of the alphabetic scripts below U+2000 (accented Latin, Greek,
+// Cyrillic, ...). CJK and the symbols above have no spaces to split on, so
+// each is a unit and the bigrams make its words; ASCII punctuation is a
+// signal of its own (code, math). Each unit is hashed.
 Status text_units(std::string_view s, std::vector<uint64_t>& units) {
   units.clear();
-  char word[64];
+  std::string word;
+  auto flush = [&]() {
+    if (!word.empty()) units.push_back(kernels::xxh3_64(word.data(), word.size()));
+    word.clear();
+  };
   size_t i = 0;
   while (i < s.size()) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     if (is_word_byte(c)) {
-      size_t n = 0;
-      const size_t start = i;
-      while (i < s.size() && is_word_byte(static_cast<unsigned char>(s[i]))) {
-        if (n < sizeof word) word[n++] = static_cast<char>(std::tolower(s[i]));
-        ++i;
-      }
-      // Words longer than 64 bytes: their head and their length.
-      units.push_back(kernels::xxh3_64(word, n) + (i - start > sizeof word ? i - start : 0));
+      if (word.size() < 64) word.push_back(static_cast<char>(std::tolower(c)));
+      ++i;
       continue;
     }
     const size_t n = utf8_length(s, i);
     if (n == 0)
       return {Errc::invalid_argument,
               "the prompt text is not valid UTF-8 (byte " + std::to_string(i) + ")"};
+    if (n > 1 && code_point(s.data() + i, n) < 0x2000) {
+      if (word.size() < 64) word.append(s.data() + i, n);
+      i += n;
+      continue;
+    }
+    flush();
     if (!(n == 1 && (c == ' ' || c == '\n' || c == '\t' || c == '\r')))
       units.push_back(kernels::xxh3_64(s.data() + i, n) ^ 0x636f6465ULL);
     i += n;
   }
+  flush();
   return {};
 }
 

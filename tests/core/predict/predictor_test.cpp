@@ -1,12 +1,13 @@
 // The footprint predictor: features, fit, predict, confidence, learning,
 // the file form and bad input.
+#include "eldr/predictor.hpp"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 
 #include "eldr/cluster_table.hpp"
-#include "eldr/predictor.hpp"
 #include "eldr/router.hpp"
 #include "test_tables.hpp"
 
