@@ -88,6 +88,43 @@ IntArray<T> as_int_array(const py::handle& obj, py::ssize_t ndim, const char* wh
 template IntArray<int16_t> as_int_array(const py::handle&, py::ssize_t, const char*);
 template IntArray<uint32_t> as_int_array(const py::handle&, py::ssize_t, const char*);
 
+eldr_prompt_t PromptArg::view() const noexcept {
+  eldr_prompt_t p{nullptr, 0, nullptr, 0};
+  if (is_text) {
+    p.text = text.data();
+    p.text_len = text.size();
+  } else {
+    p.tokens = tokens.data();
+    p.n_tokens = static_cast<size_t>(tokens.size());
+  }
+  return p;
+}
+
+PromptArg prompt_arg(const py::handle& obj, const char* what) {
+  PromptArg out;
+  if (PyUnicode_Check(obj.ptr())) {
+    Py_ssize_t n = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(obj.ptr(), &n);
+    if (!utf8) throw py::error_already_set();  // lone surrogates: UnicodeEncodeError
+    out.text.assign(utf8, static_cast<size_t>(n));
+    out.is_text = true;
+    return out;
+  }
+  if (PyBytes_Check(obj.ptr()))
+    throw py::type_error(std::string(what) +
+                         " must be str (text) or an integer array of "
+                         "token ids, not bytes (decode it first)");
+  // An empty sequence has no integer dtype to infer: it is the empty prompt,
+  // which the library refuses with a clear message.
+  if (py::isinstance<py::sequence>(obj) && py::len(obj) == 0) {
+    require_numpy(what, /*is_argument=*/true);
+    out.tokens = IntArray<uint32_t>(0);
+    return out;
+  }
+  out.tokens = as_int_array<uint32_t>(obj, 1, what);
+  return out;
+}
+
 uint32_t extent_u32(const py::array& array, py::ssize_t axis, const char* what) {
   const py::ssize_t n = array.shape(axis);
   if (n < 0 || static_cast<uint64_t>(n) > UINT32_MAX)
@@ -139,7 +176,28 @@ void bind_decision(py::module_& m) {
       .def_readonly("completion_token", &Decision::completion_token,
                     "Sidecar: what Client.complete(request_id, token) presents from a process "
                     "other than the one that pushed the footprint (0 when embedded).")
+      .def_readonly("confidence", &Decision::confidence,
+                    "Routed from a prompt: how sure the predicted footprint was, in [0, 1]; "
+                    "1 for a footprint.")
       .def_property_readonly("ok", [](const Decision& d) { return d.status == ELDR_OK; })
+      // A decision stands for its worker id where one is expected: as an index
+      // (workers[d], int(d)) and in comparisons with an int.
+      .def("__index__", [](const Decision& d) { return d.worker; })
+      .def("__int__", [](const Decision& d) { return d.worker; })
+      .def("__hash__", [](const Decision& d) { return py::hash(py::int_(d.worker)); })
+      .def("__eq__",
+           [](const Decision& d, const py::object& other) -> py::object {
+             if (py::isinstance<Decision>(other)) {
+               const auto& o = other.cast<const Decision&>();
+               return py::bool_(d.worker == o.worker && d.similarity == o.similarity &&
+                                d.band_size == o.band_size && d.table_epoch == o.table_epoch &&
+                                d.policy == o.policy && d.status == o.status &&
+                                d.completion_token == o.completion_token &&
+                                d.confidence == o.confidence);
+             }
+             if (PyLong_Check(other.ptr())) return py::bool_(other.cast<long long>() == d.worker);
+             return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+           })
       .def("to_dict",
            [](const Decision& d) {
              py::dict out;
@@ -151,14 +209,16 @@ void bind_decision(py::module_& m) {
              out["status"] = d.status;
              out["latency_ns"] = d.latency_ns;
              out["completion_token"] = d.completion_token;
+             out["confidence"] = d.confidence;
              return out;
            })
       .def("__repr__", [](const Decision& d) {
         return "Decision(worker=" + std::to_string(d.worker) +
                ", similarity=" + py::repr(py::float_(d.similarity)).cast<std::string>() +
                ", band_size=" + std::to_string(d.band_size) +
-               ", table_epoch=" + std::to_string(d.table_epoch) + ", policy='" +
-               policy_label(d.policy) + "', status=" + eldr_status_name(d.status) +
+               ", table_epoch=" + std::to_string(d.table_epoch) +
+               ", confidence=" + py::repr(py::float_(d.confidence)).cast<std::string>() +
+               ", policy='" + policy_label(d.policy) + "', status=" + eldr_status_name(d.status) +
                ", latency_ns=" + std::to_string(d.latency_ns) + ")";
       });
 }

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "eldr/eldr.h"
+#include "eldr/eldr_prompt.h"
 
 namespace eldr_py {
 
@@ -134,6 +135,16 @@ uint32_t extent_u32(const py::array& array, py::ssize_t axis, const char* what);
 // (they would silently shorten the id) and accept str (UTF-8) or bytes.
 std::string request_id_arg(const py::handle& obj);
 
+// A prompt argument: str (text, sent as UTF-8) or a 1-D integer array (or
+// sequence) of token ids. Holds what view() points into.
+struct PromptArg {
+  std::string text;
+  IntArray<uint32_t> tokens;
+  bool is_text = false;
+  eldr_prompt_t view() const noexcept;
+};
+PromptArg prompt_arg(const py::handle& obj, const char* what);
+
 // eldr_decision_t as an immutable Python value.
 struct Decision {
   int32_t worker = -1;
@@ -144,10 +155,11 @@ struct Decision {
   int32_t status = ELDR_OK;
   uint64_t latency_ns = 0;
   uint64_t completion_token = 0;
+  float confidence = 1.0f;
 
   static Decision from_c(const eldr_decision_t& d) {
-    return {d.worker, d.similarity, d.band_size,  d.table_epoch,
-            d.policy, d.status,     d.latency_ns, d.completion_token};
+    return {d.worker, d.similarity, d.band_size,        d.table_epoch, d.policy,
+            d.status, d.latency_ns, d.completion_token, d.confidence};
   }
 };
 

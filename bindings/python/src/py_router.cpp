@@ -127,6 +127,24 @@ class Router {
     return Decision::from_c(decision);
   }
 
+  Decision route_prompt(const py::handle& prompt_obj, std::optional<uint64_t> request_id) {
+    const PromptArg prompt = prompt_arg(prompt_obj, "prompt");
+    const eldr_prompt_t p = prompt.view();
+    const uint64_t* id = request_id ? &*request_id : nullptr;
+    eldr_decision_t decision;
+    eldr_decision_init(&decision);
+    check(p.text ? eldr_router_route_text(m_router.get(), p.text, p.text_len, id, &decision)
+                 : eldr_router_route_tokens(m_router.get(), p.tokens, p.n_tokens, id, &decision));
+    return Decision::from_c(decision);
+  }
+
+  void learn(uint64_t request_id, const py::handle& counts_obj) {
+    const auto counts = as_counts(counts_obj, 2, "footprint");
+    check(eldr_router_learn(m_router.get(), request_id, counts.data(),
+                            extent_u32(counts, 0, "footprint"),
+                            extent_u32(counts, 1, "footprint")));
+  }
+
   void complete(uint64_t request_id) { check(eldr_router_complete(m_router.get(), request_id)); }
 
   // None and 0 are both "not reported" (eldr.h).
@@ -152,6 +170,13 @@ class Router {
     out["t0_ms"] = st.t0_ms;
     out["tseq_ms"] = st.tseq_ms;
     out["alpha_us"] = st.alpha_us;
+    eldr_prompt_stats_t ps = ELDR_PROMPT_STATS_INIT;
+    check(eldr_router_get_prompt_stats(m_router.get(), &ps));
+    out["prompts_routed"] = ps.routed;
+    out["prompts_rejected"] = ps.rejected;
+    out["learned"] = ps.learned;
+    out["learn_rejected"] = ps.learn_rejected;
+    out["prompts_dropped"] = ps.dropped;
     return out;
   }
 
@@ -278,6 +303,27 @@ void bind_router(py::module_& m) {
            "it); loads (uint32 per worker slot, workers() order) override the in-flight counts "
            "for this decision only and nothing is counted. request_id (an int not in flight, "
            "not with loads): complete(request_id) ends it.")
+      .def("route_prompt", &Router::route_prompt, py::arg("prompt"),
+           py::arg("request_id") = py::none(),
+           "Routes one request from its prompt (str, or a 1-D array of token ids < 2^20) with "
+           "the table's footprint predictor, before any footprint exists (decode picked before "
+           "prefill), and returns its Decision (.confidence: how sure the prediction was). "
+           "request_id: as route(); the prompt is also kept until learn(request_id, footprint). "
+           "Unsupported: the table has no predictor (fit it with prompts=).")
+      .def("learn", &Router::learn, py::arg("request_id"), py::arg("footprint"),
+           "The real footprint (int16 [layers][experts]) of a request routed with "
+           "route_prompt(..., request_id=...), e.g. from the engine after prefill: the "
+           "predictor learns from it (later predictions use it; Table.save writes it). "
+           "NotFound: no prompt kept for the id.")
+      .def(
+          "complete_request",
+          [](Router& self, uint64_t request_id) {
+            if (PyErr_WarnEx(PyExc_DeprecationWarning,
+                             "Router.complete_request is Router.complete since ABI 2", 1) < 0)
+              throw py::error_already_set();
+            self.complete(request_id);
+          },
+          py::arg("request_id"), "Deprecated: Router.complete.")
       .def("complete", &Router::complete, py::arg("request_id"),
            "The request routed with request_id finished: its worker's in-flight count drops by "
            "one and its experts leave that worker's batch. NotFound for an id not in flight "
@@ -290,8 +336,9 @@ void bind_router(py::module_& m) {
            "0) for an idle worker).")
       .def("stats", &Router::stats,
            "{'routed', 'rejected', 'completes_rejected', 'completes_unknown', 'untracked', "
-           "'step_samples', 't0_ms', 'tseq_ms', 'alpha_us'}: counters since creation and the "
-           "step constants in force.")
+           "'step_samples', 't0_ms', 'tseq_ms', 'alpha_us', 'prompts_routed', "
+           "'prompts_rejected', 'learned', 'learn_rejected', 'prompts_dropped'}: counters since "
+           "creation and the step constants in force.")
       .def("scores", &Router::scores, py::arg("counts"),
            "(scores float32 [slots], in_band bool [slots]) per worker slot (workers() order; "
            "without membership changes: the table's cluster order). Counts nothing in flight.")

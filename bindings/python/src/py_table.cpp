@@ -2,6 +2,7 @@
 #include "py_table.hpp"
 
 #include <string>
+#include <vector>
 
 namespace eldr_py {
 
@@ -19,9 +20,67 @@ std::string path_arg(const py::handle& obj) {
   return encoded;
 }
 
+// The table's predictor, fitted on prompts[i] -> prefill[i].
+eldr_table_t* fit_predictor(eldr_table_t* table, const py::handle& prompts_obj,
+                            const IntArray<int16_t>& prefill, const py::handle& options_obj) {
+  eldr_predictor_options_t options = ELDR_PREDICTOR_OPTIONS_INIT;
+  if (!options_obj.is_none()) {
+    const auto given = options_obj.cast<py::dict>();
+    for (const auto& [key, value] : given) {
+      const auto name = key.cast<std::string>();
+      if (name == "capacity")
+        options.capacity = value.cast<uint32_t>();
+      else if (name == "neighbours")
+        options.neighbours = value.cast<uint32_t>();
+      else if (name == "bandwidth")
+        options.bandwidth = value.cast<float>();
+      else if (name == "max_features")
+        options.max_features = value.cast<uint32_t>();
+      else
+        raise_status(ELDR_E_INVALID_ARGUMENT,
+                     "unknown predictor option '" + name +
+                         "' (known: capacity, neighbours, bandwidth, max_features)");
+    }
+  }
+  const auto n = static_cast<uint64_t>(prefill.shape(0));
+  if (!py::isinstance<py::sequence>(prompts_obj) || PyUnicode_Check(prompts_obj.ptr()))
+    throw py::type_error("prompts must be a sequence: one str or token-id array per request");
+  if (static_cast<uint64_t>(py::len(prompts_obj)) != n)
+    raise_status(ELDR_E_SHAPE_MISMATCH, "prompts has " + std::to_string(py::len(prompts_obj)) +
+                                            " entries, prefill_counts " + std::to_string(n));
+  std::vector<PromptArg> args;
+  args.reserve(n);
+  for (const py::handle item : prompts_obj) args.push_back(prompt_arg(item, "prompts[i]"));
+  std::vector<eldr_prompt_t> views;
+  views.reserve(n);
+  for (const PromptArg& a : args) views.push_back(a.view());
+  eldr_table_t* out = nullptr;
+  uint64_t skipped = 0;
+  eldr_status_t status;
+  {
+    py::gil_scoped_release unlocked;
+    status = eldr_table_fit_predictor(
+        table, views.data(), prefill.data(), n, static_cast<uint32_t>(prefill.shape(1)),
+        static_cast<uint32_t>(prefill.shape(2)), &options, &skipped, &out);
+  }
+  eldr_table_free(table);
+  check(status);
+  if (skipped > 0) {
+    const std::string msg = std::to_string(skipped) +
+                            " calibration records were skipped by the predictor (an empty or "
+                            "invalid prompt, or an invalid footprint)";
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1) < 0) {
+      eldr_table_free(out);
+      throw py::error_already_set();
+    }
+  }
+  return out;
+}
+
 std::shared_ptr<Table> fit(const py::handle& prefill_obj, uint32_t num_workers,
                            const py::handle& decode_obj, uint64_t seed, uint32_t top_k,
-                           bool select_layers, uint32_t max_iterations, uint32_t threads) {
+                           bool select_layers, uint32_t max_iterations, uint32_t threads,
+                           const py::handle& prompts_obj, const py::handle& predictor_obj) {
   const auto prefill = as_counts(prefill_obj, 3, "prefill_counts");
   IntArray<int16_t> decode;
   const bool has_decode = !decode_obj.is_none();
@@ -54,7 +113,32 @@ std::shared_ptr<Table> fit(const py::handle& prefill_obj, uint32_t num_workers,
                             experts, top_k, &options, &table);
   }
   check(status);
+  if (!prompts_obj.is_none()) {
+    table = fit_predictor(table, prompts_obj, prefill, predictor_obj);
+  } else if (!predictor_obj.is_none()) {
+    eldr_table_free(table);
+    raise_status(ELDR_E_INVALID_ARGUMENT, "predictor options need prompts");
+  }
   return std::make_shared<Table>(table);
+}
+
+// None, or what the table's predictor holds.
+py::object predictor_info(const Table& self) {
+  eldr_predictor_info_t info = ELDR_PREDICTOR_INFO_INIT;
+  const eldr_status_t status = eldr_table_get_predictor_info(self.get(), &info);
+  if (status == ELDR_E_NOT_FOUND) return py::none();
+  check(status);
+  py::list kinds;
+  if (info.kinds & ELDR_PROMPT_KIND_TOKENS) kinds.append("tokens");
+  if (info.kinds & ELDR_PROMPT_KIND_TEXT) kinds.append("text");
+  py::dict out;
+  out["prototypes"] = info.prototypes;
+  out["kinds"] = kinds;
+  out["learned"] = info.learned;
+  out["demand_bytes"] = info.demand_bytes;
+  out["feature_bytes"] = info.feature_bytes;
+  out["index_bytes"] = info.index_bytes;
+  return out;
 }
 
 std::shared_ptr<Table> load(const py::handle& path_obj) {
@@ -120,6 +204,9 @@ void bind_table(py::module_& m) {
       .def_property_readonly("default_tau", [](const Table& t) { return t.info().default_tau; })
       .def_property_readonly("worker_ids", &worker_ids,
                              "Worker id owning each cluster: int32 [num_workers].")
+      .def_property_readonly("predictor", &predictor_info,
+                             "None, or the footprint predictor's {'prototypes', 'kinds', "
+                             "'learned', 'demand_bytes', 'feature_bytes', 'index_bytes'}.")
       .def("__repr__", [](const Table& t) {
         const eldr_table_info_t& i = t.info();
         return "Table(layers=" + std::to_string(i.layers) +
@@ -131,8 +218,12 @@ void bind_table(py::module_& m) {
   m.def("fit", &fit, py::arg("prefill_counts"), py::arg("num_workers"),
         py::arg("decode_counts") = py::none(), py::arg("seed") = 1, py::kw_only(),
         py::arg("top_k") = 0, py::arg("select_layers") = true, py::arg("max_iterations") = 50,
-        py::arg("threads") = 0,
-        "Fits a cluster table from calibration footprints int16 [requests][layers][experts].");
+        py::arg("threads") = 0, py::arg("prompts") = py::none(),
+        py::arg("predictor") = py::none(),
+        "Fits a cluster table from calibration footprints int16 [requests][layers][experts]. "
+        "prompts (one str, or 1-D token-id array, per request: the prompt that produced "
+        "prefill_counts[i]) adds a footprint predictor, for Router.route_prompt; predictor: its "
+        "options {'capacity', 'neighbours', 'bandwidth', 'max_features'} (None: defaults).");
 }
 
 }  // namespace eldr_py

@@ -12,7 +12,8 @@ import eldr
 from conftest import WORKERS, Workload
 
 STATS_KEYS = {"routed", "rejected", "completes_rejected", "completes_unknown", "untracked",
-              "step_samples", "t0_ms", "tseq_ms", "alpha_us"}
+              "step_samples", "t0_ms", "tseq_ms", "alpha_us", "prompts_routed",
+              "prompts_rejected", "learned", "learn_rejected", "prompts_dropped"}
 
 
 def inflight(router: eldr.Router) -> dict:

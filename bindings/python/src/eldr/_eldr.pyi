@@ -24,6 +24,8 @@ _CountsStack = Union[npt.NDArray[np.integer[Any]], Sequence[Sequence[Sequence[in
 # In-flight count per worker slot: uint32 [slots].
 _Loads = Union[npt.NDArray[np.integer[Any]], Sequence[int]]
 _RequestId = Union[str, bytes]
+# A prompt: text, or token ids (each < 2**20) as a 1-D integer array or sequence.
+_Prompt = Union[str, npt.NDArray[np.integer[Any]], Sequence[int]]
 _PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 def version_number() -> int: ...
@@ -84,8 +86,15 @@ class Decision:
     @property
     def completion_token(self) -> int: ...
     @property
+    def confidence(self) -> float: ...
+    @property
     def ok(self) -> bool: ...
     def to_dict(self) -> Dict[str, Any]: ...
+    # A decision stands for its worker id: as an index, int(), == an int.
+    def __index__(self) -> int: ...
+    def __int__(self) -> int: ...
+    def __hash__(self) -> int: ...
+    def __eq__(self, other: object) -> bool: ...
 
 class Table:
     @staticmethod
@@ -107,6 +116,10 @@ class Table:
     def default_tau(self) -> float: ...
     @property
     def worker_ids(self) -> npt.NDArray[np.int32]: ...
+    # None, or {"prototypes", "learned", "demand_bytes", "feature_bytes",
+    # "index_bytes": int; "kinds": ["tokens" | "text", ...]}.
+    @property
+    def predictor(self) -> Optional[Dict[str, Any]]: ...
 
 def fit(
     prefill_counts: _CountsStack,
@@ -118,6 +131,9 @@ def fit(
     select_layers: bool = True,
     max_iterations: int = 50,
     threads: int = 0,
+    prompts: Optional[Sequence[_Prompt]] = None,
+    # {"capacity", "neighbours", "max_features": int; "bandwidth": float}
+    predictor: Optional[Dict[str, Union[int, float]]] = None,
 ) -> Table: ...
 
 class Router:
