@@ -29,7 +29,7 @@ APT_PACKAGES=(
   build-essential cmake pkg-config clang clang-format libclang-dev libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libflatbuffers-dev flatbuffers-compiler libxxhash-dev nlohmann-json3-dev libcli11-dev
-  libboost-dev libmimalloc-dev libtomlplusplus-dev libsystemd-dev libcpp-httplib-dev
+  libboost-dev libmimalloc-dev libtomlplusplus-dev libsystemd-dev libcpp-httplib-dev zlib1g-dev
   librapidcheck-dev
   python3-dev python3-venv systemd curl
   libnats-dev nats-server

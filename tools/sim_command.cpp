@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include "cli_common.hpp"
 #include "commands.hpp"
@@ -27,17 +28,35 @@ bool is_synthetic(const std::string& workload) {
   return workload == "task" || workload == "language";
 }
 
-struct Workloads {
-  SimWorkload calibration, evaluation;
-  CountsTensor calibration_decode;
-  bool resampled = false;
-};
+bool routes_from_prompts(const SimArgs& a) {
+  return std::any_of(a.route_from.begin(), a.route_from.end(),
+                     [](const std::string& f) { return f != "footprint"; });
+}
 
-// A trace directory (token_experts.npy, index.npy, optional labels.txt), loaded once.
-Result<SimWorkload> load_trace(const std::string& workload) {
-  const std::string dir = workload + "/";
+// A trace directory (token_experts.npy, index.npy, optional labels.txt and
+// tokens.jsonl.gz, the prompts), loaded once. A bad prompt file is an error
+// only where prompts are routed from.
+Result<SimWorkload> load_trace(const SimArgs& a) {
+  const std::string dir = a.workload + "/";
   const std::string labels = std::filesystem::exists(dir + "labels.txt") ? dir + "labels.txt" : "";
-  return load_trace_workload(dir + "token_experts.npy", dir + "index.npy", labels);
+  auto w = load_trace_workload(dir + "token_experts.npy", dir + "index.npy", labels);
+  if (!w) return w;
+  const std::string prompts = dir + "tokens.jsonl.gz";
+  if (!std::filesystem::exists(prompts)) {
+    if (routes_from_prompts(a))
+      return Status{Errc::not_found,
+                    "--route-from prompt|text needs the trace's prompts: no " + prompts};
+    return w;
+  }
+  if (Status s = load_trace_prompts(prompts, *w); !s) {
+    if (routes_from_prompts(a)) return s;
+    std::fprintf(stderr, "eldr sim: no prompts (%s)\n", s.to_string().c_str());
+  }
+  return w;
+}
+
+uint64_t max_prelearn(const SimArgs& a) {
+  return a.prelearn.empty() ? 0 : *std::max_element(a.prelearn.begin(), a.prelearn.end());
 }
 
 // Calibration and evaluation sets for one seed. Synthetic: generated to size
@@ -68,6 +87,11 @@ Result<Workloads> make_workloads(const SimArgs& a, const StepModel& model, const
     if (!ev) return ev.status();
     w.calibration = std::move(*cal);
     w.evaluation = std::move(*ev);
+    if (max_prelearn(a) > 0) {
+      auto pool = synthetic_sim_workload(model.geometry, ev_o, max_prelearn(a), seed + 400);
+      if (!pool) return pool.status();
+      w.learn_pool = std::move(*pool);
+    }
     return w;
   }
   const SimWorkload& all = *trace;
@@ -84,8 +108,19 @@ Result<Workloads> make_workloads(const SimArgs& a, const StepModel& model, const
         cal_rows.push_back(r);
     }
   } else {
-    const uint64_t n_cal = std::min<uint64_t>(a.calibration, n / 5);
+    const uint64_t n_cal = std::min<uint64_t>(
+        a.calibration, static_cast<uint64_t>(static_cast<double>(n) * a.calibration_max_share));
     for (uint64_t r = 0; r < n; ++r) (r < n_cal ? cal_rows : ev_rows).push_back(r);
+  }
+  // --prelearn: every other routed request is only learned, never evaluated.
+  std::vector<uint64_t> learn_rows;
+  if (max_prelearn(a) > 0) {
+    std::vector<uint64_t> kept;
+    for (size_t i = 0; i < ev_rows.size(); ++i) (i % 2 ? learn_rows : kept).push_back(ev_rows[i]);
+    ev_rows = std::move(kept);
+    if (!learn_rows.empty())
+      w.learn_pool =
+          resample_requests(select_requests(all, learn_rows), max_prelearn(a), seed + 400);
   }
   if (cal_rows.size() < 2 || ev_rows.empty())
     return Status{Errc::invalid_argument,
@@ -117,22 +152,6 @@ Result<Workloads> make_workloads(const SimArgs& a, const StepModel& model, const
   return w;
 }
 
-Result<std::shared_ptr<const ClusterTable>> fit_for(const Workloads& w, uint32_t workers,
-                                                    bool plain, uint64_t seed) {
-  std::vector<std::string> labels;
-  for (const auto& r : w.calibration.requests)
-    labels.push_back(w.calibration.domain_names[r.domain]);
-  FitOptions fo;
-  fo.workers = workers;
-  fo.seed = seed;
-  fo.balanced = !plain;
-  auto t = fit_table({w.calibration.geometry, w.calibration.prefill.n, w.calibration.prefill.data,
-                      w.calibration_decode.data, labels},
-                     fo);
-  if (!t) return t.status();
-  return std::make_shared<const ClusterTable>(std::move(*t));
-}
-
 // ---- parse: the arguments into a step model and the runs -----------------------
 
 // A trace's step model: --preset when given, else the preset of its geometry;
@@ -161,11 +180,35 @@ Result<std::vector<Run>> plan_runs(const SimArgs& a) {
   auto add_baselines = [&](uint32_t workers) {
     for (const auto& b : baselines) runs.push_back({b, *parse_policy(b), a.tau, false, workers});
   };
+  std::vector<RouteFrom> froms;
+  for (const auto& f : a.route_from) {
+    auto from = parse_route_from(f);
+    if (!from) return from.status();
+    if (std::find(froms.begin(), froms.end(), *from) == froms.end()) froms.push_back(*from);
+  }
+  if (!a.ablation.empty() && (froms.size() != 1 || froms[0] != RouteFrom::footprint))
+    return Status{Errc::invalid_argument, "--ablation routes from footprints only"};
+  std::vector<uint64_t> prelearn = a.prelearn.empty() ? std::vector<uint64_t>{0} : a.prelearn;
   if (a.ablation.empty()) {
     for (const auto& p : a.policies) {
       auto pol = parse_policy(p);
       if (!pol) return Status{Errc::invalid_argument, "unknown policy '" + p + "'"};
-      runs.push_back({p, *pol, a.tau, a.plain_kmeans, a.workers});
+      // The load balancers and the label oracle read no footprint: one run.
+      if (is_baseline(*pol) || *pol == Policy::domain) {
+        runs.push_back({p, *pol, a.tau, a.plain_kmeans, a.workers});
+        continue;
+      }
+      for (RouteFrom from : froms) {
+        if (from == RouteFrom::footprint) {
+          runs.push_back({p, *pol, a.tau, a.plain_kmeans, a.workers});
+          continue;
+        }
+        for (uint64_t n : prelearn) {
+          std::string name = p + "/" + route_from_name(from);
+          if (!a.prelearn.empty()) name += "@" + std::to_string(n);
+          runs.push_back({name, *pol, a.tau, a.plain_kmeans, a.workers, from, n});
+        }
+      }
     }
   } else if (a.ablation == "tau") {
     add_baselines(a.workers);
@@ -198,7 +241,7 @@ Status parse_sim(const SimArgs& a, SimSetup* s) {
   if (a.expert_share >= 0 && a.alpha_us >= 0)
     return {Errc::invalid_argument, "give --alpha-us or --expert-share, not both"};
   if (!is_synthetic(a.workload)) {
-    auto t = load_trace(a.workload);
+    auto t = load_trace(a);
     if (!t) return t.status();
     s->trace = std::move(*t);
   }
@@ -252,6 +295,9 @@ SimOptions sim_options(const SimArgs& a, const SimSetup& s, const Run& run, doub
   so.view_delay_ms = a.view_delay_ms;
   so.bookings_carry_footprints = a.bookings == "footprints";
   so.anticipate_peers = a.anticipate;
+  so.route_from = run.from;
+  so.learn = a.learn;
+  so.learn_delay_ms = a.learn_delay_ms;
   so.router.policy = run.policy;
   so.router.tau = run.tau;
   so.router.seed = seed;
@@ -279,29 +325,33 @@ void add_reductions(const std::vector<Run>& runs, std::vector<std::vector<Cell>>
   }
 }
 
-// One seed's cells at every rate, tables fitted once per (workers, plain).
+// One seed's cells at every rate.
 Status run_seed(const SimArgs& a, const SimSetup& s, const Workloads& w, uint32_t si,
                 ProgressBar& bar, Grid& grid) {
   const uint64_t seed = a.seed + si;
-  std::map<std::pair<uint32_t, bool>, std::shared_ptr<const ClusterTable>> tables;
+  Tables tables;
   for (size_t ri = 0; ri < s.rates.size(); ++ri) {
     for (size_t ui = 0; ui < s.runs.size(); ++ui) {
       const Run& run = s.runs[ui];
-      auto key = std::make_pair(run.workers, run.plain);
-      if (!tables.count(key)) {
-        auto t = fit_for(w, run.workers, run.plain, seed);
-        if (!t) return t.status();
-        tables[key] = *t;
-      }
+      auto table = table_for(a, w, run, seed, tables);
+      if (!table) return table.status();
       SimOptions so = sim_options(a, s, run, s.rates[ri], seed);
       const std::string stage =
           "sim " + run.name + (a.seeds > 1 ? " seed " + std::to_string(seed) : "");
       so.progress = [&](double f) { bar.update(stage, f); };
-      auto r = simulate(w.evaluation, tables[key], so);
+      auto r = simulate(w.evaluation, *table, so);
       if (!r) return r.status();
-      grid.cells[ri][ui].push_back({r->tpot_p50_ms, r->tpot_p99_ms, r->tpot_mean_ms,
-                                    r->experts_per_step, r->worker_load_max_over_mean, 0, 0,
-                                    r->router_step_cost});
+      Cell cell{r->tpot_p50_ms,
+                r->tpot_p99_ms,
+                r->tpot_mean_ms,
+                r->experts_per_step,
+                r->worker_load_max_over_mean,
+                0,
+                0};
+      cell.router_cost = r->router_step_cost;
+      cell.confidence = r->mean_confidence;
+      cell.learned = r->learned;
+      grid.cells[ri][ui].push_back(cell);
       if (si == 0 && !a.plot_dir.empty()) {
         const auto& samples = r->experts_per_step_samples;
         for (size_t i = 0; i < samples.size(); i += std::max<size_t>(1, samples.size() / 20000))
@@ -412,6 +462,9 @@ void register_sim_command(CLI::App& app) {
       ->check(CLI::Range(1e-6, 1.0 - 1e-6));
   sim->add_option("--requests,-n", a->requests)->check(CLI::Range(uint64_t{1}, uint64_t{10000000}));
   sim->add_option("--calibration", a->calibration, "calibration requests (disjoint)");
+  sim->add_option("--calibration-max-share", a->calibration_max_share,
+                  "trace: at most this share of its requests calibrate (default 0.2)")
+      ->check(CLI::Range(0.01, 0.9));
   sim->add_option(
       "--resample", a->resample,
       "trace: draw the evaluated requests with replacement (seeded) up to --requests "
@@ -424,6 +477,7 @@ void register_sim_command(CLI::App& app) {
                   "medians, and the min..max of the reductions")
       ->check(CLI::Range(1u, 1000u));
   add_router_options(sim, a.get());
+  add_prompt_options(sim, a.get());
   add_policy_options(sim, a.get());
   sim->footer(
       "Utilization U: the arrival rate as a share of the fleet's capacity, capacity = workers * "

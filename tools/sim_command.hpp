@@ -5,10 +5,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "commands.hpp"
 #include "eldr/lab/sim.hpp"
 
 namespace eldr::cli {
@@ -33,21 +36,59 @@ struct SimArgs {
   uint32_t cost_cells = 0;  // eldr_cost: cells it reads (0 = the router's default)  // the router's
                             // alpha = this * the simulator's
   SyntheticSimOptions synth;
+  // Routing from the prompt: what the non-baseline policies route from
+  // (several: compared in one run), online learning, the predictor's options,
+  // and the predictor pre-learned on this many requests of the routed mix.
+  std::vector<std::string> route_from{"footprint"};
+  bool learn = false;
+  double learn_delay_ms = 0.0;
+  std::vector<uint64_t> prelearn;
+  PredictorOptions predictor;
+  double calibration_max_share = 0.2;  // trace: at most this share of it calibrates
   bool json = false, plain_kmeans = false, resample = true, drift = false, report_steps = false;
   bool preset_given = false, rate_given = false;
 };
 
 struct Run {
-  std::string name;  // policy, or policy + ablation setting
+  std::string name;  // policy, or policy + ablation setting (+ "/" route-from, "@N" pre-learned)
   Policy policy;
   float tau;
   bool plain = false;
   uint32_t workers;
+  RouteFrom from = RouteFrom::footprint;
+  uint64_t prelearn = 0;  // requests of the routed mix the predictor learned first
 };
+
+// One seed's request sets.
+struct Workloads {
+  SimWorkload calibration, evaluation;
+  CountsTensor calibration_decode;
+  // Requests of the routed mix for --prelearn, disjoint from the evaluated
+  // ones (a trace: every other request of the evaluated set).
+  SimWorkload learn_pool;
+  bool resampled = false;
+};
+
+// The tables (sim_tables.cpp): fitted once per (workers, plain), and per run
+// its copy with the predictor of its prompt form.
+Result<std::shared_ptr<const ClusterTable>> fit_for(const Workloads& w, uint32_t workers,
+                                                    bool plain, uint64_t seed);
+struct Tables {
+  std::map<std::pair<uint32_t, bool>, std::shared_ptr<const ClusterTable>> fitted;
+  std::map<RouteFrom, std::shared_ptr<Predictor>> predictors;
+  std::map<std::tuple<uint32_t, bool, RouteFrom, uint64_t>, std::shared_ptr<const ClusterTable>>
+      routed;
+};
+Result<std::shared_ptr<const ClusterTable>> table_for(const SimArgs& a, const Workloads& w,
+                                                      const Run& run, uint64_t seed, Tables& t);
+// --route-from, --learn, --prelearn and the predictor's options.
+void add_prompt_options(CLI::App* sim, SimArgs* a);
 
 // What one simulation leaves for the report (the per-request samples go).
 struct Cell {
   double p50 = 0, p99 = 0, mean = 0, experts = 0, load = 0, red50 = 0, red99 = 0;
+  double confidence = 1.0;  // the predictor's mean confidence (routing from the prompt)
+  uint64_t learned = 0;
   StepCost router_cost;
 };
 

@@ -7,6 +7,7 @@ jobs run in parallel.
 
 Usage:
   sim_matrix.py ELDR [--out-dir docs] [--jobs 2] [--seeds 3] [--requests N]
+  sim_matrix.py ELDR --route-from-only   # only the footprint vs prompt vs text rows
   sim_matrix.py ELDR --slice     # a few small cells; exit 1 if eldr_cost misses the bar
   sim_matrix.py ELDR --from-json docs/sim_matrix.json   # re-render the table and plots
 
@@ -36,6 +37,14 @@ DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".
                             "data", "gpt-oss-20b-dev")
 BAR_P50, BAR_P99 = 0.5, 1.0  # issue 16: eldr_cost at most this much worse (percent)
 BAR_DRIFT_LOAD = 1.5  # ... and in drift mode no worker above this x the mean load
+# Routing from the prompt (issue 29): eldr_cost routed from the prefill
+# footprint, from the prompt's token ids and from its text (the predictor
+# fitted on the calibration requests), against the best baseline, in the
+# expert-heavy (80 %) and the light (20 %) regimes.
+ROUTE_FROM = ["footprint", "prompt", "text"]
+ROUTE_FROM_ROWS = ["eldr_cost", "eldr_cost/prompt", "eldr_cost/text"]
+ROUTE_FROM_UTILS = [0.05, 0.1, 0.25, 0.5, 0.75, 0.9]
+ROUTE_FROM_CALIBRATION = 120  # the issue's reference experiment (the trace: 41 % of it)
 
 
 def workloads(data):
@@ -68,6 +77,65 @@ def full_jobs(data):
                          ["--model-error", str(e), "--report-steps"]))
         jobs.append((row, "drift", "drift", 16, wargs + utils_arg([0.5, 0.75]) + ["--drift"]))
     return jobs
+
+
+def route_from_jobs(data):
+    """eldr_cost from footprint / prompt / text against the baselines."""
+    rows = [("qwen3-30b-a3b task", ["--preset", "qwen3-30b-a3b", "--workload", "task"]),
+            ("gpt-oss-120b language", ["--preset", "gpt-oss-120b", "--workload", "language"])]
+    if data:
+        rows.append(("gpt-oss-20b trace", ["--workload", data, "--calibration-max-share", "0.5"]))
+    return [(row, "route_from", sh, 16, wargs + utils_arg(ROUTE_FROM_UTILS) +
+             ["--expert-share", str(sh), "--route-from", *ROUTE_FROM])
+            for row, wargs in rows for sh in (0.8, 0.2)]
+
+
+def run_route_from_job(eldr, job, common):
+    row, kind, param, workers, extra = job
+    policies = BASELINES + ["eldr_cost"]
+    cmd = [eldr, "sim", "--json", "--policies", *policies, "--workers", str(workers)] + common + extra
+    t = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{p.stderr}")
+    out = json.loads(p.stdout)
+    cells = []
+    for i, first in enumerate(out["eldr_cost"]["by_rate"]):
+        cell = {"row": row, "kind": kind, "param": param, "workers": workers,
+                "utilization": first["utilization"], "rate": first["rate"],
+                "expert_share": first["expert_share"], "seeds": first["seeds"], "rows": {}}
+        for name in ROUTE_FROM_ROWS:
+            e = out[name]["by_rate"][i]
+            cell["rows"][name] = {"p50_change": -e["p50_reduction_pct"],
+                                  "p99_change": -e["p99_reduction_pct"],
+                                  "p50_change_max": -e["p50_reduction_pct_min"],
+                                  "p99_change_max": -e["p99_reduction_pct_min"],
+                                  "confidence": e.get("mean_confidence", 1.0)}
+        cells.append(cell)
+    return cells, time.monotonic() - t, " ".join(cmd)
+
+
+def route_from_markdown(cells):
+    if not cells:
+        return []
+    out = ["", "## Routing from the prompt: eldr_cost from footprint / prompt / text",
+           "", f"The predictor is fitted on the calibration requests ({ROUTE_FROM_CALIBRATION}; "
+           "the trace: its first 120 of 292, `--calibration-max-share 0.5`). Median / P99 TPOT "
+           "change against the best baseline of the same run, median over seeds, worst seed in "
+           "brackets; conf = the predictor's mean confidence.", "",
+           "| workload | expert share | U | rate req/s | footprint | prompt | text | conf prompt / text |",
+           "|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        r = c["rows"]
+        def f(name):
+            e = r[name]
+            return (f"{fmt(e['p50_change'])} / {fmt(e['p99_change'])} "
+                    f"[{fmt(e['p50_change_max'])} / {fmt(e['p99_change_max'])}]")
+        out.append(f"| {c['row']} | {c['param']:.0%} | {c['utilization']:.0%} | {c['rate']:.1f} | "
+                   f"{f('eldr_cost')} | {f('eldr_cost/prompt')} | {f('eldr_cost/text')} | "
+                   f"{r['eldr_cost/prompt']['confidence']:.2f} / "
+                   f"{r['eldr_cost/text']['confidence']:.2f} |")
+    return out
 
 
 def slice_jobs(data):
@@ -162,7 +230,7 @@ def policy_cell(c, pol, spread=False):
     return s
 
 
-def markdown(cells, header, rows):
+def markdown(cells, header, rows, from_cells=()):
     out = [header, ""]
     out.append("Each policy cell: median / P99 TPOT change in % against the best of "
                "round_robin, random, jsq and p2c in the same run (negative = faster), the "
@@ -245,6 +313,7 @@ def markdown(cells, header, rows):
             lambda c: c["kind"] == "drift",
             ("eldr_cost load max/mean (worst seed)",
              lambda c: f"{c['policies']['eldr_cost']['load_max_over_mean_max']:.2f}"))
+    out.extend(route_from_markdown(list(from_cells)))
     out.append("")
     out.extend(rows)
     return "\n".join(out) + "\n"
@@ -300,6 +369,8 @@ def main():
     ap.add_argument("--slice", action="store_true",
                     help="a few small cells, 1 seed; exit 1 if eldr_cost misses the bar")
     ap.add_argument("--from-json", help="only rewrite the Markdown and plots from this JSON")
+    ap.add_argument("--route-from-only", action="store_true",
+                    help="only the footprint vs prompt vs text cells (printed as Markdown)")
     a = ap.parse_args()
     if a.from_json:
         return rerender(a.from_json, a.out_dir)
@@ -314,24 +385,36 @@ def main():
     requests = a.requests or (4000 if a.slice else 6000)
     trace_requests = a.trace_requests or requests
     calibration = a.calibration or (300 if a.slice else 500)
-    jobs = slice_jobs(data) if a.slice else full_jobs(data)
+    jobs = [] if a.route_from_only else slice_jobs(data) if a.slice else full_jobs(data)
+    from_jobs = route_from_jobs(data) if not a.slice else []
 
     def common(job):
         n = trace_requests if job[0].endswith("trace") else requests
-        return ["--seeds", str(seeds), "--requests", str(n), "--calibration", str(calibration)]
+        cal = ROUTE_FROM_CALIBRATION if job[1] == "route_from" else calibration
+        return ["--seeds", str(seeds), "--requests", str(n), "--calibration", str(cal)]
 
     t0 = time.monotonic()
-    cells, log = [], []
+    cells, from_cells, log = [], [], []
     with ThreadPoolExecutor(max_workers=a.jobs) as executor:
         futures = [executor.submit(run_job, a.eldr, j, common(j)) for j in jobs]
+        futures += [executor.submit(run_route_from_job, a.eldr, j, common(j)) for j in from_jobs]
+        jobs = jobs + from_jobs
         for i, f in enumerate(futures):
             c, secs, cmd = f.result()
-            cells.extend(c)
+            (from_cells if jobs[i][1] == "route_from" else cells).extend(c)
             log.append((secs, cmd))
             if not a.slice:
                 print(f"[{i + 1}/{len(jobs)}] {secs:.0f} s  {jobs[i][0]} {jobs[i][1]} "
                       f"{jobs[i][2]}", file=sys.stderr, flush=True)
     total = time.monotonic() - t0
+    if a.route_from_only:
+        print("\n".join(route_from_markdown(from_cells)))
+        if a.out_dir:
+            os.makedirs(a.out_dir, exist_ok=True)
+            with open(os.path.join(a.out_dir, "sim_route_from.json"), "w") as f:
+                json.dump({"cells": from_cells, "seconds": total,
+                           "runs": [{"seconds": s, "command": c} for s, c in log]}, f)
+        return 0
     if a.slice:
         bad = 0
         for c in cells:
@@ -353,14 +436,14 @@ def main():
             "seeds": seeds, "requests": requests, "trace_requests": trace_requests,
             "calibration": calibration, "trace": bool(data)}
     with open(os.path.join(a.out_dir, "sim_matrix.json"), "w") as f:
-        json.dump({**meta, "cells": cells,
+        json.dump({**meta, "cells": cells, "route_from_cells": from_cells,
                    "runs": [{"seconds": s, "command": c} for s, c in log]},
                   f, separators=(",", ":"))
-    write_report(meta, cells, a.out_dir)
+    write_report(meta, cells, a.out_dir, from_cells)
     return 0
 
 
-def write_report(meta, cells, out_dir):
+def write_report(meta, cells, out_dir, from_cells=()):
     header = (f"# eldr sim matrix (generated)\n\n`{meta['command']}` (make sim-matrix), "
               f"{meta['date']}; {meta['runs_count']} eldr sim runs, {len(cells)} cells, "
               f"{meta['seeds']} seeds each, {meta['requests']} requests per synthetic cell, "
@@ -376,7 +459,7 @@ def write_report(meta, cells, out_dir):
     rows = ["Plots: " + ", ".join(f"`{os.path.basename(p)}`" for p in paths)] if paths else []
     md = os.path.join(out_dir, "sim_matrix.md")
     with open(md, "w") as f:
-        f.write(markdown(cells, header, rows))
+        f.write(markdown(cells, header, rows, from_cells))
     print(f"sim_matrix: {md}, sim_matrix.json and {len(paths)} plots in {out_dir} "
           f"({meta['seconds'] / 60:.1f} min)")
 
@@ -385,7 +468,8 @@ def rerender(path, out_dir):
     """The Markdown and plots again from a results JSON (no simulation)."""
     with open(path) as f:
         d = json.load(f)
-    write_report({k: v for k, v in d.items() if k not in ("cells", "runs")}, d["cells"], out_dir)
+    write_report({k: v for k, v in d.items() if k not in ("cells", "runs", "route_from_cells")},
+                 d["cells"], out_dir, d.get("route_from_cells", []))
     return 0
 
 

@@ -10,6 +10,7 @@
 #include "eldr/lab/synthetic.hpp"
 #include "eldr/peer_twins.hpp"
 #include "eldr/random.hpp"
+#include "sim_prompts.hpp"
 
 namespace eldr {
 
@@ -108,6 +109,7 @@ Result<SimWorkload> synthetic_sim_workload(const Geometry& g, const SyntheticSim
   w.requests.resize(n);
   w.prefill = {n, L, E, std::vector<int16_t>(n * cells)};
   if (decode) *decode = {n, L, E, std::vector<int16_t>(n * cells)};
+  std::vector<uint32_t> prompt_lengths(n);
   for (uint64_t r = 0; r < n; ++r) {
     SimRequest& req = w.requests[r];
     const double u = rng.uniform() * cum.back();
@@ -118,6 +120,7 @@ Result<SimWorkload> synthetic_sim_workload(const Geometry& g, const SyntheticSim
         lognormal_tokens(rng, o.output_tokens_median, o.output_tokens_sigma, o.output_tokens_max);
     const uint32_t prompt =
         lognormal_tokens(rng, o.prompt_tokens_median, o.prompt_tokens_sigma, 8192);
+    prompt_lengths[r] = prompt;
     const float* inc = &w.inclusion[size_t{req.profile} * cells];
     int16_t* pre = &w.prefill.data[r * cells];
     for (size_t c = 0; c < cells; ++c) pre[c] = static_cast<int16_t>(binomial(rng, prompt, inc[c]));
@@ -126,6 +129,7 @@ Result<SimWorkload> synthetic_sim_workload(const Geometry& g, const SyntheticSim
       for (size_t c = 0; c < cells; ++c) dec[c] = static_cast<int16_t>(binomial(rng, 127, inc[c]));
     }
   }
+  if (o.prompts) ELDR_TRY(detail::synthetic_prompts(o, D, seed, prompt_lengths, w));
   return w;
 }
 
@@ -273,6 +277,8 @@ SimWorkload select_requests(const SimWorkload& w, std::span<const uint64_t> rows
   s.geometry = w.geometry;
   s.domain_names = w.domain_names;
   s.inclusion = w.inclusion;
+  s.prompt_tokens = w.prompt_tokens;
+  s.prompt_texts = w.prompt_texts;
   s.requests.reserve(rows.size());
   s.prefill = {rows.size(), w.geometry.layers, w.geometry.experts,
                std::vector<int16_t>(rows.size() * cells)};

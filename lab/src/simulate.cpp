@@ -40,8 +40,10 @@ void update_union(Worker& w, const float* inclusion, size_t cells, bool join) {
 
 struct Event {
   double time;
-  uint32_t kind;  // 0 = arrival, 1 = step end, 2 = a booking reaches another router
-  uint32_t id;    // request, worker or booking
+  // 0 = arrival, 1 = step end, 2 = a booking reaches another router, 3 = a
+  // request's real footprint reaches its router (learn)
+  uint32_t kind;
+  uint32_t id;  // request, worker or booking
   bool operator>(const Event& o) const {
     return time != o.time ? time > o.time : (kind != o.kind ? kind > o.kind : id > o.id);
   }
@@ -70,6 +72,22 @@ Status check_inputs(const SimWorkload& wl, const ClusterTable* table, const SimO
     return Status{Errc::unsupported,
                   "step reports with several routers are not modelled (a report carries the "
                   "engine's whole batch, which would overwrite each router's delayed view)"};
+  if (o.route_from != RouteFrom::footprint) {
+    if (!table->predictor)
+      return Status{Errc::invalid_argument, std::string("routing from the ") +
+                                                route_from_name(o.route_from) +
+                                                " needs a table with a footprint predictor"};
+    if (!wl.has_prompts())
+      return Status{Errc::invalid_argument,
+                    "routing from the prompt needs prompts: this workload has none (a trace "
+                    "needs its tokens.jsonl.gz)"};
+    if (o.routers > 1)
+      return Status{Errc::unsupported,
+                    "routing from the prompt with several routers is not modelled (the "
+                    "bookings would carry the real footprint)"};
+  }
+  if (!(o.learn_delay_ms >= 0.0) || !std::isfinite(o.learn_delay_ms))
+    return Status{Errc::invalid_argument, "learn_delay_ms must be finite and >= 0"};
   return {};
 }
 
@@ -112,6 +130,7 @@ class Simulation {
   void deliver_booking(const Booking& b);
   Status arrive(uint32_t r, double now);
   void finish_step(uint32_t wi, double now);
+  Result<Decision> route(Router& router, uint32_t r, const RouteHints& hints);
 
   const SimWorkload& m_wl;
   const std::shared_ptr<const ClusterTable> m_table;
@@ -136,6 +155,8 @@ class Simulation {
   std::priority_queue<Event, std::vector<Event>, std::greater<>> m_events;
   SimResult m_res;
   uint64_t m_finished = 0, m_next_report;
+  double m_confidence_sum = 0.0;
+  uint64_t m_prompt_routes = 0;
 };
 
 Status Simulation::create_routers() {
@@ -213,6 +234,20 @@ void Simulation::deliver_booking(const Booking& b) {
   (void)to.set_load(m_table->worker_ids[b.worker], static_cast<uint32_t>(view));
 }
 
+Result<Decision> Simulation::route(Router& router, uint32_t r, const RouteHints& hints) {
+  if (m_o.route_from == RouteFrom::footprint) return router.route(m_wl.prefill.row(r), hints);
+  const uint32_t p = m_wl.requests[r].prompt;
+  const Prompt prompt = m_o.route_from == RouteFrom::text
+                            ? Prompt::of_text(m_wl.prompt_texts[p])
+                            : Prompt::of_tokens(m_wl.prompt_tokens[p]);
+  auto d = router.route_prompt(prompt, hints);
+  if (d) {
+    m_confidence_sum += d->confidence;
+    ++m_prompt_routes;
+  }
+  return d;
+}
+
 Status Simulation::arrive(uint32_t r, double now) {
   RouteHints hints;
   if (m_wl.requests[r].domain < m_wl.domain_names.size())
@@ -221,7 +256,7 @@ Status Simulation::arrive(uint32_t r, double now) {
   const uint32_t by =
       m_o.routers > 1 ? static_cast<uint32_t>(m_pick_router.next() % m_o.routers) : 0;
   m_twins[by].release_due(*m_routers[by], now * 1000.0);
-  auto d = m_routers[by]->route(m_wl.prefill.row(r), hints);
+  auto d = route(*m_routers[by], r, hints);
   if (!d) return d.status();
   if (d->worker_index >= m_k)
     return Status{Errc::internal, "router returned a worker outside the table"};
@@ -232,6 +267,8 @@ Status Simulation::arrive(uint32_t r, double now) {
     ELDR_TRY(m_twins[by].after_route(*m_routers[by], m_table->worker_ids[d->worker_index],
                                      m_wl.prefill.row(r), now * 1000.0));
   }
+  if (m_o.learn && m_o.route_from != RouteFrom::footprint)
+    m_events.push({now + m_o.learn_delay_ms / 1000.0, 3, r});
   m_remaining[r] = m_wl.requests[r].output_tokens;
   m_workers[d->worker_index].queue.push_back(r);
   if (!m_workers[d->worker_index].busy) start_step(d->worker_index, now);
@@ -284,7 +321,10 @@ Status Simulation::run() {
   while (!m_events.empty()) {
     const Event ev = m_events.top();
     m_events.pop();
-    if (ev.kind == 2)
+    if (ev.kind == 3) {
+      // The request's prefill ran: its real footprint teaches the predictor.
+      if (m_routers[0]->learn(ev.id, m_wl.prefill.row(ev.id))) ++m_res.learned;
+    } else if (ev.kind == 2)
       deliver_booking(m_bookings[ev.id]);
     else if (ev.kind == 0)
       ELDR_TRY(arrive(ev.id, ev.time));
@@ -314,6 +354,8 @@ SimResult Simulation::report() {
       sum_tokens ? static_cast<double>(max_tokens) * m_k / static_cast<double>(sum_tokens) : 0.0;
   res.router_step_cost = m_routers[0]->step_cost();
   res.router_step_samples = m_routers[0]->stats().step_samples;
+  res.mean_confidence =
+      m_prompt_routes ? m_confidence_sum / static_cast<double>(m_prompt_routes) : 1.0;
   if (m_o.progress) m_o.progress(1.0);
   return std::move(res);
 }
@@ -323,6 +365,12 @@ SimResult Simulation::report() {
 Result<SimResult> simulate(const SimWorkload& wl, std::shared_ptr<const ClusterTable> table,
                            const SimOptions& o) {
   ELDR_TRY(check_inputs(wl, table.get(), o));
+  // Learning changes the predictor: this run learns on a copy of its own.
+  if (o.learn && o.route_from != RouteFrom::footprint) {
+    auto own = with_own_predictor(*table);
+    if (!own->predictor) return Status{Errc::internal, "the predictor could not be copied"};
+    table = std::move(own);
+  }
   Simulation sim(wl, std::move(table), o);
   ELDR_TRY(sim.create_routers());
   ELDR_TRY(sim.run());

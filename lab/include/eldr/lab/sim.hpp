@@ -24,12 +24,15 @@
 
 namespace eldr {
 
+inline constexpr uint32_t kNoPrompt = UINT32_MAX;
+
 // A request as the simulator sees it.
 struct SimRequest {
   uint32_t domain = 0;   // label index (domain policy, reports)
   uint32_t profile = 0;  // index into SimWorkload::inclusion
   uint32_t output_tokens = 1;
-  double arrival_s = 0.0;  // filled by the simulator from the rate
+  uint32_t prompt = kNoPrompt;  // index into SimWorkload::prompt_tokens / prompt_texts
+  double arrival_s = 0.0;       // filled by the simulator from the rate
 };
 
 // Requests plus their decode expert-usage profiles: inclusion[p][l][e] is the
@@ -41,9 +44,16 @@ struct SimWorkload {
   std::vector<SimRequest> requests;
   CountsTensor prefill;          // [N][L][E]
   std::vector<float> inclusion;  // [profiles][L][E]
+  // Prompts (optional), for routing from the prompt (SimOptions::route_from):
+  // token ids (< 2^20) and the same prompt as text, indexed by
+  // SimRequest::prompt. Kept whole when requests are selected or resampled.
+  std::vector<std::vector<uint32_t>> prompt_tokens;
+  std::vector<std::string> prompt_texts;
   uint32_t profiles() const noexcept {
     return geometry.cells() ? static_cast<uint32_t>(inclusion.size() / geometry.cells()) : 0;
   }
+  // Every request has a prompt (both forms).
+  bool has_prompts() const noexcept;
 };
 
 struct SyntheticSimOptions {
@@ -60,6 +70,17 @@ struct SyntheticSimOptions {
   // Draw requests only from these domains (weights renormalised over them);
   // empty = every domain. Drift mode calibrates on some and routes others.
   std::vector<std::string> only_domains;
+  // Prompts (drawn from a generator of their own: the footprints are the
+  // same with or without them). A prompt is `prompt_boilerplate` tokens
+  // common to every request (a system prompt), then as many tokens as the
+  // request's prefill has: each from its subtopic's words with probability
+  // prompt_subtopic_share, else its domain's with prompt_domain_share, else
+  // the general vocabulary (Zipf). Its text: "w<id>" words joined by spaces.
+  bool prompts = true;
+  uint32_t prompt_boilerplate = 40;
+  uint32_t prompt_vocabulary = 32000;  // ids in [0, prompt_vocabulary)
+  double prompt_domain_share = 0.20;
+  double prompt_subtopic_share = 0.10;
 };
 // Generates `n` requests; calibration and evaluation sets come from the same
 // model_seed with different `seed`s. decode (optional) receives decode counts
@@ -76,6 +97,12 @@ Result<SimWorkload> synthetic_sim_workload(const Geometry& geometry, const Synth
 Result<SimWorkload> load_trace_workload(const std::string& token_experts_npy,
                                         const std::string& index_npy, const std::string& labels,
                                         uint32_t prefill_proxy_tokens = 32);
+// A trace's prompts: tokens.jsonl.gz (gzip; one JSON object per request in
+// index order, "prompt": the prompt's token strings). Token ids are an id
+// table built from the strings in first-seen order; the text is the strings
+// joined. Sets every request's prompt; on error (unreadable, not gzip, bad
+// JSON, a count that differs from the requests') `w` is unchanged.
+Status load_trace_prompts(const std::string& tokens_jsonl_gz, SimWorkload& w);
 
 // --- Load and step regimes that compare across presets (eldr sim --utilization,
 // --expert-share).
@@ -124,6 +151,13 @@ struct DriftGroups {
 std::string label_group(const std::string& label);
 Result<DriftGroups> drift_groups(const std::vector<std::string>& labels);
 
+// What the router routes from: the request's prefill footprint
+// (Router::route), or its prompt (Router::route_prompt with the table's
+// predictor), as token ids or as text.
+enum class RouteFrom : uint8_t { footprint = 0, prompt = 1, text = 2 };
+const char* route_from_name(RouteFrom from) noexcept;
+Result<RouteFrom> parse_route_from(std::string_view name);
+
 struct SimOptions {
   StepModel model;
   uint32_t workers = 16;
@@ -150,6 +184,14 @@ struct SimOptions {
   // of yet, and books routers - 1 copies of it there until the others' real
   // bookings can have arrived (view_delay_ms later). Needs footprint bookings.
   bool anticipate_peers = true;
+  // Routing from the prompt needs the table's predictor and the workload's
+  // prompts (one router). With learn, each such request's real prefill
+  // footprint reaches Router::learn learn_delay_ms after its routing (its
+  // prefill), so the predictor learns online; simulate() then works on a
+  // copy of the table's predictor, so runs stay independent.
+  RouteFrom route_from = RouteFrom::footprint;
+  bool learn = false;
+  double learn_delay_ms = 0.0;
   std::function<void(double)> progress;  // fraction of requests finished
 };
 
@@ -165,7 +207,14 @@ struct SimResult {
   uint64_t router_step_samples = 0;  // step reports its online fit used
   std::vector<double> tpot_ms;       // per request
   std::vector<float> experts_per_step_samples;  // per step (for plots)
+  // Routing from the prompt: the predictor's mean confidence over the routed
+  // requests, and how many real footprints it learned during the run.
+  double mean_confidence = 1.0;
+  uint64_t learned = 0;
 };
+
+// A copy of the table whose predictor is a deep copy (its own learning).
+std::shared_ptr<ClusterTable> with_own_predictor(const ClusterTable& table);
 
 Result<SimResult> simulate(const SimWorkload& workload, std::shared_ptr<const ClusterTable> table,
                            const SimOptions& options);
