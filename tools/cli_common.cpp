@@ -53,4 +53,15 @@ uint64_t percentile(std::vector<uint64_t> samples, double p) {
   return samples[idx];
 }
 
+void add_predictor_options(CLI::App* app, PredictorOptions* o) {
+  app->add_option("--predictor-capacity", o->capacity, "prototypes the predictor keeps")
+      ->check(CLI::Range(1u, 1u << 20));
+  app->add_option("--predictor-neighbours", o->neighbours, "prototypes averaged per prediction")
+      ->check(CLI::Range(1u, 256u));
+  app->add_option("--predictor-bandwidth", o->bandwidth, "softmax temperature over cosines")
+      ->check(CLI::Range(1e-4f, 10.0f));
+  app->add_option("--predictor-max-features", o->max_features, "features kept per prototype")
+      ->check(CLI::Range(1u, 65535u));
+}
+
 }  // namespace eldr::cli

@@ -7,7 +7,10 @@
 #include <string_view>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "eldr/cluster_table.hpp"
+#include "eldr/predictor.hpp"
 #include "eldr/status.hpp"
 
 namespace eldr::cli {
@@ -30,6 +33,10 @@ class ProgressBar {
 
 // Loads a cluster table: FlatBuffers file, or a prototype JSON (*.json).
 Result<ClusterTable> load_any_table(const std::string& path, uint32_t json_top_k = 0);
+
+// --predictor-capacity, --predictor-neighbours, --predictor-bandwidth,
+// --predictor-max-features (eldr fit, eldr sim).
+void add_predictor_options(CLI::App* app, PredictorOptions* options);
 
 // Nearest-rank percentile of unsorted samples (copied).
 uint64_t percentile(std::vector<uint64_t> samples, double percent);  // percent in (0, 100]

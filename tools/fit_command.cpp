@@ -1,5 +1,9 @@
 // eldr fit | inspect | import | synth
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <map>
+#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +14,8 @@
 #include "eldr/fit.hpp"
 #include "eldr/lab/synthetic.hpp"
 #include "eldr/npy.hpp"
+#include "eldr/lab/sim.hpp"
+#include "calibration_records.hpp"
 
 namespace eldr::cli {
 
@@ -17,6 +23,13 @@ namespace {
 
 struct FitArgs {
   std::string prefill, decode, labels, out, model;
+  // Prompts for the predictor: --prompts beside --prefill, or --records
+  // (prompt + footprint or engine payload), or --trace (a trace directory
+  // with its tokens.jsonl.gz).
+  std::string prompts, records, trace;
+  PromptInput prompt_input = PromptInput::automatic;
+  PayloadGeometry payload;
+  PredictorOptions predictor;
   uint32_t workers = 0, top_k = 0, pairs = 30000, max_iterations = 50, threads = 0;
   uint64_t seed = 1;
   float tau = kDefaultTau;
@@ -24,27 +37,107 @@ struct FitArgs {
   std::string align;
 };
 
-int run_fit(const FitArgs& a) {
-  auto prefill = load_counts_npy(a.prefill);
-  if (!prefill) return report(prefill.status());
-  CountsTensor decode;
+// The calibration footprints (and prompts, when given): from --prefill and
+// --decode, --records, or --trace.
+struct Calibration {
+  CountsTensor prefill, decode;
+  std::optional<CalibrationPrompts> prompts;
+  std::vector<std::string> labels;
+  uint32_t top_k = 0;  // known from records or a trace; 0: --top-k / --model
+};
+
+// A trace's decode counts: each request's per-token inclusion times its
+// output tokens (what eldr sim calibrates layer selection on).
+CountsTensor trace_decode_counts(const SimWorkload& w) {
+  const size_t cells = w.geometry.cells();
+  CountsTensor d{w.requests.size(), w.geometry.layers, w.geometry.experts,
+                 std::vector<int16_t>(w.requests.size() * cells)};
+  for (size_t r = 0; r < w.requests.size(); ++r)
+    for (size_t c = 0; c < cells; ++c)
+      d.data[r * cells + c] = static_cast<int16_t>(std::lround(
+          std::min(32767.0, double{w.inclusion[size_t{w.requests[r].profile} * cells + c]} *
+                                w.requests[r].output_tokens)));
+  return d;
+}
+
+Result<Calibration> load_calibration(const FitArgs& a) {
+  Calibration c;
+  const int sources = !a.prefill.empty() + !a.records.empty() + !a.trace.empty();
+  if (sources != 1)
+    return Status{Errc::invalid_argument, "give exactly one of --prefill, --records, --trace"};
+  if (!a.prefill.empty()) {
+    auto prefill = load_counts_npy(a.prefill);
+    if (!prefill) return prefill.status();
+    c.prefill = std::move(*prefill);
+  } else if (!a.records.empty()) {
+    auto r = read_records(a.records, a.prompt_input, a.payload);
+    if (!r) return r.status();
+    c.prefill = {r->size(), r->geometry.layers, r->geometry.experts, std::move(r->footprints)};
+    c.prompts = std::move(r->prompts);
+    c.top_k = r->geometry.top_k;
+  } else {
+    // A trace: its first decode tokens stand in for the prefill footprint
+    // (eldr sim's rule), its decode counts select layers, its labels and
+    // tokens.jsonl.gz come along.
+    const std::string dir = a.trace + "/";
+    const std::string labels =
+        std::filesystem::exists(dir + "labels.txt") ? dir + "labels.txt" : "";
+    auto w = load_trace_workload(dir + "token_experts.npy", dir + "index.npy", labels);
+    if (!w) return w.status();
+    c.prefill = std::move(w->prefill);
+    c.decode = trace_decode_counts(*w);
+    c.top_k = w->geometry.top_k;
+    for (const auto& r : w->requests) c.labels.push_back(w->domain_names[r.domain]);
+    if (a.prompts.empty()) {
+      auto p = read_prompts(dir + "tokens.jsonl.gz", a.prompt_input);
+      if (!p) return p.status();
+      c.prompts = std::move(*p);
+    }
+  }
+  if (!a.prompts.empty()) {
+    auto p = read_prompts(a.prompts, a.prompt_input);
+    if (!p) return p.status();
+    c.prompts = std::move(*p);
+  }
+  if (c.prompts && c.prompts->texts.size() != c.prefill.n)
+    return Status{Errc::shape_mismatch, "the calibration has " + std::to_string(c.prefill.n) +
+                                            " footprints and " +
+                                            std::to_string(c.prompts->texts.size()) + " prompts"};
   if (!a.decode.empty()) {
     auto d = load_counts_npy(a.decode);
-    if (!d) return report(d.status());
-    decode = std::move(*d);
-    if (decode.n != prefill->n || decode.layers != prefill->layers ||
-        decode.experts != prefill->experts)
-      return report({Errc::shape_mismatch,
-                     "decode counts " + a.decode + " do not have the prefill counts' shape"});
+    if (!d) return d.status();
+    c.decode = std::move(*d);
   }
-  std::vector<std::string> labels;
+  if (!c.decode.data.empty() &&
+      (c.decode.n != c.prefill.n || c.decode.layers != c.prefill.layers ||
+       c.decode.experts != c.prefill.experts))
+    return Status{Errc::shape_mismatch, "the decode counts do not have the prefill counts' shape"};
+  return c;
+}
+
+void print_predictor(const Predictor& p, uint64_t skipped) {
+  const PredictorInfo i = p.info();
+  std::printf("  predictor: %u prototypes (%s%s%s), %llu records skipped; memory %.1f MiB "
+              "(demand %.1f, features %.1f, index %.1f)\n",
+              i.prototypes, i.kinds & 1 ? "tokens" : "", i.kinds == 3 ? ", " : "",
+              i.kinds & 2 ? "text" : "", static_cast<unsigned long long>(skipped),
+              i.total_bytes() / 1048576.0, i.demand_bytes / 1048576.0,
+              i.feature_bytes / 1048576.0, i.index_bytes / 1048576.0);
+}
+
+int run_fit(const FitArgs& a) {
+  auto cal = load_calibration(a);
+  if (!cal) return report(cal.status());
+  CountsTensor* prefill = &cal->prefill;
+  const CountsTensor& decode = cal->decode;
+  std::vector<std::string> labels = std::move(cal->labels);
   if (!a.labels.empty()) {
     auto l = load_labels(a.labels);
     if (!l) return report(l.status());
     labels = std::move(*l);
   }
-  Geometry g{prefill->layers, prefill->experts, a.top_k};
-  if (a.top_k == 0)
+  Geometry g{prefill->layers, prefill->experts, a.top_k ? a.top_k : cal->top_k};
+  if (g.top_k == 0)
     if (auto preset = find_preset(a.model);
         preset && preset->layers == g.layers && preset->experts == g.experts)
       g.top_k = preset->top_k;
@@ -71,6 +164,13 @@ int run_fit(const FitArgs& a) {
   auto table = fit_table({g, prefill->n, prefill->data, decode.data, labels}, o);
   bar.finish();
   if (!table) return report(table.status());
+  uint64_t skipped = 0;
+  if (cal->prompts) {
+    const std::vector<Prompt> prompts = cal->prompts->views();
+    auto p = Predictor::fit(g, prompts, prefill->data, a.predictor, &skipped);
+    if (!p) return report(p.status());
+    table->predictor = std::move(*p);
+  }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (Status s = save_table(*table, a.out); !s) return report(s);
 
@@ -93,6 +193,7 @@ int run_fit(const FitArgs& a) {
   std::printf("\n");
   if (!table->domains.empty())
     std::printf("  domain pools: %zu labels\n", table->domains.names.size());
+  if (table->predictor) print_predictor(*table->predictor, skipped);
   return 0;
 }
 
@@ -162,10 +263,38 @@ int run_synth(const SynthArgs& a) {
 
 void register_fit_commands(CLI::App& app) {
   auto fa = std::make_shared<FitArgs>();
-  auto* fit = app.add_subcommand("fit", "calibration footprints (.npy) -> cluster table");
+  auto* fit = app.add_subcommand(
+      "fit", "calibration footprints (and prompts) -> cluster table (and footprint predictor)");
   fit->add_option("--prefill", fa->prefill, "prefill counts [N,L,E] .npy")
-      ->required()
       ->check(CLI::ExistingFile);
+  fit->add_option("--prompts", fa->prompts,
+                  "JSON lines (gzip or plain), line i the prompt of footprint i: \"text\" or "
+                  "\"prompt\" (a string, or token strings joined), or token ids (\"token_ids\", "
+                  "\"input_ids\", \"prompt_token_ids\"); fits the footprint predictor")
+      ->check(CLI::ExistingFile);
+  fit->add_option("--records", fa->records,
+                  "JSON lines, each a prompt (as --prompts) and its footprint: \"footprint\" "
+                  "[L][E], an SGLang response's \"meta_info\" or a vLLM response's "
+                  "\"choices\" with routed_experts (instead of --prefill)")
+      ->check(CLI::ExistingFile);
+  fit->add_option("--trace", fa->trace,
+                  "a trace directory (token_experts.npy, index.npy, labels.txt, "
+                  "tokens.jsonl.gz), as eldr sim reads it (instead of --prefill)")
+      ->check(CLI::ExistingDirectory);
+  fit->add_option("--prompt-input", fa->prompt_input,
+                  "what a prompt is: auto (token ids when a record has them, else text), "
+                  "tokens or text")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, PromptInput>{
+          {"auto", PromptInput::automatic},
+          {"tokens", PromptInput::tokens},
+          {"text", PromptInput::text}}));
+  fit->add_option("--experts", fa->payload.experts, "records' payloads: experts per layer E");
+  fit->add_option("--layers", fa->payload.hidden_layers,
+                  "records' SGLang payloads: the model's num_hidden_layers");
+  fit->add_option("--moe-layers", fa->payload.moe_layers,
+                  "records' payloads: the hidden layers that are MoE layers (default all)")
+      ->delimiter(',');
+  add_predictor_options(fit, &fa->predictor);
   fit->add_option("--decode", fa->decode, "decode counts [N,L,E] .npy (enables layer selection)")
       ->check(CLI::ExistingFile);
   fit->add_option("--labels", fa->labels, "labels: text (one per line) or integer .npy")
@@ -187,7 +316,10 @@ void register_fit_commands(CLI::App& app) {
       ->check(CLI::ExistingFile);
   fit->add_flag("--no-layer-select", fa->no_layer_select, "use every layer");
   fit->add_flag("--plain-kmeans", fa->plain_kmeans, "unbalanced k-means (ablation)");
-  fit->callback([fa] { g_exit_code = run_fit(*fa); });
+  fit->callback([fa] {
+    fa->payload.top_k = fa->top_k;
+    g_exit_code = run_fit(*fa);
+  });
 
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);

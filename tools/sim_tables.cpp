@@ -7,6 +7,8 @@
 #include "eldr/fit.hpp"
 #include "sim_command.hpp"
 
+#include "cli_common.hpp"
+
 namespace eldr::cli {
 
 Result<std::shared_ptr<const ClusterTable>> fit_for(const Workloads& w, uint32_t workers,
@@ -101,11 +103,7 @@ void add_prompt_options(CLI::App* sim, SimArgs* a) {
                   "the predictor first learns this many requests of the routed mix (drawn apart "
                   "from the evaluated ones); several: the online-learning curve (rows @N)")
       ->expected(1, -1);
-  sim->add_option("--predictor-neighbours", a->predictor.neighbours)->check(CLI::Range(1u, 256u));
-  sim->add_option("--predictor-bandwidth", a->predictor.bandwidth)->check(CLI::Range(1e-4f, 10.0f));
-  sim->add_option("--predictor-max-features", a->predictor.max_features)
-      ->check(CLI::Range(1u, 65535u));
-  sim->add_option("--predictor-capacity", a->predictor.capacity)->check(CLI::Range(1u, 1u << 20));
+  add_predictor_options(sim, &a->predictor);
   sim->add_option("--prompt-domain-share", a->synth.prompt_domain_share,
                   "synthetic: share of prompt tokens from the domain's words");
   sim->add_option("--prompt-subtopic-share", a->synth.prompt_subtopic_share,

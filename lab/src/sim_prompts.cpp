@@ -4,7 +4,6 @@
 // the simulator needs around them.
 #include "sim_prompts.hpp"
 
-#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +11,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "eldr/lab/text_file.hpp"
 #include "eldr/predictor.hpp"
 #include "eldr/random.hpp"
 
@@ -138,33 +138,8 @@ Status synthetic_prompts(const SyntheticSimOptions& o, uint32_t domains, uint64_
 
 }  // namespace detail
 
-namespace {
-
-Result<std::string> read_gzip(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) return Status{Errc::io, path + ": cannot open"};
-  std::string out;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) {
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > (size_t{1} << 31)) {
-      gzclose(f);
-      return Status{Errc::io, path + ": more than 2 GiB uncompressed"};
-    }
-  }
-  int err = Z_OK;
-  const char* msg = n < 0 ? gzerror(f, &err) : nullptr;
-  const std::string what = msg ? msg : "";
-  gzclose(f);
-  if (n < 0) return Status{Errc::io, path + ": not a readable gzip file (" + what + ")"};
-  return out;
-}
-
-}  // namespace
-
 Status load_trace_prompts(const std::string& path, SimWorkload& w) {
-  auto data = read_gzip(path);
+  auto data = read_text_file(path);
   if (!data) return data.status();
   std::vector<std::vector<uint32_t>> tokens;
   std::vector<std::string> texts;
