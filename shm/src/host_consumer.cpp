@@ -109,6 +109,12 @@ size_t Host::poll(RecordHandler& handler, size_t max_records) {
             case RecordType::worker_control:
               handler.on_worker_control(slot, d.worker, d.op);
               break;
+            case RecordType::prompt:
+              d.prompt.client = slot;
+              d.prompt.seen_ns = seen;
+              d.prompt.client_pid = s.pid;
+              handler.on_prompt(d.prompt);
+              break;
             case RecordType::padding:
               break;
           }
