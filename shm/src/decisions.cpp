@@ -80,13 +80,13 @@ bool read_cell(const DecisionCell& cell, uint64_t hash, DecisionPayload& out) {
   return false;
 }
 
-// Format 2.2's publish stamp: the publish time to 65.5 us (its low 16 bits
-// cleared) with the confidence in those bits.
-constexpr uint64_t kStampTimeMask = ~uint64_t{0xffff};
+// Format 2.2's publish stamp: the publish time in microseconds (48 bits:
+// 8.9 years of CLOCK_MONOTONIC) above the confidence in 1/65535 steps.
 uint64_t publish_stamp(uint64_t publish_ns, float confidence) {
   const float c = std::isfinite(confidence) ? std::clamp(confidence, 0.0f, 1.0f) : 0.0f;
-  return (publish_ns & kStampTimeMask) | static_cast<uint64_t>(std::lround(c * 65535.0f));
+  return (publish_ns / 1000) << 16 | static_cast<uint64_t>(std::lround(c * 65535.0f));
 }
+uint64_t stamp_ns(uint64_t stamp) { return (stamp >> 16) * 1000; }
 
 bool same_id(const DecisionPayload& p, std::string_view id) {
   return p.id_length == id.size() && std::memcmp(p.id, id.data(), id.size()) == 0;
@@ -121,8 +121,8 @@ std::optional<uint64_t> publish_decision(DecisionCell* cells, uint32_t slots,
         break;
       }
     }
-    if (!have_empty && (p.publish_stamp & kStampTimeMask) < oldest) {
-      oldest = p.publish_stamp & kStampTimeMask;
+    if (!have_empty && stamp_ns(p.publish_stamp) < oldest) {
+      oldest = stamp_ns(p.publish_stamp);
       target = c;
     }
   }

@@ -24,9 +24,9 @@ using eldr::testing::small_config;
 using eldr::testing::TempDir;
 using eldr::testing::unique_instance;
 
-// The resolution of a cell's publish time (format 2.2: its low 16 bits hold
-// the confidence).
-constexpr uint64_t kTick = 1u << 16;
+// The resolution of a cell's publish time (format 2.2: microseconds, with
+// the confidence in the same word).
+constexpr uint64_t kTick = 1000;
 
 DecisionIn decision(int32_t worker, float similarity = 0.5f) {
   DecisionIn d;

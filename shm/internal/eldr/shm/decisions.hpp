@@ -25,8 +25,11 @@
 namespace eldr::shm::detail {
 
 // Writes (or overwrites) request_id's decision. Single writer only. Returns
-// the publish time of another request's decision it overwrote, if it did
-// (to 65.5 us: the cell keeps the confidence in the time's low 16 bits).
+// the publish time of another request's decision it overwrote, if it did.
+// Cells keep publish times to the microsecond (format 2.2: the word holds
+// the confidence too), so the caller makes them strictly increasing in
+// microseconds (Host::publish): the oldest of a probe run is then always
+// the one evicted.
 std::optional<uint64_t> publish_decision(DecisionCell* cells, uint32_t slots,
                                          std::string_view request_id, const DecisionIn& decision,
                                          uint64_t publish_ns);

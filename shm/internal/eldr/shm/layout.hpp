@@ -174,9 +174,10 @@ struct DecisionPayload {
   uint32_t band_size;
   uint32_t latency_ns;  // saturates at ~4.3 s
   uint64_t table_epoch;
-  // Format 2.2: (CLOCK_MONOTONIC ns >> 10) << 16 | the decision's confidence
-  // in 1/65535 steps (format 2.1: the ns; readers never read it then). Only
-  // the daemon orders cells by it: the oldest of a probe run is evicted.
+  // Format 2.2: the publish time in CLOCK_MONOTONIC microseconds (strictly
+  // increasing per daemon) << 16 | the decision's confidence in 1/65535
+  // steps (format 2.1: the ns; readers never read it then). Only the daemon
+  // orders cells by it: the oldest of a probe run is evicted.
   uint64_t publish_stamp;
   uint64_t id_hash;  // XXH3_64bits(id): a probe dismisses other ids on the first cache line
   uint64_t completion_token;  // what a complete of this request presents
