@@ -89,6 +89,23 @@ Status read_refit(std::string_view source, const toml::table& table, RefitConfig
   return Status::ok();
 }
 
+Status read_predictor(std::string_view source, const toml::table& table,
+                      PredictorConfig& predictor) {
+  for (const auto& [k, node] : table) {
+    const std::string key = "predictor." + std::string(k.str());
+    if (k == "save_interval_s") {
+      ELDR_TRY(read_uint(source, key, node, predictor.save_interval_s, 0, 86400 * 7));
+    } else if (k == "save_path") {
+      ELDR_TRY(read_string(source, key, node, predictor.save_path));
+    } else if (k == "save_on_exit") {
+      ELDR_TRY(read_bool(source, key, node, predictor.save_on_exit));
+    } else {
+      return bad_value(source, key, "unknown key");
+    }
+  }
+  return Status::ok();
+}
+
 Status read_double(std::string_view source, std::string_view key, const toml::node& node,
                    double& out) {
   if (!node.is_floating_point() && !node.is_integer())
@@ -274,6 +291,9 @@ Status parse_config_toml(std::string_view text, DaemonConfig& c, std::string_vie
     } else if (key == "refit") {
       if (!node.is_table()) return bad_value(source, key, "expected a [refit] table");
       ELDR_TRY(read_refit(source, *node.as_table(), c.refit));
+    } else if (key == "predictor") {
+      if (!node.is_table()) return bad_value(source, key, "expected a [predictor] table");
+      ELDR_TRY(read_predictor(source, *node.as_table(), c.predictor));
     } else if (key == "pool") {
       if (!node.is_table()) return bad_value(source, key, "expected a [pool] table");
       ELDR_TRY(read_pool(source, *node.as_table(), c.pool));

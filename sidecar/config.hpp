@@ -27,6 +27,17 @@ struct RefitConfig {
   uint32_t min_samples = 256;  // no refit before this many footprints were seen
 };
 
+// [predictor]: saving what the table's footprint predictor learns online.
+struct PredictorConfig {
+  uint32_t save_interval_s = 300;  // 0: no periodic save
+  std::string save_path;           // empty: the table file the daemon loaded
+  bool save_on_exit = true;        // on a clean stop (SIGTERM, SIGINT)
+  // Where saves go for this config: save_path, else `table`; empty: nowhere.
+  std::string target(const std::string& table) const {
+    return save_path.empty() ? table : save_path;
+  }
+};
+
 // [router]: the step model of the eldr_cost policy.
 struct RouterConfig {
   // t0_ms, tseq_ms, alpha_us and max_batch, all or none. None: the table's
@@ -79,8 +90,9 @@ struct DaemonConfig {
   uint32_t metrics_port = 0;         // 0 = off; always bound to 127.0.0.1
   LogLevel log_level = LogLevel::info;
   RefitConfig refit;
-  RouterConfig router_step;  // [router]
-  PoolConfig pool;           // [pool]
+  RouterConfig router_step;   // [router]
+  PoolConfig pool;            // [pool]
+  PredictorConfig predictor;  // [predictor]
 
   Status validate() const;
   shm::SegmentConfig segment() const;

@@ -69,6 +69,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& config,
     if (!server) return server.status();
     d->m_metrics_server = std::move(*server);
   }
+  d->m_saver = std::make_unique<PredictorSaver>(config, *d->m_service, d->m_metrics);
   d->maintain();  // workers and epoch visible to `eldr status` from the start
   if (config.refit.enabled) d->m_refit_thread = std::thread([p = d.get()] { p->refit_loop(); });
   return d;
@@ -82,6 +83,9 @@ Daemon::~Daemon() {
   m_refit_cv.notify_all();
   if (m_refit_thread.joinable()) m_refit_thread.join();
   m_metrics_server.reset();
+  // The consumer loop has stopped: nothing learns any more.
+  if (m_saver) m_saver->stop_and_save();
+  m_saver.reset();
   m_pool.reset();
   m_service.reset();
   m_host.reset();
@@ -154,6 +158,8 @@ Status Daemon::reload() {
   }
   const uint64_t before = m_service->table_epoch();
   Status s = m_service->reload(m_config.table);
+  // The file just read is the one saves may overwrite again.
+  if (s && m_saver) m_saver->adopt_file();
   if (s)
     ELDR_LOG(info, "reloaded %s: table epoch %llu -> %llu", m_config.table.c_str(),
              static_cast<unsigned long long>(before),

@@ -15,6 +15,7 @@
 #include "eldr/shm.hpp"
 #include "metrics.hpp"
 #include "pool_node.hpp"
+#include "predictor_saver.hpp"
 #include "service.hpp"
 
 namespace eldr::sidecar {
@@ -23,7 +24,9 @@ class Daemon {
  public:
   static Result<std::unique_ptr<Daemon>> create(const DaemonConfig& config,
                                                 std::shared_ptr<const ClusterTable> table);
-  ~Daemon();  // stops refit and metrics, then removes the segment (Host)
+  // Stops refit and metrics, saves what the predictor learned
+  // ([predictor] save_on_exit), then removes the segment (Host).
+  ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
@@ -38,6 +41,8 @@ class Daemon {
   shm::Host& host() noexcept { return *m_host; }
   Service& service() noexcept { return *m_service; }
   Metrics& metrics() noexcept { return m_metrics; }
+  // Saves the table with what its predictor learned ([predictor]).
+  PredictorSaver& predictor_saver() noexcept { return *m_saver; }
   // In a pool ([pool]): this node; nullptr otherwise.
   PoolNode* pool_node() noexcept { return m_pool.get(); }
   uint16_t metrics_port() const noexcept;
@@ -60,7 +65,8 @@ class Daemon {
   HostSink m_sink;
   std::unique_ptr<shm::Host> m_host;
   std::unique_ptr<Service> m_service;
-  std::unique_ptr<PoolNode> m_pool;  // uses *m_service and *m_host: after them
+  std::unique_ptr<PoolNode> m_pool;         // uses *m_service and *m_host: after them
+  std::unique_ptr<PredictorSaver> m_saver;  // uses *m_service
   std::unique_ptr<MetricsServer> m_metrics_server;
   uint64_t m_reclaims = 0;  // client slots reclaimed since start
   std::thread m_refit_thread;

@@ -34,6 +34,24 @@ const char* rejection_name(Rejection r) noexcept {
   return "unknown";
 }
 
+const char* prompt_rejection_name(PromptRejection r) noexcept {
+  switch (r) {
+    case PromptRejection::no_predictor:
+      return "no_predictor";
+    case PromptRejection::bad_prompt:
+      return "bad_prompt";
+    case PromptRejection::too_long:
+      return "too_long";
+    case PromptRejection::no_worker:
+      return "no_worker";
+    case PromptRejection::internal:
+      return "internal";
+    case PromptRejection::count_:
+      break;
+  }
+  return "unknown";
+}
+
 Rejection rejection_from(shm::RejectReason reason) noexcept {
   switch (reason) {
     case shm::RejectReason::bad_header:
@@ -63,6 +81,21 @@ void Metrics::count_routed(uint32_t slot, Policy policy) noexcept {
 void Metrics::count_rejected(Rejection r) noexcept {
   const auto i = static_cast<size_t>(r);
   if (i < m_rejected.size()) m_rejected[i].fetch_add(1, kRelaxed);
+}
+
+void Metrics::count_prompt_rejected(PromptRejection r) noexcept {
+  const auto i = static_cast<size_t>(r);
+  if (i < m_prompt_rejected.size()) m_prompt_rejected[i].fetch_add(1, kRelaxed);
+}
+
+uint64_t Metrics::prompt_rejected(PromptRejection r) const noexcept {
+  const auto i = static_cast<size_t>(r);
+  return i < m_prompt_rejected.size() ? m_prompt_rejected[i].load(kRelaxed) : 0;
+}
+
+void Metrics::set_predictor(const PredictorGauge& predictor) {
+  std::lock_guard lock(m_tables);
+  m_predictor = predictor;
 }
 
 uint64_t Metrics::rejected(Rejection r) const noexcept {

@@ -41,6 +41,17 @@ enum class Rejection : uint8_t {
   count_,
 };
 const char* rejection_name(Rejection r) noexcept;
+
+// Why a prompt got no routing decision (label of eldr_prompt_rejected_total).
+enum class PromptRejection : uint8_t {
+  no_predictor = 0,  // the table has no predictor, or none for the prompt's kind
+  bad_prompt,        // empty, an id >= 2^20, invalid UTF-8
+  too_long,          // more than 131072 tokens or 512 KiB of text (before any cut)
+  no_worker,         // nothing routable
+  internal,
+  count_,
+};
+const char* prompt_rejection_name(PromptRejection r) noexcept;
 Rejection rejection_from(shm::RejectReason reason) noexcept;
 
 inline constexpr size_t kPolicyCount = std::size(kAllPolicies);
@@ -84,6 +95,12 @@ struct RouterGauge {
   uint64_t step_samples = 0;       // reports the online fit used
   uint64_t untracked = 0;          // routes with no request record free
   uint64_t completes_unknown = 0;  // the router's: complete_request of an id not in flight
+};
+
+// The table's footprint predictor, refreshed every maintenance tick.
+struct PredictorGauge {
+  bool present = false;
+  PredictorInfo info;
 };
 
 // Multi-node mode, refreshed every maintenance tick (pool_node.cpp).
@@ -130,6 +147,17 @@ class Metrics {
   }
   void count_refit(bool ok) noexcept { (ok ? m_refits : m_refit_failures).fetch_add(1, kRelaxed); }
   void set_table_epoch(uint64_t epoch) noexcept { m_table_epoch.store(epoch, kRelaxed); }
+  // Routing from the prompt.
+  void count_prompt_routed() noexcept { m_prompt_routed.fetch_add(1, kRelaxed); }
+  void count_prompt_rejected(PromptRejection r) noexcept;
+  void count_prompt_cut() noexcept { m_prompt_cut.fetch_add(1, kRelaxed); }
+  void count_learned(bool ok) noexcept {
+    (ok ? m_learned : m_learn_rejected).fetch_add(1, kRelaxed);
+  }
+  // Any thread (the saver): a save of the table with its predictor.
+  void count_predictor_save(bool ok) noexcept {
+    (ok ? m_predictor_saves : m_predictor_save_failures).fetch_add(1, kRelaxed);
+  }
 
   // ---- maintenance tick ----
   void set_workers(std::vector<WorkerGauge> workers);
@@ -140,6 +168,7 @@ class Metrics {
   }
   void set_router(const RouterGauge& router);
   void set_pool(const PoolGauge& pool);
+  void set_predictor(const PredictorGauge& predictor);
 
   // ---- readers ----
   std::string render() const;  // Prometheus text exposition format 0.0.4
@@ -152,6 +181,15 @@ class Metrics {
   uint64_t report_unknown_worker() const noexcept { return m_report_unknown.load(kRelaxed); }
   uint64_t latency_count() const noexcept { return m_latency.count(); }
   uint64_t decisions_evicted() const noexcept { return m_evicted_age.count(); }
+  uint64_t prompt_routed() const noexcept { return m_prompt_routed.load(kRelaxed); }
+  uint64_t prompt_rejected(PromptRejection r) const noexcept;
+  uint64_t prompt_cut() const noexcept { return m_prompt_cut.load(kRelaxed); }
+  uint64_t learned() const noexcept { return m_learned.load(kRelaxed); }
+  uint64_t learn_rejected() const noexcept { return m_learn_rejected.load(kRelaxed); }
+  uint64_t predictor_saves() const noexcept { return m_predictor_saves.load(kRelaxed); }
+  uint64_t predictor_save_failures() const noexcept {
+    return m_predictor_save_failures.load(kRelaxed);
+  }
 
  private:
   static constexpr auto kRelaxed = std::memory_order_relaxed;
@@ -163,7 +201,10 @@ class Metrics {
   std::atomic<uint64_t> m_complete_unknown{0}, m_complete_refused{0}, m_request_evicted{0},
       m_rerouted{0}, m_report_unknown{0}, m_report_bad_value{0}, m_stale_transitions{0},
       m_reloads{0}, m_reload_failures{0}, m_refits{0}, m_refit_failures{0}, m_table_epoch{0},
-      m_clients_quarantined{0}, m_registrations_refused{0};
+      m_clients_quarantined{0}, m_registrations_refused{0}, m_prompt_routed{0}, m_prompt_cut{0},
+      m_learned{0}, m_learn_rejected{0}, m_predictor_saves{0}, m_predictor_save_failures{0};
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(PromptRejection::count_)>
+      m_prompt_rejected{};
   mutable std::mutex m_tables;
   std::vector<WorkerGauge> m_workers;
   std::vector<shm::ClientInfo> m_clients;
@@ -171,11 +212,13 @@ class Metrics {
   bool m_router_set = false;
   PoolGauge m_pool;
   bool m_pool_set = false;
+  PredictorGauge m_predictor;
 
   // render()'s parts, one family group each (the others are free functions).
   void render_decisions(std::string& out, const std::vector<WorkerGauge>& workers) const;
   void render_transport(std::string& out, const std::vector<shm::ClientInfo>& clients) const;
   void render_counters(std::string& out) const;
+  void render_prompts(std::string& out, const PredictorGauge& predictor) const;
 };
 
 // GET /metrics on 127.0.0.1:port in its own thread.

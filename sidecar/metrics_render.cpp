@@ -208,6 +208,7 @@ std::string Metrics::render() const {
   bool router_set = false;
   PoolGauge pool;
   bool pool_set = false;
+  PredictorGauge predictor;
   {
     std::lock_guard lock(m_tables);
     workers = m_workers;
@@ -216,6 +217,7 @@ std::string Metrics::render() const {
     router_set = m_router_set;
     pool = m_pool;
     pool_set = m_pool_set;
+    predictor = m_predictor;
   }
   std::string out;
   out.reserve(4096 + workers.size() * 256);
@@ -225,7 +227,46 @@ std::string Metrics::render() const {
   render_workers(out, workers);
   if (router_set) render_router(out, router);
   render_counters(out);
+  render_prompts(out, predictor);
   return out;
+}
+
+// Routing from the prompt and the table's footprint predictor.
+void Metrics::render_prompts(std::string& out, const PredictorGauge& predictor) const {
+  family(out, "eldr_prompt_routed_total", "counter", "Requests routed from their prompt.");
+  sample(out, "eldr_prompt_routed_total", "", m_prompt_routed.load(kRelaxed));
+  family(out, "eldr_prompt_rejected_total", "counter",
+         "Prompts that got an error decision instead of a worker, by reason.");
+  for (size_t r = 0; r < m_prompt_rejected.size(); ++r)
+    sample(out, "eldr_prompt_rejected_total",
+           label("reason", prompt_rejection_name(static_cast<PromptRejection>(r))),
+           m_prompt_rejected[r].load(kRelaxed));
+  family(out, "eldr_prompt_cut_total", "counter",
+         "Prompts longer than one ring record, sent as their head and tail (routed all the same).");
+  sample(out, "eldr_prompt_cut_total", "", m_prompt_cut.load(kRelaxed));
+  family(out, "eldr_predictor_learned_total", "counter",
+         "Real footprints of requests routed from their prompt that the predictor learned from.");
+  sample(out, "eldr_predictor_learned_total", "", m_learned.load(kRelaxed));
+  family(out, "eldr_predictor_learn_rejected_total", "counter",
+         "Footprints of prompt-routed requests not learned from (the prompt was dropped, or the "
+         "footprint is bad).");
+  sample(out, "eldr_predictor_learn_rejected_total", "", m_learn_rejected.load(kRelaxed));
+  family(out, "eldr_predictor_saves_total", "counter",
+         "Saves of the table with what its predictor learned.");
+  sample(out, "eldr_predictor_saves_total", "", m_predictor_saves.load(kRelaxed));
+  family(out, "eldr_predictor_save_failures_total", "counter",
+         "Saves of the table that failed or were refused (the file changed under the daemon).");
+  sample(out, "eldr_predictor_save_failures_total", "", m_predictor_save_failures.load(kRelaxed));
+  family(out, "eldr_predictor_prototypes", "gauge",
+         "Prototypes the table's predictor holds (0: no predictor).");
+  sample(out, "eldr_predictor_prototypes", "", uint64_t{predictor.info.prototypes});
+  family(out, "eldr_predictor_memory_bytes", "gauge", "Memory of the predictor, per component.");
+  sample(out, "eldr_predictor_memory_bytes", label("component", "demand"),
+         predictor.info.demand_bytes);
+  sample(out, "eldr_predictor_memory_bytes", label("component", "features"),
+         predictor.info.feature_bytes);
+  sample(out, "eldr_predictor_memory_bytes", label("component", "index"),
+         predictor.info.index_bytes);
 }
 
 // Decisions: routed per worker and policy, rejected by reason, latencies.

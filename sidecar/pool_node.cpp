@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -172,11 +173,14 @@ void PoolNode::serve_route(const InboxMessage& in) {
     ++m_remote_malformed;  // a publish, not a request: nobody would hear the decision
     return;
   }
-  // The ring's FootprintMsg, checked by the ring's own decoder.
+  // The ring's FootprintMsg or PromptMsg (told apart by their file
+  // identifiers), checked by the ring's own decoder.
   const std::vector<uint64_t> aligned = aligned_copy(in.data);
+  const bool prompt = in.data.size() >= 8 && std::memcmp(in.data.data() + 4, "ELPR", 4) == 0;
   shm::detail::DecodedRecord record;
   const Status s = shm::detail::decode_record(
-      shm::RecordType::footprint, shm::detail::kFootprintSchema,
+      prompt ? shm::RecordType::prompt : shm::RecordType::footprint,
+      prompt ? shm::detail::kPromptSchema : shm::detail::kFootprintSchema,
       {reinterpret_cast<const uint8_t*>(aligned.data()), in.data.size()}, record);
   shm::DecisionIn d;
   std::string message;
@@ -186,6 +190,15 @@ void PoolNode::serve_route(const InboxMessage& in) {
     d.status = static_cast<int32_t>(s.code());
     d.worker = -1;
     message = s.message();
+  } else if (prompt) {
+    ++m_remote_routes;
+    shm::PromptIn p = record.prompt;
+    p.client = kRemoteClient;
+    p.client_pid = 0;
+    p.seen_ns = monotonic_ns();
+    request_id.assign(p.request_id);
+    d = m_service.route_remote(p);
+    if (d.status != 0) message = "the daemon rejected the prompt";
   } else {
     ++m_remote_routes;
     shm::FootprintIn f = record.footprint;
@@ -198,7 +211,7 @@ void PoolNode::serve_route(const InboxMessage& in) {
   }
   const std::vector<uint8_t> reply =
       pool::encode_route_reply({d.status, message, request_id, d.worker, d.similarity, d.band_size,
-                                d.policy, d.table_epoch, d.completion_token, node()});
+                                d.policy, d.table_epoch, d.completion_token, node(), d.confidence});
   (void)m_link->publish(in.reply, reply);
 }
 

@@ -70,6 +70,9 @@ Status OnlineRefit::run(const Install& install) {
     return fitted.status();
   }
   fitted->fit.source = "eldrd refit";
+  // The refit moves clusters, not the footprint predictor: the new table
+  // predicts with the same one (what it learned included).
+  fitted->predictor = current->predictor;
   m_samples_at_last_refit = seen;
   auto table = std::make_shared<const ClusterTable>(std::move(*fitted));
   Status s = install ? install(std::move(table)) : m_router.swap_table(std::move(table));

@@ -41,6 +41,9 @@ class RequestMap {
     uint64_t key = 0;        // the caller's (the service: its router request id)
     uint64_t token = 0;      // what a complete must present (the service's completion token)
     uint32_t owner_pid = 0;  // the process that pushed it: may complete it without the token
+    // Routed from its prompt, its real footprint not pushed yet: the next
+    // footprint of the id is learned from, not routed again.
+    bool awaiting_footprint = false;
   };
 
   size_t size() const noexcept { return m_size; }
@@ -51,6 +54,18 @@ class RequestMap {
     const size_t at = locate(id, hash_of(id));
     if (at == kNotFound) return std::nullopt;
     return m_entries[slot_of(m_index[at])].worker;
+  }
+  std::optional<Held> held(std::string_view id) const noexcept {
+    const size_t at = locate(id, hash_of(id));
+    if (at == kNotFound) return std::nullopt;
+    return held_of(m_entries[slot_of(m_index[at])]);
+  }
+  // Sets Held::awaiting_footprint of a held id; false when `id` is not held.
+  bool set_awaiting(std::string_view id, bool awaiting) noexcept {
+    const size_t at = locate(id, hash_of(id));
+    if (at == kNotFound) return false;
+    m_entries[slot_of(m_index[at])].awaiting = awaiting;
+    return true;
   }
 
   // What is held about `id` and whether allow(held) let it be removed;
@@ -101,6 +116,7 @@ class RequestMap {
     e.key = held.key;
     e.token = held.token;
     e.owner_pid = held.owner_pid;
+    e.awaiting = held.awaiting_footprint;
     e.newer = kNone;
     e.older = m_newest;
     if (m_newest != kNone) m_entries[m_newest].newer = slot;
@@ -131,6 +147,7 @@ class RequestMap {
     uint64_t key = 0;
     uint64_t token = 0;
     uint8_t length = 0;
+    bool awaiting = false;
     char id[shm::kMaxRequestId];
     std::string_view view() const noexcept { return {id, length}; }
   };
@@ -211,7 +228,9 @@ class RequestMap {
     --m_size;
     return held_of(e);
   }
-  static Held held_of(const Entry& e) noexcept { return {e.worker, e.key, e.token, e.owner_pid}; }
+  static Held held_of(const Entry& e) noexcept {
+    return {e.worker, e.key, e.token, e.owner_pid, e.awaiting};
+  }
 
   uint32_t m_capacity;
   size_t m_size = 0;

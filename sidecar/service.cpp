@@ -41,6 +41,7 @@ Result<std::unique_ptr<Service>> Service::create(std::shared_ptr<const ClusterTa
   service->m_table_cache = table;
   const Geometry& g = table->geometry;
   service->m_scratch.resize(g.cells());
+  service->m_predicted.resize(g.cells());
   // The block form needs top-k (to bound a row's entries); a table without it
   // answers block-form footprints with Errc::unsupported.
   if (g.top_k != 0) {
@@ -135,9 +136,49 @@ Status Service::sum_block_form(const shm::FootprintIn& f) {
 }
 
 void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16_t> counts) {
+  // The footprint of a request routed from its prompt (the engine, after
+  // prefill): the predictor learns from it; the request stays where it is.
+  if (const std::optional<RequestMap::Held> held = m_requests.held(f.request_id);
+      held && held->awaiting_footprint) {
+    learn(f.request_id, *held, counts);
+    return;
+  }
+  place(f.request_id, f.client_pid, f.seen_ns, counts, nullptr);
+}
+
+void Service::on_prompt(const shm::PromptIn& p) {
+  // A long prompt came cut to one record: its head and tail, all the
+  // predictor reads. Its length limit applies to the whole prompt.
+  if (p.cut()) m_metrics.count_prompt_cut();
+  const bool tokens = p.prompt.kind == PromptKind::tokens;
+  const uint64_t limit = tokens ? kMaxPromptTokens : kMaxPromptBytes;
+  if (p.prompt_units > limit) {
+    reject_prompt(p.request_id, PromptRejection::too_long,
+                  {Errc::invalid_argument, "the prompt has " + std::to_string(p.prompt_units) +
+                                               (tokens ? " tokens" : " bytes") + ", more than " +
+                                               std::to_string(limit)});
+    return;
+  }
+  place(p.request_id, p.client_pid, p.seen_ns, {}, &p.prompt);
+}
+
+void Service::learn(std::string_view request_id, const RequestMap::Held& held,
+                    std::span<const int16_t> counts) {
+  // Learned once: a later footprint of the id is a retry, routed anew.
+  (void)m_requests.set_awaiting(request_id, false);
+  const Status s = m_router->learn(held.key, counts);
+  m_metrics.count_learned(s.is_ok());
+  if (!s)
+    ELDR_LOG(debug, "request '%.*s': not learned from: %s", static_cast<int>(request_id.size()),
+             request_id.data(), s.to_string().c_str());
+  if (m_refit) m_refit->keep(counts);
+}
+
+void Service::place(std::string_view request_id, uint32_t client_pid, uint64_t seen_ns,
+                    std::span<const int16_t> counts, const Prompt* prompt) {
   // A request id pushed again while in flight is a retry: release the first
   // pick so its in-flight count does not leak, then route anew.
-  if (const std::optional<RequestMap::Held> first = m_requests.take(f.request_id)) {
+  if (const std::optional<RequestMap::Held> first = m_requests.take(request_id)) {
     (void)release(*first);
     m_metrics.count_rerouted();
   }
@@ -154,20 +195,30 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
   hints.request_id = m_next_key++;
   const double now_ms = static_cast<double>(m_clock()) / 1e6;
   m_twins.release_due(*m_router, now_ms);
-  auto decision = m_router->route(counts, hints);
+  auto decision = prompt != nullptr ? m_router->route_prompt(*prompt, hints, m_predicted)
+                                    : m_router->route(counts, hints);
   if (!decision) {
     const Errc code = decision.status().code();
-    reject(f.request_id,
-           code == Errc::no_worker        ? Rejection::no_worker
-           : code == Errc::shape_mismatch ? Rejection::shape_mismatch
-           : code == Errc::out_of_range   ? Rejection::bad_footprint
-                                          : Rejection::internal,
-           decision.status());
+    if (prompt != nullptr)
+      reject_prompt(request_id,
+                    code == Errc::unsupported        ? PromptRejection::no_predictor
+                    : code == Errc::invalid_argument ? PromptRejection::bad_prompt
+                    : code == Errc::no_worker        ? PromptRejection::no_worker
+                                                     : PromptRejection::internal,
+                    decision.status());
+    else
+      reject(request_id,
+             code == Errc::no_worker        ? Rejection::no_worker
+             : code == Errc::shape_mismatch ? Rejection::shape_mismatch
+             : code == Errc::out_of_range   ? Rejection::bad_footprint
+                                            : Rejection::internal,
+             decision.status());
     return;
   }
+  if (prompt != nullptr) counts = m_predicted;
   const uint64_t key = *hints.request_id;
   const uint64_t token = completion_token(key);
-  m_requests.push(f.request_id, {decision->worker_id, key, token, f.client_pid});
+  m_requests.push(request_id, {decision->worker_id, key, token, client_pid, prompt != nullptr});
   shm::DecisionIn out;
   out.status = static_cast<int32_t>(Errc::ok);
   out.worker = decision->worker_id;
@@ -176,20 +227,23 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
   out.policy = static_cast<uint32_t>(decision->policy);
   out.table_epoch = decision->table_epoch;
   const uint64_t now = m_clock();
-  out.latency_ns = now > f.seen_ns && f.seen_ns != 0 ? now - f.seen_ns : 0;
+  out.latency_ns = now > seen_ns && seen_ns != 0 ? now - seen_ns : 0;
   out.completion_token = token;
-  m_sink.publish(f.request_id, out);
+  out.confidence = decision->confidence;
+  m_sink.publish(request_id, out);
   if (m_capture) *m_capture = out;
   m_metrics.count_routed(decision->worker_index, decision->policy);
+  if (prompt != nullptr) m_metrics.count_prompt_routed();
   m_metrics.observe_latency(out.latency_ns);
-  // The pool hears of the pick after its gateway: encoding the footprint and
-  // handing it to NATS is not on the decision's path.
+  // The pool hears of the pick after its gateway: encoding the footprint (a
+  // prompt's predicted one) and handing it to NATS is not on the decision's path.
   if (m_publisher) m_publisher->booked(key, decision->worker_id, counts);
   // Twins are bounded so that they never take the request records that
   // peers' bookings and our own requests need.
   if (m_twins.pending() < kMaxPeerTwins)
     (void)m_twins.after_route(*m_router, decision->worker_id, counts, now_ms);
-  if (m_refit) m_refit->keep(counts);
+  // The refit learns from real footprints only (a prompt's comes with learn()).
+  if (m_refit && prompt == nullptr) m_refit->keep(counts);
 }
 
 void Service::reject(std::string_view request_id, Rejection why, const Status& status) {
@@ -199,6 +253,20 @@ void Service::reject(std::string_view request_id, Rejection why, const Status& s
     ELDR_LOG(warn, "rejected request '%.*s' (%s): %s [%llu rejections so far]",
              static_cast<int>(request_id.size()), request_id.data(), rejection_name(why),
              status.to_string().c_str(), static_cast<unsigned long long>(m_rejections_logged));
+  publish_rejection(request_id, status);
+}
+
+void Service::reject_prompt(std::string_view request_id, PromptRejection why,
+                            const Status& status) {
+  m_metrics.count_prompt_rejected(why);
+  if (std::has_single_bit(++m_rejections_logged))
+    ELDR_LOG(warn, "rejected the prompt of request '%.*s' (%s): %s [%llu rejections so far]",
+             static_cast<int>(request_id.size()), request_id.data(), prompt_rejection_name(why),
+             status.to_string().c_str(), static_cast<unsigned long long>(m_rejections_logged));
+  publish_rejection(request_id, status);
+}
+
+void Service::publish_rejection(std::string_view request_id, const Status& status) {
   shm::DecisionIn out;
   out.status = static_cast<int32_t>(status.code() == Errc::ok ? Errc::internal : status.code());
   out.worker = -1;
@@ -222,6 +290,15 @@ shm::DecisionIn Service::route_remote(const shm::FootprintIn& footprint) {
   out.status = static_cast<int32_t>(Errc::internal);  // overwritten by every path
   m_capture = &out;
   on_footprint(footprint);
+  m_capture = nullptr;
+  return out;
+}
+
+shm::DecisionIn Service::route_remote(const shm::PromptIn& prompt) {
+  shm::DecisionIn out;
+  out.status = static_cast<int32_t>(Errc::internal);  // overwritten by every path
+  m_capture = &out;
+  on_prompt(prompt);
   m_capture = nullptr;
   return out;
 }

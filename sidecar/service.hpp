@@ -1,9 +1,11 @@
 // The daemon's routing service: turns the records the transport hands over
 // (footprints, completes, load reports, worker control) into router calls and
-// published decisions. Every footprint gets exactly one decision: a worker, or
-// an explicit error status (counted by reason). Single-threaded on the record
-// path (the daemon's consumer thread); reload() and refit_now() may run on
-// other threads because the router swaps tables atomically.
+// published decisions. Every footprint and every prompt gets exactly one
+// decision: a worker, or an explicit error status (counted by reason). A
+// request routed from its prompt is routed once: its real footprint, pushed
+// later under the same id, is handed to the predictor (Router::learn). Single-threaded on the
+// record path (the daemon's consumer thread); reload() and refit_now() may run on other threads
+// because the router swaps tables atomically.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +86,9 @@ class Service final : public shm::RecordHandler {
   // With batch_size / step_ms (schema 2): the router's report().
   void on_worker_report_ex(uint32_t client, const shm::WorkerReportRecord& report) override;
   void on_worker_control(uint32_t client, uint32_t worker, shm::WorkerOp op) override;
+  // Routes from the prompt (Router::route_prompt): the predicted footprint
+  // stands for the request in its worker's batch and in the pool's bookings.
+  void on_prompt(const shm::PromptIn& prompt) override;
   void on_rejected(uint32_t client, shm::RejectReason reason, std::string_view request_id,
                    const Status& why) override;
 
@@ -122,6 +127,8 @@ class Service final : public shm::RecordHandler {
   // from a ring (the decision is also published to the segment) and its
   // decision returned for the reply.
   shm::DecisionIn route_remote(const shm::FootprintIn& footprint);
+  // A prompt that came over NATS, as route_remote.
+  shm::DecisionIn route_remote(const shm::PromptIn& prompt);
   // A complete another node forwarded (eldr.<pool>.complete): releases the
   // request when this node holds it with this token, and says so. Every node
   // hears each one, so a miss is normal and counted nowhere.
@@ -144,7 +151,16 @@ class Service final : public shm::RecordHandler {
   Service(std::unique_ptr<Router> router, const ServiceOptions& options, DecisionSink& sink,
           Metrics& metrics, Clock clock);
   void route_and_publish(const shm::FootprintIn& footprint, std::span<const int16_t> counts);
+  // One request placed: from its footprint (counts) or, when prompt is set,
+  // from its prompt. Publishes the decision (or the rejection).
+  void place(std::string_view request_id, uint32_t client_pid, uint64_t seen_ns,
+             std::span<const int16_t> counts, const Prompt* prompt);
+  // The real footprint of a request routed from its prompt.
+  void learn(std::string_view request_id, const RequestMap::Held& held,
+             std::span<const int16_t> counts);
   void reject(std::string_view request_id, Rejection why, const Status& status);
+  void reject_prompt(std::string_view request_id, PromptRejection why, const Status& status);
+  void publish_rejection(std::string_view request_id, const Status& status);
   Status sum_block_form(const shm::FootprintIn& footprint);
   // A held request leaves the router (complete by its key) and the pool.
   Status release(const RequestMap::Held& held);
@@ -161,6 +177,7 @@ class Service final : public shm::RecordHandler {
   std::shared_ptr<const ClusterTable> m_table_cache;  // geometry checks (geometry never changes)
   std::optional<SignatureCache> m_signatures;         // when the table knows top-k
   std::vector<int16_t> m_scratch;                     // block-form sum
+  std::vector<int16_t> m_predicted;                   // a prompt's predicted footprint
 
   RequestMap m_requests;    // request id -> worker and router key, oldest first, bounded
   uint64_t m_next_key = 1;  // the router's request ids (RouteHints::request_id)

@@ -116,6 +116,15 @@ std::vector<shm::Host::WorkerRow> Service::maintain() {
                   m_metrics.complete_unknown(),
                   st.untracked,
                   m_metrics.complete_refused()};
+  PredictorGauge predictor;
+  if (const auto table = m_router->table(); table->predictor) {
+    predictor.present = true;
+    predictor.info = table->predictor->info();
+    m_router_row.predictor_prototypes = predictor.info.prototypes;
+    m_router_row.predictor_kinds = predictor.info.kinds;
+    m_router_row.predictor_learned = predictor.info.learned;
+  }
+  m_metrics.set_predictor(predictor);
   m_metrics.set_router(
       {m_router->options().policy, cost, st.step_samples, st.untracked, st.completes_unknown});
   m_metrics.set_table_epoch(m_router->table_epoch());

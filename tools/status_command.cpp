@@ -66,6 +66,18 @@ nlohmann::json to_json(const std::string& instance, const shm::SegmentSnapshot& 
   } else {
     j["router"] = nullptr;
   }
+  // The table's footprint predictor (format 2.2); null: none (or an older daemon).
+  if (s.router && s.router->predictor_kinds != 0) {
+    const shm::Host::RouterRow& r = *s.router;
+    nlohmann::json kinds = nlohmann::json::array();
+    for (uint32_t k = 0; k < kPromptKinds; ++k)
+      if (r.predictor_kinds & (1u << k))
+        kinds.push_back(prompt_kind_name(static_cast<PromptKind>(k)));
+    j["predictor"] = {
+        {"prototypes", r.predictor_prototypes}, {"kinds", kinds}, {"learned", r.predictor_learned}};
+  } else {
+    j["predictor"] = nullptr;
+  }
   j["clients"] = nlohmann::json::array();
   for (const auto& c : s.clients)
     j["clients"].push_back({{"slot", c.slot},
@@ -119,6 +131,12 @@ void print_text(const std::string& instance, const shm::SegmentSnapshot& s) {
         static_cast<unsigned long long>(r.completes_refused),
         static_cast<unsigned long long>(r.untracked));
   }
+  if (s.router && s.router->predictor_kinds != 0)
+    std::printf("predictor: %u prototypes (%s%s%s), %llu learned\n", s.router->predictor_prototypes,
+                (s.router->predictor_kinds & 1u) ? "tokens" : "",
+                s.router->predictor_kinds == 3u ? ", " : "",
+                (s.router->predictor_kinds & 2u) ? "text" : "",
+                static_cast<unsigned long long>(s.router->predictor_learned));
   std::printf("clients: %zu (%llu quarantined, %llu registrations refused since start)\n",
               s.clients.size(), static_cast<unsigned long long>(s.clients_quarantined),
               static_cast<unsigned long long>(s.registrations_refused));

@@ -11,6 +11,7 @@
 
 #include "capi_args.hpp"
 #include "capi_internal.hpp"
+#include "eldr/eldr_prompt.h"
 #include "eldr/footprint.hpp"
 
 namespace eldr::capi {
@@ -62,8 +63,27 @@ eldr_status_t wait_decision(const char* fn, eldr_client_t* client, std::string_v
                   .policy = d->policy,
                   .status = d->status,
                   .latency_ns = d->latency_ns,
-                  .completion_token = d->completion_token},
+                  .completion_token = d->completion_token,
+                  .confidence = d->confidence},
                  out);
+  return ELDR_OK;
+}
+
+// A prompt into the ring; the daemon judges it (its verdict comes in the decision).
+eldr_status_t push_prompt(const char* fn, eldr_client_t* client, const char* request_id,
+                          const Prompt& prompt) {
+  if (eldr_status_t s = require_client(fn, client)) return s;
+  std::string_view id;
+  if (eldr_status_t s = check_request_id(fn, request_id, &id)) return s;
+  if (Status s = client->client->push_prompt({id, prompt}); !s) return fail(fn, s);
+  return ELDR_OK;
+}
+
+// tokens/text may be NULL only with a length of 0 (an empty prompt, which
+// the daemon rejects in the decision).
+eldr_status_t check_units(const char* fn, const void* units, size_t n, const char* name) noexcept {
+  if (units == nullptr && n != 0)
+    return fail(ELDR_E_INVALID_ARGUMENT, std::string(fn) + ": " + name + " is NULL");
   return ELDR_OK;
 }
 
@@ -73,6 +93,18 @@ eldr_status_t check_wait_args(const char* fn, eldr_client_t* client, const char*
   if (eldr_status_t s = check_request_id(fn, request_id, id)) return s;
   if (eldr_status_t s = require(fn, out, "out")) return s;
   return check_version(fn, "out", out->version, ELDR_DECISION_VERSION);
+}
+
+eldr_status_t route_prompt(const char* fn, eldr_client_t* client, const char* request_id,
+                           const Prompt& prompt, uint32_t timeout_ms, eldr_decision_t* out) {
+  std::string_view id;
+  if (eldr_status_t s = check_wait_args(fn, client, request_id, out, &id)) return s;
+  if (eldr_status_t s = push_prompt(fn, client, request_id, prompt)) return s;
+  if (eldr_status_t s = wait_decision(fn, client, id, timeout_ms, out)) return s;
+  if (out->status != ELDR_OK)
+    return fail(out->status, std::string(fn) + ": eldrd rejected request '" + std::string(id) +
+                                 "': " + eldr_status_string(out->status));
+  return ELDR_OK;
 }
 
 eldr_status_t control_worker(const char* fn, eldr_client_t* client, int32_t worker,
@@ -261,6 +293,47 @@ eldr_status_t eldr_client_drain_worker(eldr_client_t* client, int32_t worker) {
 eldr_status_t eldr_client_remove_worker(eldr_client_t* client, int32_t worker) {
   return eldr::capi::control_worker("eldr_client_remove_worker", client, worker,
                                     eldr::shm::WorkerOp::remove);
+}
+
+eldr_status_t eldr_client_push_tokens(eldr_client_t* client, const char* request_id,
+                                      const uint32_t* tokens, size_t n_tokens) {
+  static constexpr const char* fn = "eldr_client_push_tokens";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = eldr::capi::check_units(fn, tokens, n_tokens, "tokens")) return s;
+    return eldr::capi::push_prompt(fn, client, request_id,
+                                   eldr::Prompt::of_tokens({tokens, n_tokens}));
+  });
+}
+
+eldr_status_t eldr_client_push_text(eldr_client_t* client, const char* request_id, const char* text,
+                                    size_t text_len) {
+  static constexpr const char* fn = "eldr_client_push_text";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = eldr::capi::check_units(fn, text, text_len, "text")) return s;
+    return eldr::capi::push_prompt(fn, client, request_id, eldr::Prompt::of_text({text, text_len}));
+  });
+}
+
+eldr_status_t eldr_client_route_tokens(eldr_client_t* client, const char* request_id,
+                                       const uint32_t* tokens, size_t n_tokens, uint32_t timeout_ms,
+                                       eldr_decision_t* out) {
+  static constexpr const char* fn = "eldr_client_route_tokens";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = eldr::capi::check_units(fn, tokens, n_tokens, "tokens")) return s;
+    return eldr::capi::route_prompt(fn, client, request_id,
+                                    eldr::Prompt::of_tokens({tokens, n_tokens}), timeout_ms, out);
+  });
+}
+
+eldr_status_t eldr_client_route_text(eldr_client_t* client, const char* request_id,
+                                     const char* text, size_t text_len, uint32_t timeout_ms,
+                                     eldr_decision_t* out) {
+  static constexpr const char* fn = "eldr_client_route_text";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = eldr::capi::check_units(fn, text, text_len, "text")) return s;
+    return eldr::capi::route_prompt(fn, client, request_id, eldr::Prompt::of_text({text, text_len}),
+                                    timeout_ms, out);
+  });
 }
 
 }  // extern "C"

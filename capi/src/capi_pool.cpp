@@ -14,6 +14,7 @@
 
 #include "capi_args.hpp"
 #include "capi_internal.hpp"
+#include "eldr/eldr_prompt.h"
 #include "eldr/footprint.hpp"
 #include "eldr/pool/route_wire.hpp"
 #include "eldr/shm/records.hpp"
@@ -55,6 +56,72 @@ bool pool_name_ok(std::string_view name) noexcept {
           c == '-'))
       return false;
   return true;
+}
+
+// The request/reply of every eldr_pool_route*: `request` (a FootprintMsg
+// or a PromptMsg) to the pool's route subject, the RouteReply checked into out.
+eldr_status_t request_route(const char* fn, eldr_pool_t* pool, std::string_view id,
+                            const std::vector<uint8_t>& request, uint32_t timeout_ms,
+                            eldr_decision_t* out) {
+  natsMsg* reply = nullptr;
+  const natsStatus ns =
+      natsConnection_Request(&reply, pool->nc, pool->route_subject.c_str(), request.data(),
+                             static_cast<int>(request.size()), timeout_ms == 0 ? 2000 : timeout_ms);
+  if (ns != NATS_OK)
+    return eldr::capi::nats_fail(fn, "no node of the pool answered on " + pool->route_subject, ns);
+  // The reply is as untrusted as anything else: verified, then each field.
+  const int n = natsMsg_GetDataLength(reply);
+  auto r = eldr::pool::decode_route_reply(
+      {reinterpret_cast<const uint8_t*>(natsMsg_GetData(reply)), static_cast<size_t>(n)});
+  natsMsg_Destroy(reply);
+  if (!r) return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is not a RouteReply");
+  if (r->status != 0) {
+    const std::string why = r->message;
+    return fail(r->status < 0 && r->status >= -64 ? r->status : ELDR_E_CORRUPT,
+                std::string(fn) + ": the pool rejected request '" + std::string(id) + "': " + why);
+  }
+  if (!eldr::capi::pool_name_ok(r->node) || r->request_id != id || r->worker < 0)
+    return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is for another request");
+  {
+    std::lock_guard lock(pool->mutex);
+    auto [it, fresh] = pool->node_of.insert_or_assign(std::string(id), r->node);
+    if (fresh) {
+      pool->order.push_back(it->first);
+      if (pool->order.size() > eldr::capi::kRemembered) {
+        pool->node_of.erase(pool->order.front());
+        pool->order.pop_front();
+      }
+    }
+  }
+  eldr::capi::write_decision({.worker = r->worker,
+                              .similarity = r->similarity,
+                              .band_size = r->band_size,
+                              .table_epoch = r->table_epoch,
+                              .policy = r->policy,
+                              .completion_token = r->completion_token,
+                              .confidence = r->confidence},
+                             out);
+  return ELDR_OK;
+}
+
+// The arguments of eldr_pool_route_tokens/_text, then the PromptMsg, uncut.
+eldr_status_t route_prompt(const char* fn, eldr_pool_t* pool, const char* request_id,
+                           const Prompt& prompt, uint32_t timeout_ms, eldr_decision_t* out) {
+  if (eldr_status_t s = require(fn, pool, "pool")) return s;
+  std::string_view id;
+  if (eldr_status_t s = check_request_id(fn, request_id, &id)) return s;
+  if (eldr_status_t s = require(fn, out, "out")) return s;
+  if (eldr_status_t s = check_version(fn, "out", out->version, ELDR_DECISION_VERSION)) return s;
+  const bool tokens = prompt.kind == PromptKind::tokens;
+  const size_t n = tokens ? prompt.tokens.size() : prompt.text.size();
+  const size_t limit = tokens ? kMaxPromptTokens : kMaxPromptBytes;
+  if (n > limit)
+    return fail(ELDR_E_INVALID_ARGUMENT, std::string(fn) + ": the prompt has " + std::to_string(n) +
+                                             (tokens ? " tokens" : " bytes") + ", more than " +
+                                             std::to_string(limit));
+  std::vector<uint8_t> request;
+  if (Status s = shm::detail::encode_prompt({id, prompt}, request); !s) return fail(fn, s);
+  return request_route(fn, pool, id, request, timeout_ms, out);
 }
 
 }  // namespace
@@ -123,47 +190,7 @@ eldr_status_t eldr_pool_route(eldr_pool_t* pool, const char* request_id, const i
     f.counts = cells;
     std::vector<uint8_t> request;
     if (eldr::Status s = eldr::shm::detail::encode_footprint(f, request); !s) return fail(fn, s);
-    natsMsg* reply = nullptr;
-    const natsStatus ns = natsConnection_Request(&reply, pool->nc, pool->route_subject.c_str(),
-                                                 request.data(), static_cast<int>(request.size()),
-                                                 timeout_ms == 0 ? 2000 : timeout_ms);
-    if (ns != NATS_OK)
-      return eldr::capi::nats_fail(fn, "no node of the pool answered on " + pool->route_subject,
-                                   ns);
-    // The reply is as untrusted as anything else: verified, then each field.
-    const int n = natsMsg_GetDataLength(reply);
-    auto r = eldr::pool::decode_route_reply(
-        {reinterpret_cast<const uint8_t*>(natsMsg_GetData(reply)), static_cast<size_t>(n)});
-    natsMsg_Destroy(reply);
-    if (!r)
-      return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is not a RouteReply");
-    if (r->status != 0) {
-      const std::string why = r->message;
-      return fail(
-          r->status < 0 && r->status >= -64 ? r->status : ELDR_E_CORRUPT,
-          std::string(fn) + ": the pool rejected request '" + std::string(id) + "': " + why);
-    }
-    if (!eldr::capi::pool_name_ok(r->node) || r->request_id != id || r->worker < 0)
-      return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is for another request");
-    {
-      std::lock_guard lock(pool->mutex);
-      auto [it, fresh] = pool->node_of.insert_or_assign(std::string(id), r->node);
-      if (fresh) {
-        pool->order.push_back(it->first);
-        if (pool->order.size() > eldr::capi::kRemembered) {
-          pool->node_of.erase(pool->order.front());
-          pool->order.pop_front();
-        }
-      }
-    }
-    eldr::capi::write_decision({.worker = r->worker,
-                                .similarity = r->similarity,
-                                .band_size = r->band_size,
-                                .table_epoch = r->table_epoch,
-                                .policy = r->policy,
-                                .completion_token = r->completion_token},
-                               out);
-    return ELDR_OK;
+    return eldr::capi::request_route(fn, pool, id, request, timeout_ms, out);
   });
 }
 
@@ -193,6 +220,29 @@ eldr_status_t eldr_pool_complete(eldr_pool_t* pool, const char* request_id,
                                                 static_cast<int>(complete.size()));
     if (s != NATS_OK) return eldr::capi::nats_fail(fn, "cannot publish on " + subject, s);
     return ELDR_OK;
+  });
+}
+
+eldr_status_t eldr_pool_route_tokens(eldr_pool_t* pool, const char* request_id,
+                                     const uint32_t* tokens, size_t n_tokens, uint32_t timeout_ms,
+                                     eldr_decision_t* out) {
+  static constexpr const char* fn = "eldr_pool_route_tokens";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (tokens == nullptr && n_tokens != 0)
+      return fail(ELDR_E_INVALID_ARGUMENT, std::string(fn) + ": tokens is NULL");
+    return eldr::capi::route_prompt(fn, pool, request_id,
+                                    eldr::Prompt::of_tokens({tokens, n_tokens}), timeout_ms, out);
+  });
+}
+
+eldr_status_t eldr_pool_route_text(eldr_pool_t* pool, const char* request_id, const char* text,
+                                   size_t text_len, uint32_t timeout_ms, eldr_decision_t* out) {
+  static constexpr const char* fn = "eldr_pool_route_text";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (text == nullptr && text_len != 0)
+      return fail(ELDR_E_INVALID_ARGUMENT, std::string(fn) + ": text is NULL");
+    return eldr::capi::route_prompt(fn, pool, request_id, eldr::Prompt::of_text({text, text_len}),
+                                    timeout_ms, out);
   });
 }
 

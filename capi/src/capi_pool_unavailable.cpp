@@ -2,6 +2,7 @@
 #include <string>
 
 #include "capi_internal.hpp"
+#include "eldr/eldr_prompt.h"
 
 using eldr::capi::fail;
 
@@ -23,5 +24,13 @@ eldr_status_t eldr_pool_route(eldr_pool_t*, const char*, const int16_t*, uint32_
 }
 eldr_status_t eldr_pool_complete(eldr_pool_t*, const char*, uint64_t) {
   return unsupported("eldr_pool_complete");
+}
+eldr_status_t eldr_pool_route_tokens(eldr_pool_t*, const char*, const uint32_t*, size_t, uint32_t,
+                                     eldr_decision_t*) {
+  return unsupported("eldr_pool_route_tokens");
+}
+eldr_status_t eldr_pool_route_text(eldr_pool_t*, const char*, const char*, size_t, uint32_t,
+                                   eldr_decision_t*) {
+  return unsupported("eldr_pool_route_text");
 }
 }  // extern "C"

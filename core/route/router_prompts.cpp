@@ -1,5 +1,8 @@
 // Routing from the prompt (docs/design.md §8): predict the footprint, route
 // it; learn from the real footprint when it arrives.
+#include <algorithm>
+#include <string>
+
 #include "eldr/router.hpp"
 #include "prompt_memory.hpp"
 #include "scoring.hpp"
@@ -15,6 +18,11 @@ thread_local PromptScratch t_prompt;
 }  // namespace
 
 Result<Decision> Router::route_prompt(const Prompt& prompt, const RouteHints& hints) {
+  return route_prompt(prompt, hints, {});
+}
+
+Result<Decision> Router::route_prompt(const Prompt& prompt, const RouteHints& hints,
+                                      std::span<int16_t> out_counts) {
   const std::shared_ptr<const Scoring> scoring = m_scoring.load(std::memory_order_acquire);
   const ClusterTable& table = *scoring->table;
   auto reject = [&](Status s) {
@@ -29,8 +37,14 @@ Result<Decision> Router::route_prompt(const Prompt& prompt, const RouteHints& hi
   t.counts.resize(table.geometry.cells());
   auto predicted = table.predictor->predict(t.features, t.counts);
   if (!predicted) return reject(predicted.status());
+  if (!out_counts.empty() && out_counts.size() != t.counts.size())
+    return reject(Status{Errc::shape_mismatch, "the predicted footprint's buffer has " +
+                                                   std::to_string(out_counts.size()) +
+                                                   " cells, the table " +
+                                                   std::to_string(t.counts.size())});
   auto decision = route(t.counts, hints);
   if (!decision) return reject(decision.status());
+  if (!out_counts.empty()) std::copy(t.counts.begin(), t.counts.end(), out_counts.begin());
   decision->confidence = predicted->confidence;
   m_prompts_routed.fetch_add(1, std::memory_order_relaxed);
   if (hints.request_id) {

@@ -18,7 +18,7 @@ std::vector<uint8_t> encode_route_reply(const RouteReply& r) {
   const auto node = fbb.CreateString(r.node);
   fb::FinishRouteReplyBuffer(
       fbb, fb::CreateRouteReply(fbb, r.status, message, id, r.worker, r.similarity, r.band_size,
-                                r.policy, r.table_epoch, r.completion_token, node));
+                                r.policy, r.table_epoch, r.completion_token, node, r.confidence));
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }
 
@@ -41,6 +41,7 @@ Result<RouteReply> decode_route_reply(std::span<const uint8_t> bytes) {
   r.table_epoch = m->table_epoch();
   r.completion_token = m->completion_token();
   r.node = str_or_empty(m->node());
+  r.confidence = m->confidence();
   return r;
 }
 

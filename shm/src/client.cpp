@@ -211,6 +211,7 @@ struct Client::Impl {
   std::optional<Attachment> att;
   std::deque<RingWriter::Reservation> claims;  // handed out, not yet committed; in ring order
   FootprintEncoder encoder;
+  flatbuffers::FlatBufferBuilder prompt_builder{1024};
   uint64_t next_liveness_probe_ns = 0;
   std::atomic<uint32_t> slot{0};
   std::atomic<uint64_t> generation{0};
@@ -395,6 +396,23 @@ Status Client::push_worker_control(uint32_t worker, WorkerOp op) {
                       {reinterpret_cast<const uint8_t*>(&msg), sizeof(msg)});
 }
 
+Status Client::push_prompt(const PromptOut& prompt, bool* cut) {
+  ELDR_TRY(validate_request_id(prompt.request_id));
+  Impl& m = *m_impl;
+  std::lock_guard lock(m.mutex);
+  ELDR_TRY(m.ensure_attached());
+  // A daemon before format 2.2 knows no prompt record: it would quarantine the ring.
+  const uint32_t minor = m.att->view.header->format_minor;
+  if (minor < kPromptFormatMinor)
+    return {Errc::unsupported, "eldrd speaks format " + std::to_string(kFormatMajor) + "." +
+                                   std::to_string(minor) + ", prompts need " +
+                                   std::to_string(kFormatMajor) + "." +
+                                   std::to_string(kPromptFormatMinor) + ": upgrade the daemon"};
+  ELDR_TRY(encode_prompt(prompt, max_payload(m.att->view.ring_bytes), m.prompt_builder, cut));
+  const flatbuffers::FlatBufferBuilder& fbb = m.prompt_builder;
+  return m.push_bytes(RecordType::prompt, {fbb.GetBufferPointer(), fbb.GetSize()});
+}
+
 Result<DecisionIn> Client::wait_decision(std::string_view request_id, uint32_t timeout_ms) {
   ELDR_TRY(validate_request_id(request_id));
   Impl& m = *m_impl;
@@ -408,6 +426,7 @@ Result<DecisionIn> Client::wait_decision(std::string_view request_id, uint32_t t
     SegmentHeader* h = nullptr;
     const DecisionCell* cells = nullptr;
     uint32_t slots = 0;
+    bool with_confidence = false;
     {
       std::lock_guard lock(m.mutex);
       ELDR_TRY(m.ensure_attached());
@@ -416,11 +435,12 @@ Result<DecisionIn> Client::wait_decision(std::string_view request_id, uint32_t t
       h = m.att->view.header;
       cells = m.att->view.decisions();
       slots = m.att->view.decision_slots;
+      with_confidence = h->format_minor >= kPromptFormatMinor;
     }
     // Load the word before looking: a publish after this load changes it,
     // so the futex wait below returns at once instead of missing it.
     const uint32_t seen = h->decision_seq.load(std::memory_order_seq_cst);
-    if (auto d = lookup_decision(cells, slots, request_id)) return *d;
+    if (auto d = lookup_decision(cells, slots, request_id, with_confidence)) return *d;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline)
       return Status{Errc::timeout, "no decision for request \"" + std::string(request_id) +
@@ -453,7 +473,7 @@ Result<DecisionIn> Client::wait_decision(std::string_view request_id, uint32_t t
 Result<Client::Claim> Client::claim(RecordType type, size_t payload_bytes) {
   Impl& m = *m_impl;
   std::lock_guard lock(m.mutex);
-  if (type == RecordType::padding || current_schema(type) == 0)
+  if (type == RecordType::padding || type == RecordType::prompt || current_schema(type) == 0)
     return Status{Errc::invalid_argument, "cannot claim a record of that type"};
   ELDR_TRY(m.ensure_attached());
   m.settle_claims();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -79,6 +80,14 @@ bool read_cell(const DecisionCell& cell, uint64_t hash, DecisionPayload& out) {
   return false;
 }
 
+// Format 2.2's publish stamp: the publish time in microseconds (48 bits:
+// 8.9 years of CLOCK_MONOTONIC) above the confidence in 1/65535 steps.
+uint64_t publish_stamp(uint64_t publish_ns, float confidence) {
+  const float c = std::isfinite(confidence) ? std::clamp(confidence, 0.0f, 1.0f) : 0.0f;
+  return (publish_ns / 1000) << 16 | static_cast<uint64_t>(std::lround(c * 65535.0f));
+}
+uint64_t stamp_ns(uint64_t stamp) { return (stamp >> 16) * 1000; }
+
 bool same_id(const DecisionPayload& p, std::string_view id) {
   return p.id_length == id.size() && std::memcmp(p.id, id.data(), id.size()) == 0;
 }
@@ -112,8 +121,8 @@ std::optional<uint64_t> publish_decision(DecisionCell* cells, uint32_t slots,
         break;
       }
     }
-    if (!have_empty && p.publish_ns < oldest) {
-      oldest = p.publish_ns;
+    if (!have_empty && stamp_ns(p.publish_stamp) < oldest) {
+      oldest = stamp_ns(p.publish_stamp);
       target = c;
     }
   }
@@ -127,7 +136,7 @@ std::optional<uint64_t> publish_decision(DecisionCell* cells, uint32_t slots,
   p.policy = static_cast<uint16_t>(std::min<uint32_t>(decision.policy, UINT16_MAX));
   p.table_epoch = decision.table_epoch;
   p.latency_ns = static_cast<uint32_t>(std::min<uint64_t>(decision.latency_ns, UINT32_MAX));
-  p.publish_ns = publish_ns;
+  p.publish_stamp = publish_stamp(publish_ns, decision.confidence);
   p.completion_token = decision.completion_token;
   p.id_hash = hash;
   seqlock_write(cells[target].seq, cells[target].words, p);
@@ -136,7 +145,7 @@ std::optional<uint64_t> publish_decision(DecisionCell* cells, uint32_t slots,
 }
 
 std::optional<DecisionIn> lookup_decision(const DecisionCell* cells, uint32_t slots,
-                                          std::string_view request_id) {
+                                          std::string_view request_id, bool with_confidence) {
   const uint64_t hash = id_hash(request_id);
   for (uint32_t c : candidate_cells(hash, slots).cell) {
     DecisionPayload p;
@@ -150,6 +159,7 @@ std::optional<DecisionIn> lookup_decision(const DecisionCell* cells, uint32_t sl
     d.table_epoch = p.table_epoch;
     d.latency_ns = p.latency_ns;
     d.completion_token = p.completion_token;
+    if (with_confidence) d.confidence = static_cast<float>(p.publish_stamp & 0xffff) / 65535.0f;
     return d;
   }
   return std::nullopt;
@@ -188,6 +198,9 @@ void write_workers(SegmentHeader& header, WorkerCell* cells, uint32_t capacity,
     header.completes_unknown.store(router->completes_unknown, r);
     header.completes_refused.store(router->completes_refused, r);
     header.untracked.store(router->untracked, r);
+    header.predictor_prototypes.store(router->predictor_prototypes, r);
+    header.predictor_kinds.store(router->predictor_kinds, r);
+    header.predictor_learned.store(router->predictor_learned, r);
   }
   header.workers_seq.store(s + 2, std::memory_order_release);
 }
@@ -223,6 +236,9 @@ bool read_workers(const SegmentHeader& header, const WorkerCell* cells, uint32_t
         row.completes_unknown = header.completes_unknown.load(r);
         row.completes_refused = header.completes_refused.load(r);
         row.untracked = header.untracked.load(r);
+        row.predictor_prototypes = header.predictor_prototypes.load(r);
+        row.predictor_kinds = header.predictor_kinds.load(r);
+        row.predictor_learned = header.predictor_learned.load(r);
         *router = row;
       }
     }

@@ -109,6 +109,12 @@ size_t Host::poll(RecordHandler& handler, size_t max_records) {
             case RecordType::worker_control:
               handler.on_worker_control(slot, d.worker, d.op);
               break;
+            case RecordType::prompt:
+              d.prompt.client = slot;
+              d.prompt.seen_ns = seen;
+              d.prompt.client_pid = s.pid;
+              handler.on_prompt(d.prompt);
+              break;
             case RecordType::padding:
               break;
           }
@@ -131,7 +137,8 @@ std::optional<uint64_t> Host::publish(std::string_view request_id, const Decisio
   // Ids reaching the daemon were validated when their record was decoded.
   if (!m.mapping || !validate_request_id(request_id)) return std::nullopt;
   SegmentHeader* h = m.view.header;
-  const uint64_t now = monotonic_ns();
+  const uint64_t now = std::max(monotonic_ns(), m.last_publish_ns + 1000);
+  m.last_publish_ns = now;
   const std::optional<uint64_t> evicted =
       publish_decision(m.view.decisions(), m.config.decision_slots, request_id, decision, now);
   h->decisions_published.fetch_add(1, std::memory_order_relaxed);

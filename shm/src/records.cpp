@@ -10,6 +10,7 @@
 #include "eldr/footprint_msg_generated.h"
 #include "eldr/geometry.hpp"
 #include "eldr/internal/vector_kernels.hpp"
+#include "eldr/prompt_msg_generated.h"
 
 namespace eldr::shm::detail {
 
@@ -26,6 +27,8 @@ uint16_t current_schema(RecordType type) noexcept {
       return kWorkerReportSchema;
     case RecordType::worker_control:
       return kWorkerControlSchema;
+    case RecordType::prompt:
+      return kPromptSchema;
     case RecordType::padding:
       break;
   }
@@ -91,6 +94,48 @@ Status check_footprint_fields(uint32_t layers, uint32_t experts, std::span<const
 Status bad_size(const char* what, size_t got, size_t want) {
   return {Errc::corrupt, std::string(what) + " payload of " + std::to_string(got) +
                              " bytes, expected " + std::to_string(want)};
+}
+
+// Framing only: the prompt's values (ids, UTF-8, length) are the predictor's to judge.
+Status decode_prompt(std::span<const uint8_t> payload, DecodedRecord& out) {
+  if (reinterpret_cast<uintptr_t>(payload.data()) % alignof(uint64_t) != 0)
+    return {Errc::internal, "prompt payload buffer is not 8-byte aligned"};
+  if (payload.size() < 8 || !fb::PromptMsgBufferHasIdentifier(payload.data()))
+    return {Errc::corrupt, "prompt payload is not a PromptMsg (identifier \"" +
+                               std::string(fb::PromptMsgIdentifier()) + "\")"};
+  flatbuffers::Verifier::Options opts;
+  opts.max_depth = 4;
+  opts.max_tables = 4;
+  flatbuffers::Verifier verifier(payload.data(), payload.size(), opts);
+  if (!fb::VerifyPromptMsgBuffer(verifier))
+    return {Errc::corrupt, "prompt payload failed FlatBuffers verification"};
+  const fb::PromptMsg* msg = fb::GetPromptMsg(payload.data());
+  if (msg->request_id() == nullptr) return {Errc::invalid_argument, "prompt without a request id"};
+  const std::string_view id(msg->request_id()->data(), msg->request_id()->size());
+  ELDR_TRY(validate_request_id(id));
+  out.request_id = id;
+  PromptIn& p = out.prompt;
+  p.request_id = id;
+  if (msg->kind() > static_cast<uint8_t>(PromptKind::text))
+    return {Errc::invalid_argument, "unknown prompt kind " + std::to_string(msg->kind())};
+  const auto tokens = as_span(msg->tokens());
+  const auto text = as_span(msg->text());
+  if (msg->kind() == static_cast<uint8_t>(PromptKind::tokens)) {
+    if (!text.empty()) return {Errc::invalid_argument, "a token prompt carries text"};
+    p.prompt = Prompt::of_tokens(tokens);
+  } else {
+    if (!tokens.empty()) return {Errc::invalid_argument, "a text prompt carries tokens"};
+    p.prompt = Prompt::of_text({reinterpret_cast<const char*>(text.data()), text.size()});
+  }
+  p.prompt_units = msg->prompt_units();
+  p.head_units = msg->head_units();
+  const uint64_t units = p.units();
+  if (p.prompt_units < units || p.head_units > units ||
+      (p.prompt_units == units && p.head_units != units))
+    return {Errc::corrupt, "prompt of " + std::to_string(p.prompt_units) + " units keeps " +
+                               std::to_string(units) + " with a head of " +
+                               std::to_string(p.head_units)};
+  return Status::ok();
 }
 
 }  // namespace
@@ -180,6 +225,8 @@ Status decode_record(RecordType type, uint16_t schema, std::span<const uint8_t> 
       out.op = static_cast<WorkerOp>(m.op);
       return Status::ok();
     }
+    case RecordType::prompt:
+      return decode_prompt(payload, out);
     case RecordType::padding:
       break;
   }
@@ -271,6 +318,78 @@ void FootprintEncoder::write_to(uint8_t* dst) const noexcept {
     at = h.offset + h.bytes;
   }
   kernels::copy_bytes(dst + at, built + at, size() - at);
+}
+
+namespace {
+
+// A cut text keeps whole code points: the head ends and the tail starts on
+// a code point's first byte (within 3 bytes; invalid text is cut anywhere).
+bool continuation(const char* s, size_t i) {
+  return (static_cast<unsigned char>(s[i]) & 0xc0) == 0x80;
+}
+
+}  // namespace
+
+Status encode_prompt(const PromptOut& p, size_t max_bytes, flatbuffers::FlatBufferBuilder& fbb,
+                     bool* cut) {
+  fbb.Clear();
+  if (cut != nullptr) *cut = false;
+  ELDR_TRY(validate_request_id(p.request_id));
+  const bool tokens = p.prompt.kind == PromptKind::tokens;
+  if (p.prompt.kind != PromptKind::tokens && p.prompt.kind != PromptKind::text)
+    return {Errc::invalid_argument, "unknown prompt kind"};
+  const size_t unit = tokens ? sizeof(uint32_t) : 1;
+  const size_t n = tokens ? p.prompt.tokens.size() : p.prompt.text.size();
+  if (n > UINT32_MAX) return {Errc::invalid_argument, "a prompt of more than 2^32 units"};
+  // The message's own bytes around the units (tables, vtable, id, padding)
+  // stay well under this.
+  const size_t overhead = 256 + p.request_id.size();
+  if (max_bytes < overhead + 4 * unit)
+    return {Errc::capacity, "a prompt record of at most " + std::to_string(max_bytes) +
+                                " bytes cannot hold a prompt"};
+  const size_t fit = max_bytes == SIZE_MAX ? n : (max_bytes - overhead) / unit;
+  size_t head = n, tail_from = n;  // units [0, head) and [tail_from, n)
+  if (n > fit) {
+    head = fit / 4 * 3;
+    tail_from = n - (fit - head);
+    if (!tokens) {
+      const char* t = p.prompt.text.data();
+      for (int k = 0; k < 3 && head > 0 && continuation(t, head); ++k) --head;
+      for (int k = 0; k < 3 && tail_from < n && continuation(t, tail_from); ++k) ++tail_from;
+    }
+    if (cut != nullptr) *cut = true;
+  }
+  const size_t kept = head + (n - tail_from);
+  uint8_t* at = nullptr;
+  fbb.ForceVectorAlignment(kept, unit, 8);
+  const flatbuffers::uoffset_t units = fbb.CreateUninitializedVector(kept, unit, &at);
+  const auto* source = tokens ? reinterpret_cast<const uint8_t*>(p.prompt.tokens.data())
+                              : reinterpret_cast<const uint8_t*>(p.prompt.text.data());
+  if (head != 0) std::memcpy(at, source, head * unit);
+  if (n != tail_from)
+    std::memcpy(at + head * unit, source + tail_from * unit, (n - tail_from) * unit);
+  const auto id = fbb.CreateString(p.request_id.data(), p.request_id.size());
+  fb::PromptMsgBuilder b(fbb);
+  b.add_prompt_units(n);
+  b.add_request_id(id);
+  if (tokens)
+    b.add_tokens(flatbuffers::Offset<flatbuffers::Vector<uint32_t>>(units));
+  else
+    b.add_text(flatbuffers::Offset<flatbuffers::Vector<uint8_t>>(units));
+  b.add_head_units(static_cast<uint32_t>(head));
+  b.add_kind(static_cast<uint8_t>(p.prompt.kind));
+  fb::FinishPromptMsgBuffer(fbb, b.Finish());
+  if (fbb.GetSize() > max_bytes)
+    return {Errc::internal, "prompt record of " + std::to_string(fbb.GetSize()) +
+                                " bytes exceeds its " + std::to_string(max_bytes)};
+  return Status::ok();
+}
+
+Status encode_prompt(const PromptOut& prompt, std::vector<uint8_t>& out) {
+  flatbuffers::FlatBufferBuilder fbb(1024);
+  ELDR_TRY(encode_prompt(prompt, SIZE_MAX, fbb));
+  out.assign(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+  return Status::ok();
 }
 
 Status encode_footprint(const FootprintOut& f, std::vector<uint8_t>& out) {

@@ -116,7 +116,7 @@ ReadResult violation(RejectReason reason, std::string message) {
 
 bool known_type(uint16_t type) {
   return type >= static_cast<uint16_t>(RecordType::footprint) &&
-         type <= static_cast<uint16_t>(RecordType::worker_control);
+         type <= static_cast<uint16_t>(RecordType::prompt);
 }
 
 }  // namespace

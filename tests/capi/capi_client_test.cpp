@@ -17,6 +17,7 @@
 
 #include "capi_test_support.hpp"
 #include "eldr/eldr.h"
+#include "eldr/eldr_prompt.h"
 #include "eldr/shm.hpp"
 
 namespace {
@@ -59,6 +60,24 @@ class RecordingHandler : public eldr::shm::RecordHandler {
                           f.block_hashes.size(), f.prefill_end_ns});
     m_host.publish(f.request_id, d);
   }
+  // A prompt: recorded; answered with worker = units kept % 4 and confidence
+  // 0.25, or INVALID_ARGUMENT when empty (as eldrd's predictor would).
+  void on_prompt(const eldr::shm::PromptIn& p) override {
+    Prompt r;
+    r.id = std::string(p.request_id);
+    r.text = p.prompt.kind == eldr::PromptKind::text;
+    r.tokens.assign(p.prompt.tokens.begin(), p.prompt.tokens.end());
+    r.bytes = std::string(p.prompt.text);
+    r.prompt_units = p.prompt_units;
+    r.head_units = p.head_units;
+    eldr::shm::DecisionIn d;
+    d.status = p.units() == 0 ? static_cast<int32_t>(eldr::Errc::invalid_argument) : 0;
+    d.worker = p.units() == 0 ? -1 : static_cast<int32_t>(p.units() % 4);
+    d.confidence = 0.25f;
+    std::lock_guard lock(m_mutex);
+    prompts.push_back(r);
+    m_host.publish(p.request_id, d);
+  }
   void on_complete(uint32_t, std::string_view request_id) override {
     std::lock_guard lock(m_mutex);
     completes.emplace_back(request_id);
@@ -99,6 +118,14 @@ class RecordingHandler : public eldr::shm::RecordHandler {
   struct Control {
     uint32_t worker, op;
   };
+  struct Prompt {
+    std::string id;
+    bool text = false;
+    std::vector<uint32_t> tokens;
+    std::string bytes;
+    uint64_t prompt_units = 0;
+    uint32_t head_units = 0;
+  };
   template <class F>
   auto read(F f) {
     std::lock_guard lock(m_mutex);
@@ -108,6 +135,7 @@ class RecordingHandler : public eldr::shm::RecordHandler {
   std::vector<std::string> completes;
   std::vector<Report> reports;
   std::vector<Control> controls;
+  std::vector<Prompt> prompts;
   int rejected = 0;
 
  private:
@@ -231,6 +259,12 @@ TEST(capi_client, every_call_rejects_a_null_client) {
   EXPECT_EQ(eldr_client_drain_worker(nullptr, 0), ELDR_E_INVALID_ARGUMENT);
   EXPECT_EQ(eldr_client_remove_worker(nullptr, 0), ELDR_E_INVALID_ARGUMENT);
   EXPECT_TRUE(message_names("eldr_client_remove_worker"));
+  const uint32_t tokens[] = {1, 2};
+  EXPECT_EQ(eldr_client_push_tokens(nullptr, "r", tokens, 2), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_push_text(nullptr, "r", "a", 1), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_route_tokens(nullptr, "r", tokens, 2, 0, &d), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_route_text(nullptr, "r", "a", 1, 0, &d), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(message_names("eldr_client_route_text"));
   EXPECT_EQ(d.worker, -1);
 }
 
@@ -524,6 +558,89 @@ TEST(capi_client, calls_after_the_daemon_left_say_no_daemon) {
   EXPECT_TRUE(message_names("eldr_client_push"));
   eldr_decision_t d = ELDR_DECISION_INIT;
   EXPECT_EQ(eldr_client_wait(sut.get(), "late", 0, &d), ELDR_E_NO_DAEMON);
+}
+
+// ---- prompts ----------------------------------------------------------------------
+
+TEST_F(capi_client_live, route_tokens_and_text_carry_the_prompt_and_the_confidence) {
+  const std::vector<uint32_t> tokens{5, 6, 7, 1048575, 9, 10, 11, 12, 13, 14};
+  eldr_decision_t d = ELDR_DECISION_INIT;
+  ASSERT_EQ(eldr_client_route_tokens(sut.get(), "p-tokens", tokens.data(), tokens.size(), 5000, &d),
+            ELDR_OK)
+      << eldr_last_error_message();
+  EXPECT_EQ(d.worker, 2);  // 10 % 4
+  EXPECT_NEAR(d.confidence, 0.25f, 1.0f / 65535);
+  const std::string text = "h\xc3\xa9llo w\xc3\xb6rld";
+  ASSERT_EQ(eldr_client_push_text(sut.get(), "p-text", text.data(), text.size()), ELDR_OK)
+      << eldr_last_error_message();
+  ASSERT_EQ(eldr_client_wait(sut.get(), "p-text", 5000, &d), ELDR_OK);
+  EXPECT_EQ(d.worker, static_cast<int32_t>(text.size() % 4));
+  const auto seen = daemon.handler->read([](auto& h) { return h.prompts; });
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_FALSE(seen[0].text);
+  EXPECT_EQ(seen[0].tokens, tokens);  // the daemon judges the ids, not the client
+  EXPECT_EQ(seen[0].prompt_units, tokens.size());
+  EXPECT_EQ(seen[0].head_units, tokens.size());
+  EXPECT_TRUE(seen[1].text);
+  EXPECT_EQ(seen[1].bytes, text);
+  // A footprint's decision still says 1.
+  const auto counts = domain_footprint(1);
+  ASSERT_EQ(eldr_client_route(sut.get(), "fp", counts.data(), kLayers, kExperts, 5000, &d),
+            ELDR_OK);
+  EXPECT_EQ(d.confidence, 1.0f);
+}
+
+TEST_F(capi_client_live, route_tokens_returns_the_daemons_verdict_and_checks_its_arguments) {
+  eldr_decision_t d = ELDR_DECISION_INIT;
+  // An empty prompt reaches the daemon, whose rejection is the call's result.
+  EXPECT_EQ(eldr_client_route_tokens(sut.get(), "empty", nullptr, 0, 5000, &d),
+            ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(d.status, ELDR_E_INVALID_ARGUMENT);
+  EXPECT_TRUE(daemon.eventually([](auto& h) { return h.prompts.size() == 1; }));
+  // NULL with a length never leaves the process.
+  EXPECT_EQ(eldr_client_push_tokens(sut.get(), "null", nullptr, 3), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_push_text(sut.get(), "null", nullptr, 3), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(eldr_client_push_text(sut.get(), nullptr, "a", 1), ELDR_E_INVALID_ARGUMENT);
+  const uint32_t one = 1;
+  EXPECT_EQ(eldr_client_route_tokens(sut.get(), "no-out", &one, 1, 0, nullptr),
+            ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(daemon.handler->read([](auto& h) { return h.prompts.size(); }), 1u);
+}
+
+// A 64 KiB ring takes records of 8 KiB: a longer prompt keeps its head
+// (three quarters) and its tail, and a text whole code points.
+TEST(capi_client, a_prompt_longer_than_a_record_is_cut_to_its_head_and_tail) {
+  const std::string instance = unique_instance();
+  Daemon daemon(instance, 1u << 16);
+  ASSERT_TRUE(daemon.ok());
+  ClientPtr sut = open_client(instance);
+  ASSERT_TRUE(sut);
+  std::vector<uint32_t> tokens(20000);
+  for (uint32_t i = 0; i < tokens.size(); ++i) tokens[i] = i;
+  ASSERT_EQ(eldr_client_push_tokens(sut.get(), "long", tokens.data(), tokens.size()), ELDR_OK)
+      << eldr_last_error_message();
+  std::string text;
+  while (text.size() < 30000) text += "\xc3\xa9";  // 2-byte code points
+  text += "x";                                     // the tail's cut falls inside a code point
+  ASSERT_EQ(eldr_client_push_text(sut.get(), "long-text", text.data(), text.size()), ELDR_OK);
+  ASSERT_TRUE(daemon.eventually([](auto& h) { return h.prompts.size() == 2; }));
+  const auto seen = daemon.handler->read([](auto& h) { return h.prompts; });
+  const auto& t = seen[0];
+  EXPECT_EQ(t.prompt_units, tokens.size());
+  ASSERT_GT(t.tokens.size(), 1000u);
+  ASSERT_LT(t.tokens.size(), 2048u);  // 8 KiB of ids at most
+  EXPECT_NEAR(static_cast<double>(t.head_units), 0.75 * static_cast<double>(t.tokens.size()), 4.0);
+  for (uint32_t i = 0; i < t.head_units; ++i) ASSERT_EQ(t.tokens[i], i);
+  const size_t tail = t.tokens.size() - t.head_units;
+  for (size_t i = 0; i < tail; ++i) ASSERT_EQ(t.tokens[t.head_units + i], tokens.size() - tail + i);
+  const auto& x = seen[1];
+  EXPECT_EQ(x.prompt_units, text.size());
+  ASSERT_LT(x.bytes.size(), 8192u);
+  EXPECT_EQ(x.head_units % 2, 0u);  // whole code points
+  EXPECT_EQ(x.bytes.substr(0, x.head_units), text.substr(0, x.head_units));
+  const std::string kept_tail = x.bytes.substr(x.head_units);
+  EXPECT_EQ(kept_tail, text.substr(text.size() - kept_tail.size()));
+  EXPECT_EQ(static_cast<unsigned char>(kept_tail[0]), 0xc3u);  // starts on a code point
 }
 
 }  // namespace

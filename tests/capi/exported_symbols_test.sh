@@ -13,7 +13,7 @@ exported="$(nm -D --defined-only "$LIB" | awk '$2 == "T" {print $3}' | sort)"
 declared="$(cat "${HEADERS[@]}" | grep -o '^ELDR_API [^(]*(' | awk '{print $NF}' | tr -d '(' | sort)"
 
 fail=0
-objects='client|client_options|pool|table|table_info|fit_options|router|router_options|decision|worker_report|routed_experts|routed_experts_options|routed_experts_info|gpu_footprints|policy'
+objects='client|client_options|pool|table|predictor_options|table_info|fit_options|router|router_options|decision|worker_report|routed_experts|routed_experts_options|routed_experts_info|gpu_footprints|policy'
 helpers='eldr_version_number|eldr_version_string|eldr_abi_version|eldr_status_name|eldr_status_string|eldr_last_error_message|eldr_gpu_available'
 while read -r sym; do
   name="${sym%%@*}"

@@ -15,6 +15,7 @@
 
 #include "eldr/cluster_table.hpp"
 #include "eldr/eldr.h"
+#include "eldr/eldr_prompt.h"
 #include "eldr/shm.hpp"
 #include "process_support.hpp"
 #include "temp_dir.hpp"
@@ -606,6 +607,58 @@ TEST_F(PoolTest, a_gateway_without_a_sidecar_routes_through_any_node_over_nats) 
                metric(b, "eldr_pool_remote_malformed_total") ==
            3;
   }));
+}
+
+// Routing from the prompt over NATS: any node routes it with the table's
+// predictor, and the booking carries the predicted footprint, so every node
+// counts the request.
+TEST_F(PoolTest, a_gateway_routes_prompts_through_any_node_over_nats) {
+  ASSERT_TRUE(save_table(eldr::testing::axis_table_with_predictor(), table_path).is_ok());
+  start_servers(1);
+  nodes.reserve(2);
+  Node& a = start_node("a");
+  Node& b = start_node("b");
+  ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
+  eldr_pool_t* pool = nullptr;
+  ASSERT_EQ(eldr_pool_open(servers[0].url().c_str(), ("p" + tag).c_str(), 2000, &pool), ELDR_OK)
+      << eldr_last_error_message();
+  std::vector<uint64_t> tokens;
+  for (uint32_t i = 0; i < 4; ++i) {
+    eldr_decision_t d = ELDR_DECISION_INIT;
+    const std::string id = "pt" + std::to_string(i);
+    if (i % 2 == 0) {
+      const auto prompt = eldr::testing::domain_prompt_tokens(i, 8);
+      ASSERT_EQ(eldr_pool_route_tokens(pool, id.c_str(), prompt.data(), prompt.size(), 2000, &d),
+                ELDR_OK)
+          << eldr_last_error_message();
+    } else {
+      const auto prompt = eldr::testing::domain_prompt_text(i, 8);
+      ASSERT_EQ(eldr_pool_route_text(pool, id.c_str(), prompt.data(), prompt.size(), 2000, &d),
+                ELDR_OK)
+          << eldr_last_error_message();
+    }
+    EXPECT_EQ(d.worker, static_cast<int32_t>(100 + i));
+    EXPECT_GT(d.confidence, 0.0f);
+    EXPECT_LE(d.confidence, 1.0f);
+    tokens.push_back(d.completion_token);
+  }
+  for (const Node* n : {&a, &b})
+    EXPECT_TRUE(eventually([&] { return inflight(*n).first == 4; })) << n->name;
+  EXPECT_EQ(inflight(a).second + inflight(b).second, 4u);
+  // A bad prompt: the node's verdict; one past the limits never leaves the gateway.
+  eldr_decision_t d = ELDR_DECISION_INIT;
+  EXPECT_EQ(eldr_pool_route_text(pool, "bad", "\xff\xfe", 2, 2000, &d), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(eldr_last_error_message()).find("rejected"), std::string::npos);
+  const std::vector<uint32_t> too_long(ELDR_MAX_PROMPT_TOKENS + 1, 3);
+  EXPECT_EQ(eldr_pool_route_tokens(pool, "long", too_long.data(), too_long.size(), 2000, &d),
+            ELDR_E_INVALID_ARGUMENT);
+  EXPECT_EQ(d.worker, -1);
+  for (uint32_t i = 0; i < 4; ++i)
+    ASSERT_EQ(eldr_pool_complete(pool, ("pt" + std::to_string(i)).c_str(), tokens[i]), ELDR_OK);
+  for (const Node* n : {&a, &b})
+    EXPECT_TRUE(eventually([&] { return inflight(*n).first == 0; })) << n->name;
+  EXPECT_EQ(metric(a, "eldr_prompt_routed_total") + metric(b, "eldr_prompt_routed_total"), 4u);
+  eldr_pool_free(pool);
 }
 
 }  // namespace

@@ -30,7 +30,13 @@ TEST(RouteWire, a_reply_round_trips_every_field) {
     EXPECT_EQ(got->table_epoch, 42u);
     EXPECT_EQ(got->completion_token, 99u);
     EXPECT_EQ(got->node, "node-a");
+    EXPECT_EQ(got->confidence, 1.0f);  // the default: a footprint's, or an older node's
   }
+  RouteReply prompt = sent;
+  prompt.confidence = 0.375f;
+  auto got = decode_route_reply(encode_route_reply(prompt));
+  ASSERT_TRUE(got) << got.status().message();
+  EXPECT_EQ(got->confidence, 0.375f);
 }
 
 TEST(RouteWire, a_complete_round_trips_and_needs_its_token) {

@@ -24,6 +24,10 @@ using eldr::testing::small_config;
 using eldr::testing::TempDir;
 using eldr::testing::unique_instance;
 
+// The resolution of a cell's publish time (format 2.2: microseconds, with
+// the confidence in the same word).
+constexpr uint64_t kTick = 1000;
+
 DecisionIn decision(int32_t worker, float similarity = 0.5f) {
   DecisionIn d;
   d.worker = worker;
@@ -174,8 +178,9 @@ TEST(shm_decisions, a_hash_collision_is_told_apart_by_the_id) {
   std::vector<detail::DecisionCell> cells(kSlots);
   for (uint32_t i = 0; i < kSlots; ++i)
     detail::publish_decision(cells.data(), kSlots, "old-" + std::to_string(i), decision(10 + i),
-                             100 + i);
-  detail::publish_decision(cells.data(), kSlots, "other-id", decision(1), 1000);  // evicts old-0
+                             kTick * (100 + i));
+  detail::publish_decision(cells.data(), kSlots, "other-id", decision(1),
+                           kTick * 1000);  // evicts old-0
   const uint64_t mine = XXH3_64bits("mine", 4);
   constexpr size_t kHashWord = offsetof(detail::DecisionPayload, id_hash) / 8;
   int forged = 0;
@@ -187,7 +192,8 @@ TEST(shm_decisions, a_hash_collision_is_told_apart_by_the_id) {
   }
   ASSERT_EQ(forged, 1);
   EXPECT_FALSE(detail::lookup_decision(cells.data(), kSlots, "mine").has_value());
-  detail::publish_decision(cells.data(), kSlots, "mine", decision(2), 2000);  // evicts old-1
+  detail::publish_decision(cells.data(), kSlots, "mine", decision(2),
+                           kTick * 2000);  // evicts old-1
   const auto still_forged = std::count_if(cells.begin(), cells.end(), [&](const auto& cell) {
     return cell.words[kHashWord].load() == mine && static_cast<uint16_t>(cell.words[0].load()) == 8;
   });
@@ -206,12 +212,12 @@ TEST(shm_decisions, a_publish_reports_the_decision_it_evicted) {
   std::vector<detail::DecisionCell> cells(kSlots);
   for (uint32_t i = 0; i < kSlots; ++i)
     EXPECT_FALSE(detail::publish_decision(cells.data(), kSlots, "old-" + std::to_string(i),
-                                          decision(1), 100 + i)
+                                          decision(1), kTick * (100 + i))
                      .has_value());
-  EXPECT_FALSE(detail::publish_decision(cells.data(), kSlots, "old-0", decision(2), 500));
-  const auto sut = detail::publish_decision(cells.data(), kSlots, "new", decision(3), 1000);
+  EXPECT_FALSE(detail::publish_decision(cells.data(), kSlots, "old-0", decision(2), kTick * 500));
+  const auto sut = detail::publish_decision(cells.data(), kSlots, "new", decision(3), kTick * 1000);
   ASSERT_TRUE(sut.has_value());
-  EXPECT_EQ(*sut, 101u);  // old-1: old-0 was republished at 500
+  EXPECT_EQ(*sut, kTick * 101);  // old-1: old-0 was republished at 500
 }
 
 // Through the host: the age of what a full table pushed out.
@@ -293,6 +299,24 @@ TEST(shm_decisions, a_stopping_daemon_releases_its_waiters) {
   auto sut = p.client->wait_decision("pending", 60000);
   stopper.join();
   EXPECT_EQ(sut.status().code(), Errc::no_daemon);
+}
+
+// Format 2.2: the confidence of a prompt's decision rides in the cell, in
+// 1/65535 steps; a reader of a 2.1 daemon's cells takes 1.
+TEST(shm_decisions, a_decision_carries_its_confidence) {
+  constexpr uint32_t kSlots = 64;
+  std::vector<detail::DecisionCell> cells(kSlots);
+  for (float c : {0.0f, 0.3f, 1.0f, 2.0f, -1.0f}) {
+    DecisionIn d = decision(1);
+    d.confidence = c;
+    detail::publish_decision(cells.data(), kSlots, "c", d, 123456789);
+    const auto got = detail::lookup_decision(cells.data(), kSlots, "c");
+    ASSERT_TRUE(got.has_value());
+    EXPECT_NEAR(got->confidence, std::clamp(c, 0.0f, 1.0f), 1.0f / 65535) << c;
+    const auto old = detail::lookup_decision(cells.data(), kSlots, "c", false);
+    ASSERT_TRUE(old.has_value());
+    EXPECT_EQ(old->confidence, 1.0f);
+  }
 }
 
 }  // namespace

@@ -139,6 +139,10 @@ enabled = true
 window = 512
 period_s = 60
 min_samples = 128
+[predictor]
+save_interval_s = 0
+save_path = "/var/lib/eldr/table.eldr"
+save_on_exit = false
 )",
                                      sut);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -155,6 +159,10 @@ min_samples = 128
   EXPECT_TRUE(sut.refit.enabled);
   EXPECT_EQ(sut.refit.window, 512u);
   EXPECT_EQ(sut.refit.period_s, 60u);
+  EXPECT_EQ(sut.predictor.save_interval_s, 0u);
+  EXPECT_EQ(sut.predictor.save_path, "/var/lib/eldr/table.eldr");
+  EXPECT_FALSE(sut.predictor.save_on_exit);
+  EXPECT_EQ(sut.predictor.target("t.eldr"), "/var/lib/eldr/table.eldr");
   EXPECT_TRUE(sut.validate().is_ok()) << sut.validate().to_string();
   EXPECT_EQ(sut.segment().mode, 0640u);
   EXPECT_EQ(sut.router().policy, Policy::eldr_guard);
@@ -171,6 +179,8 @@ TEST(daemon_config, unknown_keys_and_bad_values_are_errors_that_name_the_key) {
       {"log_level = \"loud\"", "log_level"},
       {"[refit]\nperiod = 5", "refit.period"},
       {"refit = 3", "refit"},
+      {"[predictor]\nsave_interval = 5", "predictor.save_interval"},
+      {"[predictor]\nsave_interval_s = -5", "predictor.save_interval_s"},
       {"tau = ", "config:1"},
   };
   for (const auto& [text, key] : cases) {

@@ -826,6 +826,228 @@ TEST_F(EldrdTest, a_bad_config_file_is_refused_with_the_key_named) {
   EXPECT_FALSE(shm::read_snapshot(instance).is_ok());
 }
 
+// ---- routing from the prompt ---------------------------------------------------
+
+// The value of an unlabelled (or fully labelled) sample in a metrics body;
+// UINT64_MAX when absent.
+uint64_t metric_value(const std::string& body, const std::string& sample) {
+  const size_t at = body.find("\n" + sample + " ");
+  if (at == std::string::npos) return UINT64_MAX;
+  return std::stoull(body.substr(at + sample.size() + 2));
+}
+
+class PromptTest : public EldrdTest {
+ protected:
+  void SetUp() override {
+    EldrdTest::SetUp();
+    ASSERT_TRUE(save_table(eldr::testing::axis_table_with_predictor(), table_path).is_ok());
+  }
+  Result<shm::DecisionIn> route_tokens(shm::Client& c, const std::string& id,
+                                       std::span<const uint32_t> tokens, bool* cut = nullptr) {
+    ELDR_TRY(c.push_prompt({id, Prompt::of_tokens(tokens)}, cut));
+    return c.wait_decision(id, 2000);
+  }
+  Result<shm::DecisionIn> route_text(shm::Client& c, const std::string& id, std::string_view text) {
+    ELDR_TRY(c.push_prompt({id, Prompt::of_text(text)}));
+    return c.wait_decision(id, 2000);
+  }
+  // eldr status --json's predictor object (null without the CLI or a predictor).
+  nlohmann::json predictor_status() {
+    if (!have_cli()) return {};
+    int rc = 0;
+    const auto j = nlohmann::json::parse(run_cli({"status", "--instance", instance, "--json"}, &rc),
+                                         nullptr, false);
+    return rc == 0 && j.is_object() ? j["predictor"] : nlohmann::json{};
+  }
+};
+
+TEST_F(PromptTest, routes_by_tokens_and_by_text_cuts_long_prompts_and_rejects_bad_ones) {
+  const std::string port = free_loopback_port();
+  start_daemon({"--metrics-port", port});
+  auto client = open_client();
+  ASSERT_TRUE(client);
+  for (uint32_t d = 0; d < 4; ++d) {
+    const auto tokens = eldr::testing::domain_prompt_tokens(d, 7);
+    auto by_tokens = route_tokens(*client, "t" + std::to_string(d), tokens);
+    ASSERT_TRUE(by_tokens.is_ok()) << by_tokens.status().to_string();
+    EXPECT_EQ(by_tokens->status, 0);
+    EXPECT_EQ(by_tokens->worker, static_cast<int32_t>(100 + d));
+    EXPECT_GT(by_tokens->confidence, 0.0f);
+    EXPECT_LE(by_tokens->confidence, 1.0f);
+    EXPECT_NE(by_tokens->completion_token, 0u);
+    auto by_text =
+        route_text(*client, "x" + std::to_string(d), eldr::testing::domain_prompt_text(d, 5));
+    ASSERT_TRUE(by_text.is_ok()) << by_text.status().to_string();
+    EXPECT_EQ(by_text->status, 0);
+    EXPECT_EQ(by_text->worker, static_cast<int32_t>(100 + d));
+  }
+  // A footprint's decision says 1.
+  auto f = route(*client, "footprint", 1);
+  ASSERT_TRUE(f.is_ok());
+  EXPECT_EQ(f->confidence, 1.0f);
+  // 60,000 tokens do not fit a record of this 64 KiB ring: head and tail go,
+  // the decision comes all the same (domain 2 at both ends).
+  std::vector<uint32_t> longer;
+  const auto head = eldr::testing::domain_prompt_tokens(2, 1);
+  for (uint32_t i = 0; longer.size() < 60000; ++i) longer.push_back(head[i % head.size()]);
+  bool cut = false;
+  auto d = route_tokens(*client, "long", longer, &cut);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  EXPECT_TRUE(cut);
+  EXPECT_EQ(d->status, 0);
+  EXPECT_EQ(d->worker, 102);
+  // Bad prompts get a rejected decision with the predictor's status.
+  const std::vector<uint32_t> none, past{1, 2, kMaxVocabulary};
+  const std::vector<uint32_t> too_long(kMaxPromptTokens + 1, 7);
+  for (const auto& [id, tokens] : {std::pair{"empty", std::span<const uint32_t>(none)},
+                                   std::pair{"past", std::span<const uint32_t>(past)},
+                                   std::pair{"too-long", std::span<const uint32_t>(too_long)}}) {
+    auto r = route_tokens(*client, id, tokens);
+    ASSERT_TRUE(r.is_ok()) << id << ": " << r.status().to_string();
+    EXPECT_EQ(r->status, static_cast<int32_t>(Errc::invalid_argument)) << id;
+    EXPECT_EQ(r->worker, -1);
+  }
+  auto utf8 = route_text(*client, "bad-utf8", "abc \xff def");
+  ASSERT_TRUE(utf8.is_ok());
+  EXPECT_EQ(utf8->status, static_cast<int32_t>(Errc::invalid_argument));
+  // ... and the daemon keeps routing.
+  auto after = route_tokens(*client, "after", eldr::testing::domain_prompt_tokens(3, 2));
+  ASSERT_TRUE(after.is_ok());
+  EXPECT_EQ(after->worker, 103);
+  std::string body;
+  EXPECT_TRUE(eventually([&] {
+    body = http_get(port, "/metrics");
+    return metric_value(body, "eldr_predictor_prototypes") == 32;
+  })) << body;
+  EXPECT_EQ(metric_value(body, "eldr_prompt_routed_total"), 10u) << body;
+  EXPECT_EQ(metric_value(body, "eldr_prompt_cut_total"), 2u) << body;  // "long" and "too-long"
+  EXPECT_EQ(metric_value(body, "eldr_prompt_rejected_total{reason=\"bad_prompt\"}"), 3u) << body;
+  EXPECT_EQ(metric_value(body, "eldr_prompt_rejected_total{reason=\"too_long\"}"), 1u) << body;
+  EXPECT_EQ(metric_value(body, "eldr_prompt_rejected_total{reason=\"no_predictor\"}"), 0u) << body;
+  EXPECT_GT(metric_value(body, "eldr_predictor_memory_bytes{component=\"demand\"}"), 0u) << body;
+}
+
+TEST_F(PromptTest, a_table_without_a_predictor_rejects_prompts_as_unsupported) {
+  ASSERT_TRUE(save_table(axis_table(), table_path).is_ok());
+  start_daemon();
+  auto client = open_client();
+  ASSERT_TRUE(client);
+  auto d = route_text(*client, "no-predictor", "hello world");
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->status, static_cast<int32_t>(Errc::unsupported));
+  EXPECT_TRUE(route(*client, "still-routes", 1).is_ok());
+  if (have_cli()) EXPECT_TRUE(predictor_status().is_null());
+}
+
+// The engine's footprint after prefill, pushed under the id a gateway routed
+// from the prompt: learned from, not routed again, not counted twice.
+TEST_F(PromptTest, learns_from_the_footprint_of_a_request_routed_from_its_prompt) {
+  const std::string port = free_loopback_port();
+  start_daemon({"--metrics-port", port});
+  auto client = open_client();
+  ASSERT_TRUE(client);
+  auto d = route_tokens(*client, "req", eldr::testing::domain_prompt_tokens(1, 3));
+  ASSERT_TRUE(d.is_ok());
+  ASSERT_EQ(d->worker, 101);
+  const auto real = eldr::testing::domain_footprint(1);
+  shm::FootprintOut f;
+  f.request_id = "req";
+  f.layers = 2;
+  f.experts = 4;
+  f.counts = real;
+  ASSERT_TRUE(client->push_footprint(f).is_ok());
+  std::string body;
+  ASSERT_TRUE(eventually([&] {
+    body = http_get(port, "/metrics");
+    return metric_value(body, "eldr_predictor_learned_total") == 1;
+  })) << body;
+  EXPECT_EQ(metric_value(body, "eldr_rerouted_total"), 0u) << body;
+  EXPECT_TRUE(eventually([&] {
+    auto s = shm::read_snapshot(instance);
+    return s && inflight_total(*s) == 1 && s->router && s->router->predictor_learned == 33;
+  }));
+  if (have_cli()) {
+    const auto p = predictor_status();
+    EXPECT_EQ(p["learned"], 33) << p.dump();
+    EXPECT_EQ(p["prototypes"], 33) << p.dump();
+    EXPECT_EQ(p["kinds"], nlohmann::json::array({"tokens", "text"})) << p.dump();
+  }
+  // A second footprint of the id is a retry, as before: routed anew.
+  ASSERT_TRUE(client->push_footprint(f).is_ok());
+  EXPECT_TRUE(eventually(
+      [&] { return metric_value(http_get(port, "/metrics"), "eldr_rerouted_total") == 1; }));
+  auto s = shm::read_snapshot(instance);
+  ASSERT_TRUE(s.is_ok());
+  EXPECT_EQ(inflight_total(*s), 1u);
+  // The complete releases it.
+  ASSERT_TRUE(client->push_complete("req").is_ok());
+  EXPECT_TRUE(eventually([&] {
+    auto t = shm::read_snapshot(instance);
+    return t && inflight_total(*t) == 0;
+  }));
+}
+
+// What the predictor learned survives a restart: the daemon saves the table
+// at a clean stop and loads it again; a truncated table at reload changes
+// nothing.
+TEST_F(PromptTest, what_was_learned_survives_a_restart_and_a_bad_table_is_refused) {
+  const std::string port = free_loopback_port();
+  std::ofstream(config_path) << default_config() << "policy = \"eldr\"\n"
+                             << "[predictor]\nsave_interval_s = 0\n";
+  start_daemon({"--metrics-port", port});
+  auto client = open_client();
+  ASSERT_TRUE(client);
+  for (uint32_t i = 0; i < 3; ++i) {
+    const std::string id = "learn-" + std::to_string(i);
+    ASSERT_TRUE(route_text(*client, id, eldr::testing::domain_prompt_text(i, 9)).is_ok());
+    const auto real = eldr::testing::domain_footprint(i);
+    shm::FootprintOut f;
+    f.request_id = id;
+    f.layers = 2;
+    f.experts = 4;
+    f.counts = real;
+    ASSERT_TRUE(client->push_footprint(f).is_ok());
+  }
+  ASSERT_TRUE(eventually([&] {
+    return metric_value(http_get(port, "/metrics"), "eldr_predictor_learned_total") == 3;
+  }));
+  client.reset();
+  ASSERT_EQ(kill(daemon, SIGTERM), 0);
+  ASSERT_EQ(wait_exit(daemon), 0);
+  daemon = -1;
+  auto saved = load_table(table_path);
+  ASSERT_TRUE(saved.is_ok()) << saved.status().to_string();
+  ASSERT_TRUE(saved->predictor);
+  EXPECT_EQ(saved->predictor->info().learned, 35u);
+  EXPECT_EQ(saved->predictor->info().prototypes, 35u);
+  // Restarted: it predicts with what it learned.
+  start_daemon({"--metrics-port", port});
+  EXPECT_TRUE(eventually([&] {
+    auto s = shm::read_snapshot(instance);
+    return s && s->router && s->router->predictor_learned == 35 &&
+           s->router->predictor_prototypes == 35;
+  }));
+  // A truncated table at reload: refused, counted, the loaded one keeps routing.
+  const std::string bytes = read_file(table_path);
+  std::ofstream(table_path, std::ios::binary | std::ios::trunc)
+      << bytes.substr(0, bytes.size() / 2);
+  ASSERT_EQ(kill(daemon, SIGHUP), 0);
+  EXPECT_TRUE(eventually(
+      [&] { return metric_value(http_get(port, "/metrics"), "eldr_reload_failures_total") == 1; }));
+  client = open_client();
+  ASSERT_TRUE(client);
+  auto d = route_tokens(*client, "after-reload", eldr::testing::domain_prompt_tokens(0, 1));
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_EQ(d->status, 0);
+  EXPECT_EQ(d->worker, 100);
+  // Nothing was learned since the restart: the stop does not overwrite the
+  // file (which changed under the daemon anyway).
+  ASSERT_EQ(kill(daemon, SIGTERM), 0);
+  ASSERT_EQ(wait_exit(daemon), 0);
+  daemon = -1;
+  EXPECT_EQ(read_file(table_path).size(), bytes.size() / 2);
+}
+
 // Child mode: a producer that registers and streams round trips until killed.
 int producer_main(const std::string& instance) {
   auto c = shm::Client::open(instance);

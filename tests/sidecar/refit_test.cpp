@@ -96,5 +96,31 @@ TEST_F(RefitTest, swaps_in_an_aligned_table_once_per_new_window) {
   EXPECT_EQ(router->table_epoch(), epoch + 2);
 }
 
+// A refit keeps the table's footprint predictor: routing from the prompt
+// and what was learned online go on across it.
+TEST(Refit, the_refitted_table_keeps_the_predictor) {
+  auto table = std::make_shared<const ClusterTable>(eldr::testing::axis_table_with_predictor());
+  ASSERT_TRUE(table->predictor);
+  auto router = Router::create(table);
+  ASSERT_TRUE(router.is_ok());
+  Metrics metrics{64};
+  RefitConfig c;
+  c.enabled = true;
+  c.window = 16;
+  c.min_samples = 8;
+  auto sut = OnlineRefit::create(c, 8, 7, **router, metrics);
+  ASSERT_TRUE(sut.is_ok());
+  for (int i = 0; i < 16; ++i) {
+    std::vector<int16_t> f(8, 0);
+    f[static_cast<size_t>(i % 4)] = 6;
+    (*sut)->keep(f);
+  }
+  ASSERT_TRUE((*sut)->run().is_ok());
+  EXPECT_EQ((*router)->table()->predictor, table->predictor);
+  const auto prompt = eldr::testing::domain_prompt_tokens(2, 1);
+  auto d = (*router)->route_prompt(Prompt::of_tokens(prompt));
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+}
+
 }  // namespace
 }  // namespace eldr::sidecar

@@ -133,12 +133,20 @@ ELDR_API eldr_status_t eldr_router_get_prompt_stats(const eldr_router_t* router,
 
 /* ---- sidecar client and pool --------------------------------------------------
  * The prompt travels to eldrd in the client's ring: token ids, or text bytes.
- * A prompt longer than one ring record keeps its head (three quarters of the
- * record) and its tail (the rest): the predictor reads a long prompt's head
- * and tail only, so routing is the same; eldrd counts the cut
- * (eldr_prompt_cut_total). The daemon learns when the same request id later
- * pushes its real footprint (eldr_client_push). Errors: as eldr_client_push;
- * the daemon's verdict (no predictor, bad prompt) arrives in the decision. */
+ * A prompt longer than one ring record (ring_bytes / 8, less 32 bytes and
+ * the id: 128 KiB of eldrd's default ring) keeps its head (three quarters of
+ * the record) and its tail (the rest; a text keeps whole code points): the
+ * predictor reads a long prompt's head and tail only, so routing is the same;
+ * eldrd counts the cut (eldr_prompt_cut_total). The daemon learns when the
+ * same request id later pushes its real footprint (eldr_client_push or
+ * eldr_client_push_blocks, after prefill): that push is learned from, not
+ * routed again, and its request is not counted twice. Errors: as
+ * eldr_client_push (tokens/text NULL with a length: INVALID_ARGUMENT;
+ * n_tokens/text_len 0 is an empty prompt, for the daemon to reject);
+ * UNSUPPORTED: eldrd is older than prompts (shared-memory format 2.2).
+ * The daemon's verdict (no predictor: UNSUPPORTED; a bad prompt, or longer
+ * than the limits above as a whole: INVALID_ARGUMENT) arrives in the
+ * decision, and is the result of the route calls. */
 ELDR_API eldr_status_t eldr_client_push_tokens(eldr_client_t* client, const char* request_id,
                                                const uint32_t* tokens, size_t n_tokens);
 ELDR_API eldr_status_t eldr_client_push_text(eldr_client_t* client, const char* request_id,
@@ -151,7 +159,9 @@ ELDR_API eldr_status_t eldr_client_route_text(eldr_client_t* client, const char*
                                               const char* text, size_t text_len,
                                               uint32_t timeout_ms, eldr_decision_t* out);
 /* The pool over NATS, as eldr_pool_route (the prompt is sent whole, up to
- * the limits above). */
+ * the limits above: a longer one is INVALID_ARGUMENT here, sent nowhere).
+ * The node's verdict is the call's result; an eldrd older than prompts
+ * answers CORRUPT. */
 ELDR_API eldr_status_t eldr_pool_route_tokens(eldr_pool_t* pool, const char* request_id,
                                               const uint32_t* tokens, size_t n_tokens,
                                               uint32_t timeout_ms, eldr_decision_t* out);

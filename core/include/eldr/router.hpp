@@ -172,6 +172,10 @@ class Router {
   // footprint. unsupported: the table has no predictor, or none for the
   // prompt's kind; invalid_argument: a bad prompt (extract_features).
   Result<Decision> route_prompt(const Prompt& prompt, const RouteHints& hints = {});
+  // The same; out_counts (empty, or the table's geometry cells) receives the
+  // predicted footprint it routed (what a pool's bookings carry).
+  Result<Decision> route_prompt(const Prompt& prompt, const RouteHints& hints,
+                                std::span<int16_t> out_counts);
   // The real footprint of a request routed from its prompt with this id
   // (from the engine after prefill, a routed-experts payload, the GPU): the
   // predictor learns from the pair. not_found: no prompt remembered for the

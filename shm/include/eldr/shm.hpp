@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "eldr/predictor.hpp"
 #include "eldr/status.hpp"
 
 namespace eldr::shm {
@@ -30,7 +31,12 @@ namespace eldr::shm {
 // over a Unix socket. Minor versions add fields in reserved or padding bytes
 // (zero before), with the layout hash unchanged.
 inline constexpr uint32_t kFormatMajor = 2;
-inline constexpr uint32_t kFormatMinor = 1;     // 2.1: inflight_local, the pool status
+// 2.1: inflight_local, the pool status. 2.2: prompt records, the
+// decision's confidence, the predictor's state in the router row.
+inline constexpr uint32_t kFormatMinor = 2;
+// The first minor that reads prompt records (a daemon before it quarantines
+// a ring that carries one: Client::push_prompt refuses to send it).
+inline constexpr uint32_t kPromptFormatMinor = 2;
 inline constexpr size_t kMaxRequestId = 128;    // bytes, NUL excluded
 inline constexpr size_t kMaxInstanceName = 64;  // [A-Za-z0-9_.-]+
 
@@ -48,6 +54,7 @@ enum class RecordType : uint16_t {
   complete = 2,        // request id: the decode finished
   worker_report = 3,   // worker, running, kv_usage; schema 2: + batch_size, step_ms
   worker_control = 4,  // worker, op (add / drain / remove)
+  prompt = 5,          // format 2.2: FlatBuffers PromptMsg (shm/schema/prompt_msg.fbs)
 };
 
 enum class WorkerOp : uint32_t { add = 1, drain = 2, remove = 3 };
@@ -63,6 +70,14 @@ struct FootprintOut {
   std::span<const uint8_t> row_present;    // block form: empty = all present
   std::span<const uint8_t> block_rows;     // present rows only, each L*E bytes
   uint64_t prefill_end_ns = 0;             // CLOCK_REALTIME of the engine, 0 = unknown
+};
+
+// A prompt as the producer gives it: token ids or UTF-8 text (prompt.kind).
+// push_prompt sends it whole when it fits one record, else its head (three
+// quarters of the record) and its tail (the rest).
+struct PromptOut {
+  std::string_view request_id;
+  Prompt prompt;
 };
 
 // A decode engine's report about one worker. batch_size and step_ms: 0 = not
@@ -87,6 +102,10 @@ struct DecisionIn {
   // What a complete of this request must carry unless it comes from the
   // process that pushed the footprint (0: none issued, e.g. a rejection).
   uint64_t completion_token = 0;
+  // Routed from the prompt: how sure the prediction was, in [0, 1]; 1 for
+  // a footprint (and from a daemon before format 2.2). Carried in 1/65535
+  // steps.
+  float confidence = 1.0f;
 };
 
 // ---- client side -----------------------------------------------------------
@@ -121,6 +140,11 @@ class Client {
   // reads it), else a schema-2 one (a daemon before it rejects the record).
   Status push_worker_report(const WorkerReportRecord& report);
   Status push_worker_control(uint32_t worker, WorkerOp op);
+  // A prompt to route from (the daemon answers with a decision, as for a
+  // footprint). Its request id is checked here, the prompt itself by the
+  // daemon (a bad prompt gets a rejected decision). unsupported: the daemon
+  // is older than format 2.2. `cut`, when given: whether it was cut.
+  Status push_prompt(const PromptOut& prompt, bool* cut = nullptr);
 
   // Bounded wait for the decision for request_id (from any client). timeout 0
   // = look once. Errc::timeout when it is not there in time.
@@ -216,6 +240,22 @@ struct FootprintIn {
   uint32_t client_pid = 0;  // the pushing process, as the kernel names it (SO_PEERCRED)
 };
 
+// A prompt record, as the daemon reads it: `prompt` holds the units kept
+// (the head, then the tail when it was cut), unchecked beyond the framing.
+struct PromptIn {
+  uint32_t client = 0;
+  std::string_view request_id;
+  Prompt prompt;
+  uint64_t prompt_units = 0;  // the whole prompt's length (tokens, or bytes of text)
+  uint32_t head_units = 0;    // of the units kept, those from the prompt's start
+  uint64_t seen_ns = 0;       // CLOCK_MONOTONIC when the daemon read it
+  uint32_t client_pid = 0;    // SO_PEERCRED
+  uint64_t units() const noexcept {
+    return prompt.kind == PromptKind::tokens ? prompt.tokens.size() : prompt.text.size();
+  }
+  bool cut() const noexcept { return prompt_units > units(); }
+};
+
 // A complete record: who sent it and the token it carries (0 = none).
 struct CompleteIn {
   uint32_t client = 0;
@@ -242,6 +282,12 @@ class RecordHandler {
     on_worker_report(client, report.worker, report.running, report.kv_usage);
   }
   virtual void on_worker_control(uint32_t client, uint32_t worker, WorkerOp op) = 0;
+  // A prompt to route from. The default rejects it (unsupported), so a
+  // handler that does not route prompts still answers each one.
+  virtual void on_prompt(const PromptIn& prompt) {
+    on_rejected(prompt.client, RejectReason::bad_payload, prompt.request_id,
+                Status{Errc::unsupported, "this daemon does not route prompts"});
+  }
   // A record that failed validation. If it carried a readable request id the
   // daemon should still publish an error decision for it.
   virtual void on_rejected(uint32_t client, RejectReason reason, std::string_view request_id,
@@ -327,6 +373,10 @@ class Host {
     uint64_t completes_unknown = 0;
     uint64_t untracked = 0;
     uint64_t completes_refused = 0;  // without the request's token, not from its pusher
+    // Format 2.2: the table's footprint predictor (kinds 0: none).
+    uint32_t predictor_prototypes = 0;
+    uint32_t predictor_kinds = 0;  // bit k: fitted for PromptKind k
+    uint64_t predictor_learned = 0;
   };
   void publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch);
   void publish_workers(std::span<const WorkerRow> rows, uint64_t table_epoch,

@@ -1,5 +1,5 @@
 // Routing over NATS (schema/route_msg.fbs): the request is the ring's
-// FootprintMsg (shm), the reply a RouteReply, and the complete that goes to
+// FootprintMsg or PromptMsg (shm), the reply a RouteReply, and the complete that goes to
 // the node that routed it a RouteComplete. The daemon encodes replies and
 // decodes completes; a pool handle (capi) does the reverse. Bytes in, checked
 // values out: no NATS here.
@@ -26,6 +26,7 @@ struct RouteReply {
   uint64_t table_epoch = 0;
   uint64_t completion_token = 0;  // what the RouteComplete presents
   std::string node;               // the node that routed it
+  float confidence = 1.0f;        // routed from a prompt: how sure; 1 from older nodes
 };
 
 std::vector<uint8_t> encode_route_reply(const RouteReply& reply);

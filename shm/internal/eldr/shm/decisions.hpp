@@ -26,12 +26,18 @@ namespace eldr::shm::detail {
 
 // Writes (or overwrites) request_id's decision. Single writer only. Returns
 // the publish time of another request's decision it overwrote, if it did.
+// Cells keep publish times to the microsecond (format 2.2: the word holds
+// the confidence too), so the caller makes them strictly increasing in
+// microseconds (Host::publish): the oldest of a probe run is then always
+// the one evicted.
 std::optional<uint64_t> publish_decision(DecisionCell* cells, uint32_t slots,
                                          std::string_view request_id, const DecisionIn& decision,
                                          uint64_t publish_ns);
 // The decision for request_id, if a consistent copy of its cell was read.
+// with_confidence: the daemon is format 2.2 or later (before, the stamp is
+// its publish time and the confidence 1).
 std::optional<DecisionIn> lookup_decision(const DecisionCell* cells, uint32_t slots,
-                                          std::string_view request_id);
+                                          std::string_view request_id, bool with_confidence = true);
 
 // The worker rows, one seqlock over the whole table (single writer).
 // `router`, when given, is published in the same seqlock (format 1.1).

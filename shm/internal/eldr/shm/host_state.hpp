@@ -66,6 +66,9 @@ struct SlotState {
 using namespace detail;
 
 struct Host::Impl {
+  // The last decision's publish time: each publish is >= 1 us later (the
+  // cells order evictions by microseconds).
+  uint64_t last_publish_ns = 0;
   SegmentConfig config;
   std::optional<gid_t> group;
   std::string name;

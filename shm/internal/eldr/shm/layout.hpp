@@ -68,7 +68,10 @@ struct SegmentHeader {
   uint32_t daemon_pid;  // a client checks its socket's peer against it (SO_PEERCRED)
   uint32_t reserved1;
   uint64_t daemon_start_time;  // /proc/<pid>/stat field 22, clock ticks since boot
-  uint64_t reserved2[2];
+  // Format 2.2 (reserved, zero, before): the predictor's records learned,
+  // published with the router's state (inside workers_seq).
+  std::atomic<uint64_t> predictor_learned;
+  uint64_t reserved2;
   char socket_path[256];  // NUL-terminated: where clients register
 
   // ---- daemon liveness
@@ -81,7 +84,7 @@ struct SegmentHeader {
   std::atomic<uint64_t> decisions_published;
   std::atomic<uint64_t> workers_seq;  // seqlock over worker_count + the worker cells
   std::atomic<uint32_t> worker_count;
-  uint32_t reserved4;
+  std::atomic<uint32_t> predictor_prototypes;  // format 2.2 (reserved, zero, before)
   // The router's state, written inside the workers' seqlock. Doubles as their bits.
   std::atomic<uint32_t> router_policy;  // eldr::Policy + 1; 0 = not published
   std::atomic<uint32_t> step_max_batch;
@@ -96,7 +99,9 @@ struct SegmentHeader {
   // as it is), under a seqlock of its own; 0 bytes when not in a pool.
   std::atomic<uint64_t> pool_status_seq;
   std::atomic<uint32_t> pool_status_bytes;
-  uint32_t reserved6;
+  // Format 2.2 (reserved, zero, before): bit k = the table's predictor
+  // predicts from PromptKind k; 0: no predictor. Inside workers_seq.
+  std::atomic<uint32_t> predictor_kinds;
 
   // ---- doorbell: a producer that sees the daemon asleep sends one byte on
   // its socket (the daemon waits in epoll on every client's socket)
@@ -169,8 +174,12 @@ struct DecisionPayload {
   uint32_t band_size;
   uint32_t latency_ns;  // saturates at ~4.3 s
   uint64_t table_epoch;
-  uint64_t publish_ns;  // CLOCK_MONOTONIC; the oldest of a probe run is evicted
-  uint64_t id_hash;     // XXH3_64bits(id): a probe dismisses other ids on the first cache line
+  // Format 2.2: the publish time in CLOCK_MONOTONIC microseconds (strictly
+  // increasing per daemon) << 16 | the decision's confidence in 1/65535
+  // steps (format 2.1: the ns; readers never read it then). Only the daemon
+  // orders cells by it: the oldest of a probe run is evicted.
+  uint64_t publish_stamp;
+  uint64_t id_hash;  // XXH3_64bits(id): a probe dismisses other ids on the first cache line
   uint64_t completion_token;  // what a complete of this request presents
   char id[kMaxRequestId];
 };
@@ -348,7 +357,7 @@ inline constexpr uint64_t kLayoutHash = fnv1a({
     offsetof(DecisionPayload, policy),
     offsetof(DecisionPayload, table_epoch),
     offsetof(DecisionPayload, latency_ns),
-    offsetof(DecisionPayload, publish_ns),
+    offsetof(DecisionPayload, publish_stamp),
     offsetof(DecisionPayload, id_hash),
     offsetof(DecisionPayload, completion_token),
     offsetof(DecisionPayload, id),

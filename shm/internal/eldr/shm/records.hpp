@@ -31,6 +31,8 @@ inline constexpr uint16_t kCompleteSchemaV1 = 1;
 inline constexpr uint16_t kWorkerReportSchema = 2;
 inline constexpr uint16_t kWorkerReportSchemaV1 = 1;
 inline constexpr uint16_t kWorkerControlSchema = 1;
+// Prompts (format 2.2): schema 1 = PromptMsg (shm/schema/prompt_msg.fbs).
+inline constexpr uint16_t kPromptSchema = 1;
 uint16_t current_schema(RecordType type) noexcept;
 
 // Fixed payloads (little-endian POD).
@@ -69,6 +71,7 @@ struct DecodedRecord {
   uint32_t batch_size = 0;  // worker_report schema 2
   float step_ms = 0.0f;
   WorkerOp op = WorkerOp::add;
+  PromptIn prompt;  // type prompt
 };
 
 // Verifies a payload of `type` (FlatBuffers verifier, then semantic checks).
@@ -116,6 +119,17 @@ class FootprintEncoder {
   size_t m_hole_count = 0;
   size_t m_counts_offset = 0;
 };
+
+// The payload of one prompt record (a PromptMsg) of at most max_bytes:
+// the whole prompt when it fits, else its head (three quarters of what fits)
+// and its tail (the rest; a text keeps whole code points). The request id is
+// checked; the prompt itself is the daemon's to judge (any length, any
+// value). capacity: max_bytes cannot hold the id and one unit. *cut (when
+// given): whether it was cut. `fbb` is reused.
+Status encode_prompt(const PromptOut& prompt, size_t max_bytes, flatbuffers::FlatBufferBuilder& fbb,
+                     bool* cut = nullptr);
+// The prompt payload, uncut, in a fresh vector (the route request over NATS, tests).
+Status encode_prompt(const PromptOut& prompt, std::vector<uint8_t>& out);
 
 // The payload of one footprint, in a fresh vector (tests, tools).
 Status encode_footprint(const FootprintOut& footprint, std::vector<uint8_t>& out);
