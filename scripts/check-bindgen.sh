@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates the Rust FFI bindings from capi/include/eldr/eldr.h and compares
-# them with the committed bindings/rust/eldr-sys/src/bindings.rs.
+# Regenerates the Rust FFI bindings from the public C headers (eldr.h and
+# eldr_prompt.h, through bindings/rust/eldr-sys/wrapper.h) and compares them
+# with the committed bindings/rust/eldr-sys/src/bindings.rs.
 #   scripts/check-bindgen.sh           check: exit 1 on drift (diff printed)
 #   scripts/check-bindgen.sh --write   regenerate the committed file
 # bindgen is bindgen-cli from crates.io at the version scripts/install-deps.sh
@@ -8,7 +9,7 @@
 # when it or rustfmt is not installed.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-header="$root/capi/include/eldr/eldr.h"
+header="$root/bindings/rust/eldr-sys/wrapper.h"
 committed="$root/bindings/rust/eldr-sys/src/bindings.rs"
 # The crates' oldest Rust and edition, as their workspace states them.
 workspace_field() {
@@ -40,7 +41,7 @@ generate() {
     --allowlist-function 'eldr_.*' --allowlist-type 'eldr_.*' --allowlist-var 'ELDR_.*' \
     --default-macro-constant-type signed --merge-extern-blocks \
     --rust-target "$rust_version" --rust-edition "$edition" --formatter none \
-    -- -std=c11 -DELDR_EXPERIMENTAL_GPU \
+    -- -std=c11 -DELDR_EXPERIMENTAL_GPU -I"$root/capi/include" \
     | "$RUSTFMT" --edition "$edition" --emit stdout
 }
 
@@ -54,7 +55,7 @@ tmp="$(mktemp)"
 trap 'rm -f "$tmp"' EXIT
 generate > "$tmp"
 if diff -u "$committed" "$tmp"; then
-  echo "check-bindgen: $committed matches eldr.h"
+  echo "check-bindgen: $committed matches the C headers"
 else
   echo "check-bindgen: DRIFT: regenerate with scripts/check-bindgen.sh --write" >&2
   exit 1

@@ -13,11 +13,21 @@ engine push the footprint itself. A last pass is a gateway in Python (this
 script) against a vLLM-flavored prefill engine: eldr.footprint_from_vllm on
 its answer, Client.route, then the chosen decode worker.
 
+Both orders of a PD gateway: the table eldrd serves is fitted here, with a
+footprint predictor fitted on synthetic prompts (each domain's requests use
+the domain's words), so the Go gateway runs twice: prefill-first (prefill,
+footprint, route, decode) and decode-first (route by the prompt's text before
+prefill, as llm-d and SGLang's PD router do, then prefill and decode on that
+pair, and the prefill's real footprint handed back to eldr to learn from).
+--decode-first-router table runs the decode-first gateway on an embedded
+router over the same table file instead of eldrd.
+
     .deps/venv/bin/python scripts/demo_chain.py [BUILD_DIR] [--requests N] [--flavor F]
 """
 import argparse
 import collections
 import concurrent.futures
+import ctypes
 import json
 import os
 import signal
@@ -82,6 +92,81 @@ def wait_http(url, seconds=60):
     raise RuntimeError(f"{url} never answered")
 
 
+# Synthetic prompts: a domain's requests use its own words, all share a
+# system prompt and filler words.
+SYLLABLES = ("ka", "lo", "mi", "ra", "tu", "ve", "zo", "ni", "sa", "po", "de", "fu")
+
+
+def domain_words(domain):
+    stem = "".join(c for c in domain.lower() if c.isalpha())[:6] or "x"
+    return [stem + a + b for a in SYLLABLES[:4] for b in SYLLABLES[4:7]]
+
+
+def prompt_text(domain, variant):
+    words = domain_words(domain)
+    picked = " ".join(words[(variant * 5 + 3 * i) % len(words)] for i in range(8))
+    return f"You are a helpful assistant. Answer the question. {picked} please {variant}"
+
+
+def fit_predictor(build, table_in, table_out, labels, prefill_npy):
+    """The table with a footprint predictor fitted on one synthetic prompt per
+    calibration request and the request's prefill footprint (libeldr's
+    eldr_table_fit_predictor through ctypes: eldr_prompt.h)."""
+    import numpy as np
+    lib = ctypes.CDLL(os.path.join(build, "lib", "libeldr.so"))
+
+    class Prompt(ctypes.Structure):
+        _fields_ = [("tokens", ctypes.c_void_p), ("n_tokens", ctypes.c_size_t),
+                    ("text", ctypes.c_char_p), ("text_len", ctypes.c_size_t)]
+
+    footprints = np.ascontiguousarray(np.load(prefill_npy), dtype=np.int16)
+    n, layers, experts = footprints.shape
+    texts = [prompt_text(labels[i], i).encode() for i in range(n)]
+    prompts = (Prompt * n)(*[Prompt(None, 0, t, len(t)) for t in texts])
+    table, fitted = ctypes.c_void_p(), ctypes.c_void_p()
+    skipped = ctypes.c_uint64()
+    lib.eldr_last_error_message.restype = ctypes.c_char_p
+
+    def check(status, what):
+        if status != 0:
+            sys.exit(f"demo_chain: {what}: {lib.eldr_last_error_message().decode()}")
+
+    check(lib.eldr_table_load(table_in.encode(), ctypes.byref(table)), "load " + table_in)
+    check(lib.eldr_table_fit_predictor(table, prompts, footprints.ctypes.data_as(ctypes.c_void_p),
+                                       ctypes.c_uint64(n), ctypes.c_uint32(layers),
+                                       ctypes.c_uint32(experts), None, ctypes.byref(skipped),
+                                       ctypes.byref(fitted)), "fit the predictor")
+    check(lib.eldr_table_save(fitted, table_out.encode()), "save " + table_out)
+    lib.eldr_table_free(fitted)
+    lib.eldr_table_free(table)
+    return n - skipped.value
+
+
+def report(order, results, labels, secs):
+    """The decode worker per domain and the mean similarity (decode-first:
+    also the prediction's confidence, and how many real footprints eldr got)."""
+    per = collections.defaultdict(collections.Counter)
+    sims = collections.defaultdict(list)
+    confs = collections.defaultdict(list)
+    for row, reply in results:
+        per[labels[row]][reply["worker"]] += 1
+        sims[labels[row]].append(reply["similarity"])
+        confs[labels[row]].append(reply.get("confidence", 1.0))
+    print(f"== {order}: {len(results)} completions in {secs:.1f} s; decode worker per domain "
+          "(requests), mean similarity" + (" and confidence:" if order == "decode-first" else ":"))
+    for domain in sorted(per):
+        workers = ", ".join(f"w{w}:{n}" for w, n in sorted(per[domain].items()))
+        mean = sum(sims[domain]) / len(sims[domain])
+        conf = (f"  conf {sum(confs[domain]) / len(confs[domain]):.2f}"
+                if order == "decode-first" else "")
+        print(f"   {domain:<10} sim {mean:.3f}{conf}   {workers}")
+    by_eldr = sum(1 for _, r in results if r.get("routed_by") == "eldr")
+    learned = sum(1 for _, r in results if r.get("learned"))
+    print(f"   routed by eldr: {by_eldr}/{len(results)}" +
+          (f"; real footprints handed back to learn from: {learned}"
+           if order == "decode-first" else ""))
+
+
 def python_gateway(chain, py, engines, instance, trace, decode, labels, env, requests):
     """A gateway in Python against a stock vLLM prefill engine: the footprint
     from choices[0].routed_experts, eldr's decision, the decode worker."""
@@ -130,6 +215,9 @@ def main():
                         help="the prefill engine's protocol (the Go gateway follows it)")
     parser.add_argument("--python-requests", type=int, default=32,
                         help="requests of the Python-gateway pass against a vLLM engine")
+    parser.add_argument("--decode-first-router", choices=("eldrd", "table"), default="eldrd",
+                        help="decode-first pass: route through eldrd, or an embedded router "
+                             "in the gateway over the same table (-table)")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
     eldrd = os.path.join(build, "sidecar", "eldrd")
@@ -154,10 +242,25 @@ def main():
             with open(os.path.join(workdir, "labels.txt")) as f:
                 labels = [line.strip() for line in f]
 
+            # The table eldrd serves: fitted on a calibration set of the same
+            # synthetic model, then given a predictor from synthetic prompts.
+            cal = os.path.join(workdir, "cal")
+            subprocess.run([eldr, "synth", "--requests", "1000", "--seed", "11",
+                            "--out-dir", cal], check=True, stdout=subprocess.DEVNULL)
+            with open(os.path.join(cal, "labels.txt")) as f:
+                cal_labels = [line.strip() for line in f]
+            plain = os.path.join(workdir, "table.eldr")
+            subprocess.run([eldr, "fit", "--prefill", os.path.join(cal, "prefill.npy"),
+                            "--workers", "8", "--model", "qwen3-30b-a3b", "--out", plain],
+                           check=True, stdout=subprocess.DEVNULL)
+            table = os.path.join(workdir, "table-predictor.eldr")
+            fitted = fit_predictor(build, plain, table, cal_labels,
+                                   os.path.join(cal, "prefill.npy"))
             metrics_port = free_port()
-            print(f"== eldrd --instance {instance} (embedded default table)")
-            chain.start("eldrd", [eldrd, "--instance", instance, "--metrics-port",
-                                  str(metrics_port)])
+            print(f"== eldrd --instance {instance} (a table fitted on 1000 synthetic requests, "
+                  f"with a predictor fitted on {fitted} synthetic prompts)")
+            chain.start("eldrd", [eldrd, "--instance", instance, "--table", table,
+                                  "--metrics-port", str(metrics_port)])
             wait_http(f"http://127.0.0.1:{metrics_port}/metrics")
             decode = chain.start("decode", [py, os.path.join(engines, "decode_server.py"),
                                             "--instance", instance, "--workers", "8",
@@ -171,58 +274,62 @@ def main():
             path = {"eldr": "/v1/prefill", "sglang": "/generate",
                     "vllm": "/v1/completions"}[args.flavor]
             print(f"== engines: prefill ({args.flavor}) {prefill}, 8 decode workers {decode}")
-            gw_port = free_port()
-            chain.start("gateway", [gateway, "-listen", f"127.0.0.1:{gw_port}", "-prefill",
-                                    prefill + path, "-decode", decode + "/v1/decode",
-                                    "-instance", instance, "-flavor", args.flavor] + model)
+            gw_port, df_port = free_port(), free_port()
+            common = ["-prefill", prefill + path, "-decode", decode + "/v1/decode",
+                      "-flavor", args.flavor] + model
+            chain.start("gateway", [gateway, "-listen", f"127.0.0.1:{gw_port}",
+                                    "-instance", instance, "-order", "prefill-first"] + common)
+            eldr_of_df = (["-instance", instance] if args.decode_first_router == "eldrd"
+                          else ["-instance", "", "-table", table])
+            chain.start("gateway-decode-first", [gateway, "-listen", f"127.0.0.1:{df_port}",
+                                                 "-order", "decode-first"] + eldr_of_df + common)
             wait_http(f"http://127.0.0.1:{gw_port}/healthz")
-            print(f"== Go gateway on 127.0.0.1:{gw_port}; {args.requests} requests, "
-                  f"{args.concurrency} at a time")
+            wait_http(f"http://127.0.0.1:{df_port}/healthz")
+            print(f"== Go gateways: prefill-first on 127.0.0.1:{gw_port}, decode-first on "
+                  f"127.0.0.1:{df_port} ({args.decode_first_router}); {args.requests} requests "
+                  f"each, {args.concurrency} at a time")
 
             # The prefill engine serves trace row crc32(request_id) mod N, so
             # ask for ids whose row is known: the request's domain is its label.
             import zlib
-            ids = {}
-            i = 0
-            while len(ids) < args.requests:
-                rid = f"req-{i}"
-                row = zlib.crc32(rid.encode()) % len(labels)
-                ids.setdefault(row, rid)
-                i += 1
 
-            def send(item):
+            def ids_by_row(prefix):
+                ids, i = {}, 0
+                while len(ids) < args.requests:
+                    rid = f"{prefix}-{i}"
+                    ids.setdefault(zlib.crc32(rid.encode()) % len(labels), rid)
+                    i += 1
+                return sorted(ids.items())
+
+            def send(port, order, item):
                 row, rid = item
-                body = json.dumps({"request_id": rid, "prompt_tokens": 64,
-                                   "max_tokens": 16}).encode()
-                req = urllib.request.Request(f"http://127.0.0.1:{gw_port}/v1/completions",
-                                             body, {"Content-Type": "application/json"})
+                request = {"request_id": rid, "max_tokens": 16}
+                if order == "decode-first":  # the prompt's text: what eldr routes from
+                    request["prompt"] = prompt_text(labels[row], 100000 + row)
+                else:
+                    request["prompt_tokens"] = 64
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions",
+                                             json.dumps(request).encode(),
+                                             {"Content-Type": "application/json"})
                 with urllib.request.urlopen(req, timeout=30) as r:
                     return row, json.load(r)
 
-            t0 = time.time()
-            with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
-                results = list(pool.map(send, sorted(ids.items())))
-            secs = time.time() - t0
-            per = collections.defaultdict(collections.Counter)
-            sims = collections.defaultdict(list)
-            for row, reply in results:
-                per[labels[row]][reply["worker"]] += 1
-                sims[labels[row]].append(reply["similarity"])
-            print(f"== {len(results)} completions in {secs:.1f} s; decode worker per domain "
-                  "(requests) and mean similarity:")
-            for domain in sorted(per):
-                workers = ", ".join(f"w{w}:{n}" for w, n in sorted(per[domain].items()))
-                mean = sum(sims[domain]) / len(sims[domain])
-                print(f"   {domain:<10} sim {mean:.3f}   {workers}")
-            by_eldr = sum(1 for _, r in results if r.get("routed_by") == "eldr")
-            print(f"   routed by eldr: {by_eldr}/{len(results)}")
+            for port, order, prefix in ((gw_port, "prefill-first", "req"),
+                                        (df_port, "decode-first", "df")):
+                items = ids_by_row(prefix)
+                t0 = time.time()
+                with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
+                    results = list(pool.map(lambda item: send(port, order, item), items))
+                secs = time.time() - t0
+                report(order, results, labels, secs)
+                by_eldr = sum(1 for _, r in results if r.get("routed_by") == "eldr")
+                if by_eldr != len(results):
+                    sys.exit(f"demo_chain: {order}: some requests were not routed by eldr")
             with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics") as r:
                 for line in r.read().decode().splitlines():
                     if line.startswith(("eldr_decision_latency_seconds_count",
                                         "eldr_decision_latency_seconds_sum", "eldr_clients")):
                         print("   " + line)
-            if by_eldr != len(results):
-                sys.exit("demo_chain: some requests were not routed by eldr")
             python_gateway(chain, py, engines, instance, trace, decode, labels, env,
                            args.python_requests)
         finally:

@@ -101,6 +101,12 @@ func startDaemon(t testing.TB, workers uint32, extra ...string) string {
 // startDaemonProcess is startDaemon that also returns the daemon's process.
 func startDaemonProcess(t testing.TB, workers uint32, extra ...string) (string, *os.Process) {
 	t.Helper()
+	return startDaemonWith(t, func() *Table { return fittedTable(t, workers) }, extra...)
+}
+
+// startDaemonWith is startDaemonProcess with the table that table() returns.
+func startDaemonWith(t testing.TB, table func() *Table, extra ...string) (string, *os.Process) {
+	t.Helper()
 	bin := os.Getenv("ELDRD")
 	if bin == "" {
 		t.Skip("eldrd not built ($ELDRD unset)")
@@ -110,7 +116,7 @@ func startDaemonProcess(t testing.TB, workers uint32, extra ...string) (string, 
 	}
 	dir := t.TempDir()
 	tablePath := filepath.Join(dir, "table.eldr")
-	if err := fittedTable(t, workers).Save(tablePath); err != nil {
+	if err := table().Save(tablePath); err != nil {
 		t.Fatal(err)
 	}
 	instance := fmt.Sprintf("go-%d-%d", os.Getpid(), time.Now().UnixNano()%1000000)

@@ -158,6 +158,10 @@ type Decision struct {
 	// sidecar: what Client.Complete presents for this request, from a
 	// process other than the one that pushed its footprint.
 	CompletionToken uint64
+	// Routed from a prompt: how sure the prediction was, in [0, 1] (an
+	// unsure prediction pulls the request towards no worker in particular);
+	// 1 for a decision from a footprint.
+	Confidence float32
 }
 
 func decisionFromC(d *C.eldr_decision_t) Decision {
@@ -165,6 +169,7 @@ func decisionFromC(d *C.eldr_decision_t) Decision {
 		Worker: int32(d.worker), Similarity: float32(d.similarity), BandSize: uint32(d.band_size),
 		TableEpoch: uint64(d.table_epoch), Policy: Policy(d.policy),
 		Latency: time.Duration(d.latency_ns), CompletionToken: uint64(d.completion_token),
+		Confidence: float32(d.confidence),
 	}
 }
 

@@ -9,6 +9,7 @@
 #define ELDRGO_SHIM_H
 
 #include <eldr/eldr.h>
+#include <eldr/eldr_prompt.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -58,15 +58,23 @@ type Gateway struct {
 	// ReportCompletion: tell eldr when the decode returns. Off when the
 	// decode engine reports completion itself (as examples/python-engine does).
 	ReportCompletion bool
-	Log              *log.Logger
+	// Order: PrefillFirst ("" too) routes by the prefill's footprint;
+	// DecodeFirst routes by the prompt through Prompts before prefill
+	// (decode_first.go).
+	Order   Order
+	Prompts PromptRouter
+	Log     *log.Logger
 
 	served, failed, fallbacks atomic.Uint64
 }
 
 type completionRequest struct {
-	RequestID    string          `json:"request_id,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+	// A count, or the prompt's token ids (decode-first order routes from them).
 	PromptTokens json.RawMessage `json:"prompt_tokens"`
-	MaxTokens    int             `json:"max_tokens"`
+	// The prompt's text (decode-first order routes from it without ids).
+	Prompt    string `json:"prompt,omitempty"`
+	MaxTokens int    `json:"max_tokens"`
 }
 
 type completionResponse struct {
@@ -81,11 +89,19 @@ type completionResponse struct {
 	DecidedBy     string          `json:"decided_by,omitempty"`
 	PrefillTokens json.RawMessage `json:"prefill_tokens,omitempty"`
 	Text          string          `json:"text"`
+	Order         string          `json:"order"` // "prefill-first" or "decode-first"
+	// Decode-first: how sure eldr's prediction from the prompt was, and
+	// whether the gateway handed eldr the real footprint to learn from.
+	Confidence *float32 `json:"confidence,omitempty"`
+	Learned    bool     `json:"learned,omitempty"`
 }
 
 type prefillRequest struct {
 	RequestID    string          `json:"request_id"`
 	PromptTokens json.RawMessage `json:"prompt_tokens"`
+	Prompt       string          `json:"prompt,omitempty"`
+	// Decode-first: the decode worker chosen before prefill (its KV goes there).
+	DecodeWorker *int32 `json:"decode_worker,omitempty"`
 }
 
 type prefillResponse struct {
@@ -191,8 +207,9 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 	if err := dec.Decode(&req); err != nil {
 		return nil, fail(http.StatusBadRequest, "bad request body: %v", err)
 	}
-	if len(req.PromptTokens) == 0 || string(req.PromptTokens) == "null" {
-		return nil, fail(http.StatusBadRequest, "prompt_tokens is required")
+	noTokens := len(req.PromptTokens) == 0 || string(req.PromptTokens) == "null"
+	if noTokens && (g.Order != DecodeFirst || req.Prompt == "") {
+		return nil, fail(http.StatusBadRequest, "prompt_tokens is required (or, in decode-first order, prompt)")
 	}
 	if req.MaxTokens <= 0 {
 		return nil, fail(http.StatusBadRequest, "max_tokens must be positive")
@@ -204,15 +221,21 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 			eldr.MaxRequestIDBytes)
 	}
 
+	if g.Order == DecodeFirst {
+		return g.completeDecodeFirst(ctx, &req)
+	}
+
 	// 1. Prefill, and 2. the decode worker: eldr's decision for this request.
-	resp := &completionResponse{RequestID: req.RequestID, RoutedBy: "eldr", DecidedBy: "gateway"}
+	resp := &completionResponse{RequestID: req.RequestID, RoutedBy: "eldr", DecidedBy: "gateway",
+		Order: string(PrefillFirst)}
 	var d eldr.Decision
 	var err error
 	if g.Flavor == "" || g.Flavor == FlavorEldr {
 		// The engine pushes the footprint to eldr as it finishes, and may
 		// return eldr's decision with its answer.
 		var pre prefillResponse
-		if err := g.post(ctx, g.PrefillURL, prefillRequest{req.RequestID, req.PromptTokens}, &pre); err != nil {
+		if err := g.post(ctx, g.PrefillURL, prefillRequest{RequestID: req.RequestID,
+			PromptTokens: req.PromptTokens, Prompt: req.Prompt}, &pre); err != nil {
 			return nil, fail(http.StatusBadGateway, "prefill: %v", err)
 		}
 		resp.PrefillTokens = pre.Tokens
@@ -231,7 +254,7 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 		}
 	} else {
 		var fp eldr.Footprint
-		fp, resp.PrefillTokens, err = g.stockPrefill(ctx, req.RequestID, req.PromptTokens)
+		fp, resp.PrefillTokens, err = g.stockPrefill(ctx, req.RequestID, req.PromptTokens, "")
 		var bad *badRoutedExperts
 		if err != nil && !errors.As(err, &bad) {
 			return nil, err
@@ -242,48 +265,86 @@ func (g *Gateway) complete(ctx context.Context, body io.Reader) (*completionResp
 			})
 		}
 	}
+	if err := g.decided(ctx, req.RequestID, d, err, resp); err != nil {
+		return nil, err
+	}
+	// 3. Decode on the chosen worker.
+	if err := g.decodeOn(ctx, &req, resp, d, g.Eldr, completesItself(g.Eldr)); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// decided fills resp from eldr's decision, or from the fallback route when
+// eldr has none; else it is the error the client sees.
+func (g *Gateway) decided(ctx context.Context, requestID string, d eldr.Decision, err error,
+	resp *completionResponse) error {
 	switch {
 	case err == nil:
 		resp.Worker, resp.Similarity, resp.BandSize, resp.TableEpoch =
 			d.Worker, d.Similarity, d.BandSize, d.TableEpoch
+		if resp.Order == string(DecodeFirst) {
+			confidence := d.Confidence
+			resp.Confidence = &confidence
+		}
 	case g.FallbackWorkers > 0:
 		g.fallbacks.Add(1)
-		g.logf("request %s: no eldr decision (%v): fallback routing", req.RequestID, err)
-		resp.Worker, resp.RoutedBy = fallbackWorker(req.RequestID, g.FallbackWorkers), "fallback"
-	case errors.Is(err, errNoDecision):
-		return nil, fail(http.StatusBadGateway, "%v", err)
+		g.logf("request %s: no eldr decision (%v): fallback routing", requestID, err)
+		resp.Worker, resp.RoutedBy = fallbackWorker(requestID, g.FallbackWorkers), "fallback"
+	case errors.Is(err, errNoDecision) || errors.Is(err, errNoPromptRouter):
+		return fail(http.StatusBadGateway, "%v", err)
 	case ctx.Err() != nil: // the client went away: nobody reads the answer
-		return nil, fail(499, "request cancelled while waiting for eldr: %v", ctx.Err())
+		return fail(499, "request cancelled while waiting for eldr: %v", ctx.Err())
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, eldr.ErrTimeout):
-		return nil, fail(http.StatusGatewayTimeout, "no eldr decision within %v", g.DecisionTimeout)
+		return fail(http.StatusGatewayTimeout, "no eldr decision within %v", g.DecisionTimeout)
 	default:
 		var bad *badRoutedExperts
 		if errors.As(err, &bad) {
-			return nil, fail(http.StatusBadGateway, "%v", err)
+			return fail(http.StatusBadGateway, "%v", err)
 		}
-		return nil, fail(http.StatusServiceUnavailable, "eldr: %v", err)
+		return fail(http.StatusServiceUnavailable, "eldr: %v", err)
 	}
+	return nil
+}
 
-	// 3. Decode on the chosen worker.
+// completer is where a request routed by eldr ends (Decisions or PromptRouter).
+type completer interface {
+	Complete(requestID string, token uint64) error
+}
+
+// decodeOn runs the decode on resp.Worker; a request eldr routed is then
+// completed through c when ReportCompletion (or always) says so.
+func (g *Gateway) decodeOn(ctx context.Context, req *completionRequest, resp *completionResponse,
+	d eldr.Decision, c completer, always bool) error {
 	url := strings.ReplaceAll(g.DecodeURL, "{worker}", strconv.Itoa(int(resp.Worker)))
 	var out decodeResponse
-	err = g.post(ctx, url, decodeRequest{req.RequestID, resp.Worker, req.MaxTokens, d.CompletionToken}, &out)
-	if g.ReportCompletion && g.Eldr != nil && resp.RoutedBy == "eldr" {
+	err := g.post(ctx, url, decodeRequest{req.RequestID, resp.Worker, req.MaxTokens, d.CompletionToken}, &out)
+	if (g.ReportCompletion || always) && c != nil && resp.RoutedBy == "eldr" {
 		// Finished or failed, the request no longer runs on the worker.
-		if cerr := g.Eldr.Complete(req.RequestID, d.CompletionToken); cerr != nil {
+		if cerr := c.Complete(req.RequestID, d.CompletionToken); cerr != nil {
 			g.logf("request %s: eldr complete: %v", req.RequestID, cerr)
 		}
 	}
 	if err != nil {
-		return nil, fail(http.StatusBadGateway, "decode on worker %d: %v", resp.Worker, err)
+		return fail(http.StatusBadGateway, "decode on worker %d: %v", resp.Worker, err)
 	}
 	if out.RequestID != req.RequestID {
-		return nil, fail(http.StatusBadGateway, "decode answered for request %q, not %q",
+		return fail(http.StatusBadGateway, "decode answered for request %q, not %q",
 			out.RequestID, req.RequestID)
 	}
 	resp.Text = out.Text
-	return resp, nil
+	return nil
 }
+
+// completesItself: eldr is the gateway's own (an embedded router), so the
+// gateway completes every request it routed.
+func completesItself(e interface{}) bool {
+	c, ok := e.(interface{ CompletesItself() bool })
+	return ok && c.CompletesItself()
+}
+
+// isInvalid: eldr refused its input (a prompt past the vocabulary, ...).
+func isInvalid(err error) bool { return errors.Is(err, eldr.ErrInvalidArgument) }
 
 // post sends v as JSON and decodes a 200 answer into out.
 // decide asks eldr under the request's context, for DecisionTimeout at most.

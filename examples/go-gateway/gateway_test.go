@@ -81,6 +81,16 @@ func startEldrd(t *testing.T, extra ...string) string {
 		t.Fatal(err)
 	}
 	table.Close()
+	return startEldrdWith(t, path, extra...)
+}
+
+// startEldrdWith runs a private eldrd with the table file at path.
+func startEldrdWith(t *testing.T, path string, extra ...string) string {
+	t.Helper()
+	bin := os.Getenv("ELDRD")
+	if _, err := os.Stat(bin); bin == "" || err != nil {
+		t.Skip("eldrd not built ($ELDRD unset or missing)")
+	}
 	instance := fmt.Sprintf("gw-%d-%d", os.Getpid(), time.Now().UnixNano()%1000000)
 	args := []string{"--instance", instance, "--table", path, "--log-level", "warn"}
 	if !containsArg(extra, "--metrics-port") {
@@ -128,26 +138,39 @@ type fakeEngines struct {
 	push            bool // false: prefill "forgets" to push
 	mu              sync.Mutex
 	decodedOn       map[string]int32
+	decodePeer      map[string]int32 // decode-first: the worker prefill was told
 	prefillStatus   int
 }
 
 func newFakeEngines(t *testing.T, client *eldr.Client) *fakeEngines {
-	f := &fakeEngines{push: true, decodedOn: map[string]int32{}, prefillStatus: http.StatusOK}
+	f := &fakeEngines{push: true, decodedOn: map[string]int32{}, decodePeer: map[string]int32{},
+		prefillStatus: http.StatusOK}
 	f.prefill = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			RequestID    string `json:"request_id"`
 			PromptTokens uint32 `json:"prompt_tokens"`
+			Prompt       string `json:"prompt"`
+			DecodeWorker *int32 `json:"decode_worker"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.PromptTokens == 0 {
 			http.Error(w, "bad prefill request", http.StatusBadRequest)
 			return
 		}
+		task := req.PromptTokens % tasks
+		if req.Prompt != "" { // decode-first: the prompt's words name its task
+			task = textTask(req.Prompt)
+		}
+		f.mu.Lock()
+		if req.DecodeWorker != nil {
+			f.decodePeer[req.RequestID] = *req.DecodeWorker
+		}
+		f.mu.Unlock()
 		if f.prefillStatus != http.StatusOK {
 			http.Error(w, "engine overloaded", f.prefillStatus)
 			return
 		}
 		if f.push {
-			fp := taskFootprint(req.PromptTokens%tasks, uint64(len(req.RequestID)))
+			fp := taskFootprint(task, uint64(len(req.RequestID)))
 			if err := client.Push(req.RequestID, fp); err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return

@@ -14,7 +14,16 @@
 //
 // On a node without eldrd: -instance "" routes by the decision the prefill
 // engine returns with its answer; -nats URL -pool NAME routes the stock
-// flavors' footprints through any node of an eldrd pool.
+// flavors' footprints through any node of an eldrd pool; -table FILE routes
+// in the gateway itself (an embedded router).
+//
+// -order decode-first picks the decode worker from the prompt before prefill
+// (llm-d's and SGLang's PD router's order; the table must carry a predictor),
+// then runs prefill and decode on the pair, and hands eldr the prefill's real
+// footprint to learn from:
+//
+//	go-gateway -order decode-first -flavor sglang -prefill http://127.0.0.1:30000/generate \
+//	  -experts 128 -hidden-layers 48 -top-k 8 -decode ...
 package main
 
 import (
@@ -74,7 +83,17 @@ func main() {
 	moeLayers := flag.String("moe-layers", "",
 		"sglang/vllm: comma-separated hidden layers that are MoE (empty: all)")
 	modelName := flag.String("model", "default", "vllm: the model name sent in requests")
+	orderName := flag.String("order", string(PrefillFirst),
+		"prefill-first (route by the prefill's footprint) or decode-first (route by the prompt "+
+			"before prefill; the table needs a predictor)")
+	tablePath := flag.String("table", "",
+		`route in this process with this cluster table (an embedded router; needs -instance "")`)
 	flag.Parse()
+
+	order, err := ParseOrder(*orderName)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	flavor, err := ParseFlavor(*flavorName)
 	if err != nil {
@@ -92,24 +111,44 @@ func main() {
 
 	logger := log.New(os.Stderr, "go-gateway: ", log.LstdFlags)
 	var decisions Decisions
+	var prompts PromptRouter
 	where := "decisions from the prefill engine"
 	switch {
-	case *natsURLs != "" && *instance != "":
-		log.Fatal(`-nats needs -instance "": the gateway asks either its node's eldrd or the pool`)
+	case (*natsURLs != "" || *tablePath != "") && *instance != "":
+		log.Fatal(`-nats and -table need -instance "": the gateway asks one eldr`)
+	case *natsURLs != "" && *tablePath != "":
+		log.Fatal("-nats or -table, not both")
+	case *tablePath != "":
+		table, err := eldr.LoadTable(*tablePath)
+		if err != nil {
+			logger.Fatalf("table %s: %v", *tablePath, err)
+		}
+		router, err := eldr.NewRouter(table, eldr.DefaultRouterOptions())
+		table.Close()
+		if err != nil {
+			logger.Fatalf("router over %s: %v", *tablePath, err)
+		}
+		defer router.Close()
+		decisions, prompts = routerDecisions{router}, routerDecisions{router}
+		where = "an embedded router over " + *tablePath
 	case *natsURLs != "":
 		pool, err := eldr.OpenPool(*natsURLs, *poolName, *openTimeout)
 		if err != nil {
 			logger.Fatalf("eldr pool %q at %s: %v", *poolName, *natsURLs, err)
 		}
 		defer pool.Close()
-		decisions, where = poolDecisions{pool}, fmt.Sprintf("eldr pool %q", *poolName)
+		decisions, prompts = poolDecisions{pool}, poolPrompts{pool}
+		where = fmt.Sprintf("eldr pool %q", *poolName)
 	case *instance != "":
 		client, err := eldr.Open(*instance, &eldr.ClientOptions{OpenTimeout: *openTimeout})
 		if err != nil {
 			logger.Fatalf("eldr instance %q: %v", *instance, err)
 		}
 		defer client.Close()
-		decisions, where = client, fmt.Sprintf("eldr instance %q", *instance)
+		decisions, prompts = client, clientPrompts{client}
+		where = fmt.Sprintf("eldr instance %q", *instance)
+	case order == DecodeFirst:
+		log.Fatal(`-order decode-first routes by the prompt: name an -instance, -nats or -table`)
 	case flavor != FlavorEldr:
 		log.Fatal(`-flavor sglang|vllm builds footprints for eldr to route: name an -instance or -nats`)
 	}
@@ -118,6 +157,7 @@ func main() {
 		Flavor: flavor, Model: model, PrefillURL: *prefill, DecodeURL: *decode, Eldr: decisions,
 		HTTP: &http.Client{Timeout: *upstreamTimeout}, DecisionTimeout: *decisionTimeout,
 		FallbackWorkers: *fallback, ReportCompletion: *reportCompletion, Log: logger,
+		Order: order, Prompts: prompts,
 	}
 	server := &http.Server{Addr: *listen, Handler: gw, ReadHeaderTimeout: 10 * time.Second}
 
@@ -129,7 +169,7 @@ func main() {
 		defer cancel()
 		_ = server.Shutdown(shutdown)
 	}()
-	logger.Printf("listening on %s (%s)", *listen, where)
+	logger.Printf("listening on %s (%s, %s)", *listen, where, order)
 	if err := server.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Fatal(err)
 	}

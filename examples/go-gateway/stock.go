@@ -48,7 +48,8 @@ type StockModel struct {
 
 type sglangGenerate struct {
 	RID                 string         `json:"rid"`
-	InputIDs            []int64        `json:"input_ids"`
+	InputIDs            []int64        `json:"input_ids,omitempty"`
+	Text                string         `json:"text,omitempty"`
 	SamplingParams      map[string]int `json:"sampling_params"`
 	ReturnRoutedExperts bool           `json:"return_routed_experts"`
 }
@@ -62,10 +63,10 @@ type sglangAnswer struct {
 }
 
 type vllmCompletion struct {
-	Model     string  `json:"model"`
-	Prompt    []int64 `json:"prompt"`
-	MaxTokens int     `json:"max_tokens"`
-	RequestID string  `json:"request_id"`
+	Model     string      `json:"model"`
+	Prompt    interface{} `json:"prompt"` // token ids or text
+	MaxTokens int         `json:"max_tokens"`
+	RequestID string      `json:"request_id"`
 }
 
 type vllmAnswer struct {
@@ -86,6 +87,15 @@ func (e *badRoutedExperts) Error() string {
 	return "bad routed experts in the prefill answer: " + e.err.Error()
 }
 func (e *badRoutedExperts) Unwrap() error { return e.err }
+
+// listOfIDs reads prompt_tokens as a list of token ids.
+func listOfIDs(raw json.RawMessage) ([]int64, bool) {
+	var ids []int64
+	if len(raw) == 0 || json.Unmarshal(raw, &ids) != nil || ids == nil {
+		return nil, false
+	}
+	return ids, true
+}
 
 // promptIDs turns the completion's prompt_tokens (a count or the token ids)
 // into the ids the engine is sent.
@@ -111,11 +121,15 @@ func promptIDs(raw json.RawMessage) ([]int64, error) {
 // stockPrefill has the stock engine prefill the prompt (one generated token,
 // as a PD prefill server does) and returns the request's footprint, built
 // from the prompt's rows of the answer's routed experts, and the prompt's
-// token count.
+// token count. The prompt sent is the request's token ids when it carries
+// them, else its text, else as many placeholder ids as its count says.
 func (g *Gateway) stockPrefill(ctx context.Context, requestID string,
-	prompt json.RawMessage) (eldr.Footprint, json.RawMessage, error) {
-	ids, err := promptIDs(prompt)
-	if err != nil {
+	prompt json.RawMessage, text string) (eldr.Footprint, json.RawMessage, error) {
+	var ids []int64
+	var err error
+	if _, isList := listOfIDs(prompt); !isList && text != "" {
+		ids = nil
+	} else if ids, err = promptIDs(prompt); err != nil {
 		return eldr.Footprint{}, nil, fail(400, "%v", err)
 	}
 	m := g.Model
@@ -128,6 +142,9 @@ func (g *Gateway) stockPrefill(ctx context.Context, requestID string,
 		var ans sglangAnswer
 		req := sglangGenerate{RID: requestID, InputIDs: ids, ReturnRoutedExperts: true,
 			SamplingParams: map[string]int{"max_new_tokens": 1}}
+		if ids == nil {
+			req.Text = text
+		}
 		if err := g.post(ctx, g.PrefillURL, req, &ans); err != nil {
 			return fp, nil, fail(502, "prefill: %v", err)
 		}
@@ -143,6 +160,9 @@ func (g *Gateway) stockPrefill(ctx context.Context, requestID string,
 	case FlavorVLLM:
 		var ans vllmAnswer
 		req := vllmCompletion{Model: m.Name, Prompt: ids, MaxTokens: 1, RequestID: requestID}
+		if ids == nil {
+			req.Prompt = text
+		}
 		if err := g.post(ctx, g.PrefillURL, req, &ans); err != nil {
 			return fp, nil, fail(502, "prefill: %v", err)
 		}

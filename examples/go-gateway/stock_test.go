@@ -110,12 +110,20 @@ func newStockEngine(t *testing.T, flavor Flavor) *stockEngine {
 			return
 		}
 		var prompt []int64
+		var text string
 		key := map[Flavor]string{FlavorSGLang: "input_ids", FlavorVLLM: "prompt"}[flavor]
-		if err := json.Unmarshal(body[key], &prompt); err != nil || len(prompt) == 0 {
-			http.Error(w, "no prompt ids in "+key, http.StatusBadRequest)
-			return
+		if flavor == FlavorSGLang && body["text"] != nil {
+			key = "text"
 		}
-		fp := taskFootprint(uint32(len(prompt))%tasks, uint64(len(prompt)))
+		var fp eldr.Footprint
+		if json.Unmarshal(body[key], &text) == nil && text != "" {
+			fp = taskFootprint(textTask(text), uint64(len(text))) // its words name its task
+		} else if err := json.Unmarshal(body[key], &prompt); err != nil || len(prompt) == 0 {
+			http.Error(w, "no prompt ids or text in "+key, http.StatusBadRequest)
+			return
+		} else {
+			fp = taskFootprint(uint32(len(prompt))%tasks, uint64(len(prompt)))
+		}
 		ids := withDense(tokenIDs(t, fp), s.dense)
 		// The prompt's rows, then one more for the generated token: an engine
 		// sends seqlen - 1 rows, and counting stops at prompt_tokens.
@@ -167,7 +175,7 @@ func TestStockPrefillBuildsTheEnginesFootprint(t *testing.T) {
 			gw := stockGateway(t, flavor, engine, "", refuse{t}, dense)
 			for task := 0; task < tasks; task++ {
 				prompt := json.RawMessage(fmt.Sprint(64 + task)) // len(prompt) mod 4 = task
-				fp, tokens, err := gw.stockPrefill(context.Background(), "r", prompt)
+				fp, tokens, err := gw.stockPrefill(context.Background(), "r", prompt, "")
 				if err != nil {
 					t.Fatalf("%s dense=%d: %v", flavor, dense, err)
 				}

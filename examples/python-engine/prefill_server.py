@@ -16,7 +16,11 @@ out when eldr has none within --decision-timeout-ms (the gateway may then
 ask eldr itself) and always with --decision-timeout-ms 0 (push only).
 
 prompt_tokens may also be the prompt's token ids (a list of ints); tokens is
-then their count.
+then their count. A decode-first gateway also sends the prompt's text
+(prompt; its words count as tokens when prompt_tokens is absent) and the
+decode worker it chose before prefill (decode_worker); the engine pushes the
+real footprint under the request id all the same, which is what eldr learns
+from.
 
 --flavor sglang / --flavor vllm: a stock engine started with
 --enable-return-routed-experts. It knows nothing of eldr: POST /generate
@@ -55,8 +59,11 @@ def footprint_index(request_id: str, n: int) -> int:
 
 
 def prompt_token_count(body: Dict[str, Any]) -> int:
-    """prompt_tokens is a count, or the prompt's token ids (a list of ints)."""
+    """prompt_tokens is a count, or the prompt's token ids (a list of ints);
+    without it, the words of the prompt's text (prompt) stand for tokens."""
     value = body.get("prompt_tokens")
+    if value is None and isinstance(body.get("prompt"), str) and body["prompt"].strip():
+        return min(len(body["prompt"].split()), MAX_PROMPT_TOKENS)
     if isinstance(value, list):
         if not 1 <= len(value) <= MAX_PROMPT_TOKENS or not all(
                 isinstance(t, int) and not isinstance(t, bool) for t in value):

@@ -32,7 +32,7 @@ pub const ELDR_POLICY_P2C: i32 = 4;
 pub const ELDR_POLICY_DOMAIN: i32 = 5;
 pub const ELDR_POLICY_ELDR_GUARD: i32 = 6;
 pub const ELDR_POLICY_ELDR_COST: i32 = 7;
-pub const ELDR_DECISION_VERSION: i32 = 1;
+pub const ELDR_DECISION_VERSION: i32 = 2;
 pub const ELDR_CLIENT_OPTIONS_VERSION: i32 = 1;
 pub const ELDR_WORKER_REPORT_VERSION: i32 = 1;
 pub const ELDR_TABLE_INFO_VERSION: i32 = 1;
@@ -56,6 +56,14 @@ pub const ELDR_GPU_ERR_SLOT: i32 = 2;
 pub const ELDR_GPU_ERR_BLOCK_ROW: i32 = 4;
 pub const ELDR_GPU_ERR_FOOTPRINT: i32 = 8;
 pub const ELDR_GPU_ERR_BLOCK_ID: i32 = 16;
+pub const ELDR_MAX_VOCABULARY: i32 = 1048576;
+pub const ELDR_MAX_PROMPT_TOKENS: i32 = 131072;
+pub const ELDR_MAX_PROMPT_BYTES: i32 = 524288;
+pub const ELDR_PREDICTOR_OPTIONS_VERSION: i32 = 1;
+pub const ELDR_PREDICTOR_INFO_VERSION: i32 = 1;
+pub const ELDR_PROMPT_KIND_TOKENS: i32 = 1;
+pub const ELDR_PROMPT_KIND_TEXT: i32 = 2;
+pub const ELDR_PROMPT_STATS_VERSION: i32 = 1;
 pub type eldr_status_t = i32;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -69,7 +77,9 @@ pub struct eldr_decision {
     pub status: eldr_status_t,
     pub latency_ns: u64,
     pub completion_token: u64,
-    pub reserved: [u64; 3usize],
+    pub confidence: f32,
+    pub reserved0: u32,
+    pub reserved: [u64; 2usize],
 }
 #[test]
 fn bindgen_test_layout_eldr_decision() {
@@ -131,8 +141,18 @@ fn bindgen_test_layout_eldr_decision() {
         "Offset of field: eldr_decision::completion_token"
     );
     assert_eq!(
-        unsafe { ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize },
+        unsafe { ::std::ptr::addr_of!((*ptr).confidence) as usize - ptr as usize },
         48usize,
+        "Offset of field: eldr_decision::confidence"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize },
+        52usize,
+        "Offset of field: eldr_decision::reserved0"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize },
+        56usize,
         "Offset of field: eldr_decision::reserved"
     );
 }
@@ -847,6 +867,255 @@ fn bindgen_test_layout_eldr_gpu_options() {
     );
 }
 pub type eldr_gpu_options_t = eldr_gpu_options;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct eldr_prompt {
+    pub tokens: *const u32,
+    pub n_tokens: usize,
+    pub text: *const ::std::os::raw::c_char,
+    pub text_len: usize,
+}
+#[test]
+fn bindgen_test_layout_eldr_prompt() {
+    const UNINIT: ::std::mem::MaybeUninit<eldr_prompt> = ::std::mem::MaybeUninit::uninit();
+    let ptr = UNINIT.as_ptr();
+    assert_eq!(
+        ::std::mem::size_of::<eldr_prompt>(),
+        32usize,
+        "Size of eldr_prompt"
+    );
+    assert_eq!(
+        ::std::mem::align_of::<eldr_prompt>(),
+        8usize,
+        "Alignment of eldr_prompt"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).tokens) as usize - ptr as usize },
+        0usize,
+        "Offset of field: eldr_prompt::tokens"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).n_tokens) as usize - ptr as usize },
+        8usize,
+        "Offset of field: eldr_prompt::n_tokens"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).text) as usize - ptr as usize },
+        16usize,
+        "Offset of field: eldr_prompt::text"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).text_len) as usize - ptr as usize },
+        24usize,
+        "Offset of field: eldr_prompt::text_len"
+    );
+}
+pub type eldr_prompt_t = eldr_prompt;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct eldr_predictor_options {
+    pub version: u32,
+    pub capacity: u32,
+    pub neighbours: u32,
+    pub bandwidth: f32,
+    pub max_features: u32,
+    pub reserved0: u32,
+    pub reserved: [u64; 4usize],
+}
+#[test]
+fn bindgen_test_layout_eldr_predictor_options() {
+    const UNINIT: ::std::mem::MaybeUninit<eldr_predictor_options> =
+        ::std::mem::MaybeUninit::uninit();
+    let ptr = UNINIT.as_ptr();
+    assert_eq!(
+        ::std::mem::size_of::<eldr_predictor_options>(),
+        56usize,
+        "Size of eldr_predictor_options"
+    );
+    assert_eq!(
+        ::std::mem::align_of::<eldr_predictor_options>(),
+        8usize,
+        "Alignment of eldr_predictor_options"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize },
+        0usize,
+        "Offset of field: eldr_predictor_options::version"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).capacity) as usize - ptr as usize },
+        4usize,
+        "Offset of field: eldr_predictor_options::capacity"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).neighbours) as usize - ptr as usize },
+        8usize,
+        "Offset of field: eldr_predictor_options::neighbours"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).bandwidth) as usize - ptr as usize },
+        12usize,
+        "Offset of field: eldr_predictor_options::bandwidth"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).max_features) as usize - ptr as usize },
+        16usize,
+        "Offset of field: eldr_predictor_options::max_features"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize },
+        20usize,
+        "Offset of field: eldr_predictor_options::reserved0"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize },
+        24usize,
+        "Offset of field: eldr_predictor_options::reserved"
+    );
+}
+pub type eldr_predictor_options_t = eldr_predictor_options;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct eldr_predictor_info {
+    pub version: u32,
+    pub prototypes: u32,
+    pub kinds: u32,
+    pub reserved0: u32,
+    pub learned: u64,
+    pub demand_bytes: u64,
+    pub feature_bytes: u64,
+    pub index_bytes: u64,
+    pub reserved: [u64; 4usize],
+}
+#[test]
+fn bindgen_test_layout_eldr_predictor_info() {
+    const UNINIT: ::std::mem::MaybeUninit<eldr_predictor_info> = ::std::mem::MaybeUninit::uninit();
+    let ptr = UNINIT.as_ptr();
+    assert_eq!(
+        ::std::mem::size_of::<eldr_predictor_info>(),
+        80usize,
+        "Size of eldr_predictor_info"
+    );
+    assert_eq!(
+        ::std::mem::align_of::<eldr_predictor_info>(),
+        8usize,
+        "Alignment of eldr_predictor_info"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize },
+        0usize,
+        "Offset of field: eldr_predictor_info::version"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).prototypes) as usize - ptr as usize },
+        4usize,
+        "Offset of field: eldr_predictor_info::prototypes"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).kinds) as usize - ptr as usize },
+        8usize,
+        "Offset of field: eldr_predictor_info::kinds"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize },
+        12usize,
+        "Offset of field: eldr_predictor_info::reserved0"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).learned) as usize - ptr as usize },
+        16usize,
+        "Offset of field: eldr_predictor_info::learned"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).demand_bytes) as usize - ptr as usize },
+        24usize,
+        "Offset of field: eldr_predictor_info::demand_bytes"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).feature_bytes) as usize - ptr as usize },
+        32usize,
+        "Offset of field: eldr_predictor_info::feature_bytes"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).index_bytes) as usize - ptr as usize },
+        40usize,
+        "Offset of field: eldr_predictor_info::index_bytes"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize },
+        48usize,
+        "Offset of field: eldr_predictor_info::reserved"
+    );
+}
+pub type eldr_predictor_info_t = eldr_predictor_info;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct eldr_prompt_stats {
+    pub version: u32,
+    pub reserved0: u32,
+    pub routed: u64,
+    pub rejected: u64,
+    pub learned: u64,
+    pub learn_rejected: u64,
+    pub dropped: u64,
+    pub reserved: [u64; 4usize],
+}
+#[test]
+fn bindgen_test_layout_eldr_prompt_stats() {
+    const UNINIT: ::std::mem::MaybeUninit<eldr_prompt_stats> = ::std::mem::MaybeUninit::uninit();
+    let ptr = UNINIT.as_ptr();
+    assert_eq!(
+        ::std::mem::size_of::<eldr_prompt_stats>(),
+        80usize,
+        "Size of eldr_prompt_stats"
+    );
+    assert_eq!(
+        ::std::mem::align_of::<eldr_prompt_stats>(),
+        8usize,
+        "Alignment of eldr_prompt_stats"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize },
+        0usize,
+        "Offset of field: eldr_prompt_stats::version"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize },
+        4usize,
+        "Offset of field: eldr_prompt_stats::reserved0"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).routed) as usize - ptr as usize },
+        8usize,
+        "Offset of field: eldr_prompt_stats::routed"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).rejected) as usize - ptr as usize },
+        16usize,
+        "Offset of field: eldr_prompt_stats::rejected"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).learned) as usize - ptr as usize },
+        24usize,
+        "Offset of field: eldr_prompt_stats::learned"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).learn_rejected) as usize - ptr as usize },
+        32usize,
+        "Offset of field: eldr_prompt_stats::learn_rejected"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).dropped) as usize - ptr as usize },
+        40usize,
+        "Offset of field: eldr_prompt_stats::dropped"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).reserved) as usize - ptr as usize },
+        48usize,
+        "Offset of field: eldr_prompt_stats::reserved"
+    );
+}
+pub type eldr_prompt_stats_t = eldr_prompt_stats;
 extern "C" {
     pub fn eldr_version_number() -> u32;
     pub fn eldr_abi_version() -> u32;
@@ -1113,5 +1382,90 @@ extern "C" {
         gpu: *mut eldr_gpu_footprints_t,
         stream: *mut ::std::os::raw::c_void,
         out: *mut u32,
+    ) -> eldr_status_t;
+    pub fn eldr_predictor_options_init(options: *mut eldr_predictor_options_t);
+    pub fn eldr_table_fit_predictor(
+        table: *const eldr_table_t,
+        prompts: *const eldr_prompt_t,
+        footprints: *const i16,
+        n: u64,
+        layers: u32,
+        experts: u32,
+        options: *const eldr_predictor_options_t,
+        out_skipped: *mut u64,
+        out: *mut *mut eldr_table_t,
+    ) -> eldr_status_t;
+    pub fn eldr_table_get_predictor_info(
+        table: *const eldr_table_t,
+        out: *mut eldr_predictor_info_t,
+    ) -> eldr_status_t;
+    pub fn eldr_router_route_tokens(
+        router: *mut eldr_router_t,
+        tokens: *const u32,
+        n_tokens: usize,
+        request_id: *const u64,
+        out: *mut eldr_decision_t,
+    ) -> eldr_status_t;
+    pub fn eldr_router_route_text(
+        router: *mut eldr_router_t,
+        text: *const ::std::os::raw::c_char,
+        text_len: usize,
+        request_id: *const u64,
+        out: *mut eldr_decision_t,
+    ) -> eldr_status_t;
+    pub fn eldr_router_learn(
+        router: *mut eldr_router_t,
+        request_id: u64,
+        counts: *const i16,
+        layers: u32,
+        experts: u32,
+    ) -> eldr_status_t;
+    pub fn eldr_router_get_prompt_stats(
+        router: *const eldr_router_t,
+        out: *mut eldr_prompt_stats_t,
+    ) -> eldr_status_t;
+    pub fn eldr_client_push_tokens(
+        client: *mut eldr_client_t,
+        request_id: *const ::std::os::raw::c_char,
+        tokens: *const u32,
+        n_tokens: usize,
+    ) -> eldr_status_t;
+    pub fn eldr_client_push_text(
+        client: *mut eldr_client_t,
+        request_id: *const ::std::os::raw::c_char,
+        text: *const ::std::os::raw::c_char,
+        text_len: usize,
+    ) -> eldr_status_t;
+    pub fn eldr_client_route_tokens(
+        client: *mut eldr_client_t,
+        request_id: *const ::std::os::raw::c_char,
+        tokens: *const u32,
+        n_tokens: usize,
+        timeout_ms: u32,
+        out: *mut eldr_decision_t,
+    ) -> eldr_status_t;
+    pub fn eldr_client_route_text(
+        client: *mut eldr_client_t,
+        request_id: *const ::std::os::raw::c_char,
+        text: *const ::std::os::raw::c_char,
+        text_len: usize,
+        timeout_ms: u32,
+        out: *mut eldr_decision_t,
+    ) -> eldr_status_t;
+    pub fn eldr_pool_route_tokens(
+        pool: *mut eldr_pool_t,
+        request_id: *const ::std::os::raw::c_char,
+        tokens: *const u32,
+        n_tokens: usize,
+        timeout_ms: u32,
+        out: *mut eldr_decision_t,
+    ) -> eldr_status_t;
+    pub fn eldr_pool_route_text(
+        pool: *mut eldr_pool_t,
+        request_id: *const ::std::os::raw::c_char,
+        text: *const ::std::os::raw::c_char,
+        text_len: usize,
+        timeout_ms: u32,
+        out: *mut eldr_decision_t,
     ) -> eldr_status_t;
 }

@@ -10,6 +10,7 @@ use eldr_sys as sys;
 use crate::decision::{raw_decision, Decision};
 use crate::error::{check, status, Error, Result};
 use crate::footprint::{checked_cells, Footprint};
+use crate::prompt::Prompt;
 use crate::report::WorkerReport;
 
 /// Longest request id the sidecar accepts, in bytes.
@@ -203,6 +204,97 @@ impl Client {
         accepted(request_id, &out)
     }
 
+    /// Pushes the prompt's token ids for `request_id` (a gateway that picks
+    /// the decode worker before prefill): eldrd routes it from the prompt
+    /// with its table's predictor, and learns when the same id later pushes
+    /// its real footprint ([`push`](Client::push)). Errors as
+    /// [`push`](Client::push); the daemon's verdict (no predictor, a bad
+    /// prompt) arrives in the decision.
+    pub fn push_tokens(&self, request_id: &str, tokens: &[u32]) -> Result<()> {
+        self.push_prompt(request_id, Prompt::Tokens(tokens))
+    }
+
+    /// As [`push_tokens`](Client::push_tokens), with the prompt's UTF-8 text.
+    pub fn push_text(&self, request_id: &str, text: &str) -> Result<()> {
+        self.push_prompt(request_id, Prompt::Text(text))
+    }
+
+    /// [`push_tokens`](Client::push_tokens) or [`push_text`](Client::push_text).
+    pub fn push_prompt(&self, request_id: &str, prompt: Prompt<'_>) -> Result<()> {
+        let id = RequestId::new(request_id)?;
+        // SAFETY: NUL-terminated id; the prompt's slice or str lives for the
+        // call and its length is passed with it.
+        check(unsafe {
+            match prompt {
+                Prompt::Tokens(t) => sys::eldr_client_push_tokens(
+                    self.raw.as_ptr(),
+                    id.as_ptr(),
+                    t.as_ptr(),
+                    t.len(),
+                ),
+                Prompt::Text(s) => sys::eldr_client_push_text(
+                    self.raw.as_ptr(),
+                    id.as_ptr(),
+                    s.as_ptr() as *const c_char,
+                    s.len(),
+                ),
+            }
+        })
+    }
+
+    /// Push the prompt's token ids, then wait for the decision, as
+    /// [`route`](Client::route). A prompt the daemon refused (its table has no
+    /// predictor: `UNSUPPORTED`; a bad prompt: `INVALID_ARGUMENT`) is an `Err`
+    /// carrying the daemon's status. The decision's
+    /// [`confidence`](Decision::confidence) says how sure the prediction was.
+    pub fn route_tokens(
+        &self,
+        request_id: &str,
+        tokens: &[u32],
+        timeout: Duration,
+    ) -> Result<Decision> {
+        self.route_prompt(request_id, Prompt::Tokens(tokens), timeout)
+    }
+
+    /// As [`route_tokens`](Client::route_tokens), with the prompt's UTF-8 text.
+    pub fn route_text(&self, request_id: &str, text: &str, timeout: Duration) -> Result<Decision> {
+        self.route_prompt(request_id, Prompt::Text(text), timeout)
+    }
+
+    /// [`route_tokens`](Client::route_tokens) or [`route_text`](Client::route_text).
+    pub fn route_prompt(
+        &self,
+        request_id: &str,
+        prompt: Prompt<'_>,
+        timeout: Duration,
+    ) -> Result<Decision> {
+        let id = RequestId::new(request_id)?;
+        let mut out = raw_decision();
+        let ms = duration_ms(timeout);
+        // SAFETY: as push_prompt(); versioned out struct.
+        check(unsafe {
+            match prompt {
+                Prompt::Tokens(t) => sys::eldr_client_route_tokens(
+                    self.raw.as_ptr(),
+                    id.as_ptr(),
+                    t.as_ptr(),
+                    t.len(),
+                    ms,
+                    &mut out,
+                ),
+                Prompt::Text(s) => sys::eldr_client_route_text(
+                    self.raw.as_ptr(),
+                    id.as_ptr(),
+                    s.as_ptr() as *const c_char,
+                    s.len(),
+                    ms,
+                    &mut out,
+                ),
+            }
+        })?;
+        accepted(request_id, &out)
+    }
+
     /// The request's decode has finished: its worker's in-flight count drops
     /// by one. `token`: the decision's `completion_token`; 0 = "this process
     /// pushed the footprint" (the daemon refuses it from anyone else).
@@ -259,7 +351,7 @@ impl std::fmt::Debug for Client {
     }
 }
 
-fn accepted(request_id: &str, raw: &sys::eldr_decision_t) -> Result<Decision> {
+pub(crate) fn accepted(request_id: &str, raw: &sys::eldr_decision_t) -> Result<Decision> {
     if raw.status != sys::ELDR_OK {
         return Err(Error::new(
             raw.status,
@@ -273,7 +365,7 @@ fn accepted(request_id: &str, raw: &sys::eldr_decision_t) -> Result<Decision> {
     Ok(Decision::from_raw(raw))
 }
 
-fn duration_ms(d: Duration) -> u32 {
+pub(crate) fn duration_ms(d: Duration) -> u32 {
     u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
 }
 

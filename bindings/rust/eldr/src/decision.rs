@@ -24,6 +24,10 @@ pub struct Decision {
     /// Sidecar: what [`crate::Client::complete`] presents for this
     /// request from a process other than the one that pushed its footprint.
     pub completion_token: u64,
+    /// Routed from a prompt: how sure the prediction was, in [0, 1] (an
+    /// unsure prediction pulls the request towards no worker in particular);
+    /// 1 for a decision from a footprint.
+    pub confidence: f32,
 }
 
 impl Decision {
@@ -41,6 +45,7 @@ impl Decision {
             policy_code: raw.policy,
             latency: Duration::from_nanos(raw.latency_ns),
             completion_token: raw.completion_token,
+            confidence: raw.confidence,
         }
     }
 }

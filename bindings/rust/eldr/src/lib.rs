@@ -4,7 +4,12 @@
 //! - Embedded: fit or load a [`Table`], build a [`Router`], route
 //!   [`Footprint`]s in this process.
 //! - Sidecar: a [`Client`] pushes footprints to the node's `eldrd` and fetches
-//!   its [`Decision`]s by request id.
+//!   its [`Decision`]s by request id; a [`Pool`] routes through any node of an
+//!   eldrd pool over NATS.
+//! - From the prompt, before prefill (decode-first gateways): a table fitted
+//!   with prompts ([`Table::fit_predictor`]) routes a [`Prompt`]'s token ids or
+//!   text ([`Router::route_tokens`], [`Client::route_text`], ...) and learns
+//!   from the real footprint afterwards ([`Router::learn`]).
 //! - GPU (experimental, a CUDA build of libeldr): [`GpuFootprints`] collects
 //!   footprints on the device and hands them to a [`Client`]'s ring from the GPU.
 //!
@@ -27,6 +32,8 @@ mod error;
 mod footprint;
 mod gpu;
 mod policy;
+mod pool;
+mod prompt;
 mod report;
 mod routed_experts;
 mod router;
@@ -38,6 +45,11 @@ pub use error::{status, status_name, status_string, Error, Result};
 pub use footprint::Footprint;
 pub use gpu::{gpu_error, CudaStream, ExpertIds, GpuFootprints, GpuOptions, Layers};
 pub use policy::Policy;
+pub use pool::Pool;
+pub use prompt::{
+    PredictorInfo, PredictorOptions, Prompt, PromptStats, MAX_PROMPT_BYTES, MAX_PROMPT_TOKENS,
+    MAX_VOCABULARY,
+};
 pub use report::WorkerReport;
 pub use routed_experts::{
     footprint_from_ids, footprint_from_sglang, footprint_from_vllm, npy_shape, IdDtype,

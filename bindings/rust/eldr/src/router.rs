@@ -8,6 +8,7 @@ use crate::decision::{raw_decision, Decision};
 use crate::error::{check, status, Error, Result};
 use crate::footprint::Footprint;
 use crate::policy::Policy;
+use crate::prompt::{Prompt, PromptStats};
 use crate::report::WorkerReport;
 use crate::table::Table;
 
@@ -243,6 +244,86 @@ impl Router {
             )
         })?;
         Ok(Decision::from_raw(&out))
+    }
+
+    /// One decision from the prompt's token ids (each below
+    /// [`MAX_VOCABULARY`](crate::MAX_VOCABULARY)), for a gateway that picks
+    /// the decode worker before prefill; [`Decision::confidence`] says how
+    /// sure the prediction was. `request_id`: `None` counts the request in
+    /// flight on its worker ([`complete_worker`](Router::complete_worker) ends
+    /// it); `Some(id)` tracks it as [`route_request`](Router::route_request)
+    /// does and keeps its prompt for [`learn`](Router::learn).
+    /// `UNSUPPORTED`: the table has no predictor, or none for token ids;
+    /// `INVALID_ARGUMENT`: an empty or too long prompt, an id past the vocabulary.
+    pub fn route_tokens(&self, tokens: &[u32], request_id: Option<u64>) -> Result<Decision> {
+        self.route_prompt(Prompt::Tokens(tokens), request_id)
+    }
+
+    /// As [`route_tokens`](Router::route_tokens), from UTF-8 text (no tokenizer needed).
+    pub fn route_text(&self, text: &str, request_id: Option<u64>) -> Result<Decision> {
+        self.route_prompt(Prompt::Text(text), request_id)
+    }
+
+    /// [`route_tokens`](Router::route_tokens) or [`route_text`](Router::route_text).
+    pub fn route_prompt(&self, prompt: Prompt<'_>, request_id: Option<u64>) -> Result<Decision> {
+        let mut out = raw_decision();
+        let id = request_id.unwrap_or(0);
+        let id_ptr = request_id.map_or(std::ptr::null(), |_| &id as *const u64);
+        // SAFETY: the prompt's slice or str lives for the call and its length
+        // is passed with it; id_ptr is NULL or points at `id`; valid out-param.
+        check(unsafe {
+            match prompt {
+                Prompt::Tokens(t) => sys::eldr_router_route_tokens(
+                    self.raw.as_ptr(),
+                    t.as_ptr(),
+                    t.len(),
+                    id_ptr,
+                    &mut out,
+                ),
+                Prompt::Text(s) => sys::eldr_router_route_text(
+                    self.raw.as_ptr(),
+                    s.as_ptr() as *const std::os::raw::c_char,
+                    s.len(),
+                    id_ptr,
+                    &mut out,
+                ),
+            }
+        })?;
+        Ok(Decision::from_raw(&out))
+    }
+
+    /// The real footprint (after prefill) of a request routed from its prompt
+    /// with `request_id`: the table's predictor learns from the pair. Routing
+    /// never waits for it. `NOT_FOUND`: no prompt is kept for the id (never
+    /// routed from a prompt with it, learned already, or dropped).
+    pub fn learn(&self, request_id: u64, footprint: &Footprint<'_>) -> Result<()> {
+        // SAFETY: the footprint's slice matches its shape.
+        check(unsafe {
+            sys::eldr_router_learn(
+                self.raw.as_ptr(),
+                request_id,
+                footprint.counts().as_ptr(),
+                footprint.layers(),
+                footprint.experts(),
+            )
+        })
+    }
+
+    /// The prompt counters since creation.
+    pub fn prompt_stats(&self) -> Result<PromptStats> {
+        let raw = std::mem::MaybeUninit::<sys::eldr_prompt_stats_t>::zeroed();
+        // SAFETY: a zeroed stats struct is valid; the version is set before the call.
+        let mut raw = unsafe { raw.assume_init() };
+        raw.version = sys::ELDR_PROMPT_STATS_VERSION as u32;
+        // SAFETY: valid handle and out-param.
+        check(unsafe { sys::eldr_router_get_prompt_stats(self.raw.as_ptr(), &mut raw) })?;
+        Ok(PromptStats {
+            routed: raw.routed,
+            rejected: raw.rejected,
+            learned: raw.learned,
+            learn_rejected: raw.learn_rejected,
+            dropped: raw.dropped,
+        })
     }
 
     /// The request routed with `request_id` finished. `NOT_FOUND` for an id

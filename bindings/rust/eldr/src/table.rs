@@ -8,6 +8,7 @@ use eldr_sys as sys;
 
 use crate::error::{check, status, Error, Result};
 use crate::footprint::{checked_cells, Footprint};
+use crate::prompt::{PredictorInfo, PredictorOptions, Prompt};
 
 /// Shape and parameters of a cluster table.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -220,6 +221,80 @@ impl Table {
             )
         })?;
         Ok(out)
+    }
+
+    /// A copy of this table with a footprint predictor fitted on `prompts`:
+    /// `prompts[i]` produced footprint `i` of `footprints` (`[n][layers][experts]`
+    /// int16 counts in this table's geometry, concatenated: the request's
+    /// prefill footprint, or its decode counts where prefill is not
+    /// recorded). Returns the table and how many records were skipped as
+    /// invalid (an empty prompt, an id past the vocabulary, ...);
+    /// `INVALID_ARGUMENT` when none is usable.
+    pub fn fit_predictor(
+        &self,
+        prompts: &[Prompt<'_>],
+        footprints: &[i16],
+        options: &PredictorOptions,
+    ) -> Result<(Table, u64)> {
+        let info = self.info()?;
+        let n = prompts.len() as u64;
+        let cells = checked_cells(n, info.layers, info.experts)?;
+        if footprints.len() != cells {
+            return Err(Error::new(
+                status::INVALID_ARGUMENT,
+                format!(
+                    "footprints holds {} counts, {} prompts of [{}][{}] need {}",
+                    footprints.len(),
+                    n,
+                    info.layers,
+                    info.experts,
+                    cells
+                ),
+            ));
+        }
+        let raw_prompts: Vec<sys::eldr_prompt_t> = prompts.iter().map(|p| p.to_raw()).collect();
+        let raw_options = options.to_raw();
+        let mut skipped = 0u64;
+        let mut out: *mut sys::eldr_table_t = std::ptr::null_mut();
+        // SAFETY: n prompt views borrowing live data; footprints holds
+        // n*layers*experts counts (checked above); valid out-params.
+        check(unsafe {
+            sys::eldr_table_fit_predictor(
+                self.raw.as_ptr(),
+                raw_prompts.as_ptr(),
+                footprints.as_ptr(),
+                n,
+                info.layers,
+                info.experts,
+                &raw_options,
+                &mut skipped,
+                &mut out,
+            )
+        })?;
+        Ok((Table::from_out(out)?, skipped))
+    }
+
+    /// The predictor this table carries; `None` when it has none (it was
+    /// not fitted with prompts).
+    pub fn predictor_info(&self) -> Result<Option<PredictorInfo>> {
+        let raw = std::mem::MaybeUninit::<sys::eldr_predictor_info_t>::zeroed();
+        // SAFETY: zeroed is a valid eldr_predictor_info_t; version set before the call.
+        let mut raw = unsafe { raw.assume_init() };
+        raw.version = sys::ELDR_PREDICTOR_INFO_VERSION as u32;
+        // SAFETY: valid handle and out struct.
+        let rc = unsafe { sys::eldr_table_get_predictor_info(self.raw.as_ptr(), &mut raw) };
+        if rc == sys::ELDR_E_NOT_FOUND {
+            return Ok(None);
+        }
+        check(rc)?;
+        Ok(Some(PredictorInfo {
+            prototypes: raw.prototypes,
+            kinds: raw.kinds,
+            learned: raw.learned,
+            demand_bytes: raw.demand_bytes,
+            feature_bytes: raw.feature_bytes,
+            index_bytes: raw.index_bytes,
+        }))
     }
 
     pub(crate) fn as_ptr(&self) -> *const sys::eldr_table_t {

@@ -88,6 +88,75 @@ pub fn fitted_table(workers: u32) -> eldr::Table {
     eldr::Table::fit(&data, &options).expect("fit")
 }
 
+/// Words of each of the 4 tasks' prompts: task `t` of the workload is a
+/// domain whose prompts use its own words.
+pub const DOMAIN_WORDS: [[&str; 4]; 4] = [
+    ["integral", "derivative", "matrix", "theorem"],
+    ["function", "compile", "pointer", "class"],
+    ["court", "statute", "contract", "plaintiff"],
+    ["patient", "dose", "symptom", "diagnosis"],
+];
+
+/// A prompt of task `task`: a shared system prompt, the domain's words, filler.
+pub fn domain_text(task: u32, variant: u32) -> String {
+    let mut s = String::from("You are a helpful assistant. Answer the question. ");
+    for i in 0..6 {
+        s.push_str(DOMAIN_WORDS[task as usize][((i + variant) % 4) as usize]);
+        s.push(' ');
+    }
+    s.push_str(&format!("please and thank you {}", variant));
+    s
+}
+
+/// The same as token ids: boilerplate ids, the domain's ids, one noise id.
+pub fn domain_tokens(task: u32, variant: u32) -> Vec<u32> {
+    let mut t = vec![1, 2, 3, 4, 5];
+    t.extend((0..8).map(|i| 100 * (task + 1) + (i * 7 + variant) % 10));
+    t.push(9000 + variant);
+    t
+}
+
+/// `fitted_table(workers)` with a predictor fitted on `per_task` text and
+/// `per_task` token-id prompts of each of the 4 tasks, each with a footprint
+/// of its task.
+pub fn predictor_table(workers: u32, per_task: u32) -> eldr::Table {
+    let table = fitted_table(workers);
+    let mut rng = Rng::new(23);
+    let mut texts = Vec::new();
+    let mut ids = Vec::new();
+    let mut footprints = Vec::new();
+    for task in 0..4 {
+        for v in 0..per_task {
+            texts.push(domain_text(task, v));
+            ids.push(domain_tokens(task, v));
+            footprints.extend(footprint(&mut rng, task, 4));
+            footprints.extend(footprint(&mut rng, task, 4));
+        }
+    }
+    let mut prompts = Vec::new();
+    for (text, tokens) in texts.iter().zip(&ids) {
+        prompts.push(eldr::Prompt::Text(text));
+        prompts.push(eldr::Prompt::Tokens(tokens));
+    }
+    let (with_predictor, skipped) = table
+        .fit_predictor(&prompts, &footprints, &eldr::PredictorOptions::default())
+        .expect("fit_predictor");
+    assert_eq!(skipped, 0);
+    with_predictor
+}
+
+/// The worker `table` routes task `task`'s footprints to (its best cluster).
+pub fn task_worker(table: &eldr::Table, task: u32) -> i32 {
+    let counts = footprint(&mut Rng::new(1000 + task as u64), task, 4);
+    let scores = table
+        .scores(&eldr::Footprint::new(&counts, LAYERS, EXPERTS).unwrap())
+        .unwrap();
+    let best = (0..scores.len())
+        .max_by(|&a, &b| scores[a].total_cmp(&scores[b]))
+        .unwrap();
+    table.worker_ids().unwrap()[best]
+}
+
 /// A scratch directory removed on drop.
 pub struct TempDir(pub PathBuf);
 
@@ -135,9 +204,14 @@ pub struct Daemon {
 impl Daemon {
     /// Starts eldrd with a freshly fitted table and waits until a client can open.
     pub fn start(binary: &Path, tag: &str, workers: u32) -> Daemon {
+        Daemon::start_with(binary, tag, &fitted_table(workers))
+    }
+
+    /// Starts eldrd with `table` and waits until a client can open.
+    pub fn start_with(binary: &Path, tag: &str, table: &eldr::Table) -> Daemon {
         let dir = TempDir::new(tag);
         let table_path = dir.path().join("table.eldr");
-        fitted_table(workers).save(&table_path).expect("save table");
+        table.save(&table_path).expect("save table");
         let instance = format!("rs-{}-{}", tag, std::process::id());
         let child = Command::new(binary)
             .arg("--instance")
