@@ -27,7 +27,6 @@ router over the same table file instead of eldrd.
 import argparse
 import collections
 import concurrent.futures
-import ctypes
 import json
 import os
 import signal
@@ -108,38 +107,12 @@ def prompt_text(domain, variant):
     return f"You are a helpful assistant. Answer the question. {picked} please {variant}"
 
 
-def fit_predictor(build, table_in, table_out, labels, prefill_npy):
-    """The table with a footprint predictor fitted on one synthetic prompt per
-    calibration request and the request's prefill footprint (libeldr's
-    eldr_table_fit_predictor through ctypes: eldr_prompt.h)."""
-    import numpy as np
-    lib = ctypes.CDLL(os.path.join(build, "lib", "libeldr.so"))
-
-    class Prompt(ctypes.Structure):
-        _fields_ = [("tokens", ctypes.c_void_p), ("n_tokens", ctypes.c_size_t),
-                    ("text", ctypes.c_char_p), ("text_len", ctypes.c_size_t)]
-
-    footprints = np.ascontiguousarray(np.load(prefill_npy), dtype=np.int16)
-    n, layers, experts = footprints.shape
-    texts = [prompt_text(labels[i], i).encode() for i in range(n)]
-    prompts = (Prompt * n)(*[Prompt(None, 0, t, len(t)) for t in texts])
-    table, fitted = ctypes.c_void_p(), ctypes.c_void_p()
-    skipped = ctypes.c_uint64()
-    lib.eldr_last_error_message.restype = ctypes.c_char_p
-
-    def check(status, what):
-        if status != 0:
-            sys.exit(f"demo_chain: {what}: {lib.eldr_last_error_message().decode()}")
-
-    check(lib.eldr_table_load(table_in.encode(), ctypes.byref(table)), "load " + table_in)
-    check(lib.eldr_table_fit_predictor(table, prompts, footprints.ctypes.data_as(ctypes.c_void_p),
-                                       ctypes.c_uint64(n), ctypes.c_uint32(layers),
-                                       ctypes.c_uint32(experts), None, ctypes.byref(skipped),
-                                       ctypes.byref(fitted)), "fit the predictor")
-    check(lib.eldr_table_save(fitted, table_out.encode()), "save " + table_out)
-    lib.eldr_table_free(fitted)
-    lib.eldr_table_free(table)
-    return n - skipped.value
+def write_prompts(path, labels):
+    """One synthetic prompt per calibration request, as `eldr fit --prompts`
+    reads them (JSON lines, line i the prompt of footprint i)."""
+    with open(path, "w") as f:
+        for i, label in enumerate(labels):
+            f.write(json.dumps({"text": prompt_text(label, i)}) + "\n")
 
 
 def report(order, results, labels, secs):
@@ -249,13 +222,13 @@ def main():
                             "--out-dir", cal], check=True, stdout=subprocess.DEVNULL)
             with open(os.path.join(cal, "labels.txt")) as f:
                 cal_labels = [line.strip() for line in f]
-            plain = os.path.join(workdir, "table.eldr")
+            prompts = os.path.join(cal, "prompts.jsonl")
+            write_prompts(prompts, cal_labels)
+            table = os.path.join(workdir, "table.eldr")
             subprocess.run([eldr, "fit", "--prefill", os.path.join(cal, "prefill.npy"),
-                            "--workers", "8", "--model", "qwen3-30b-a3b", "--out", plain],
-                           check=True, stdout=subprocess.DEVNULL)
-            table = os.path.join(workdir, "table-predictor.eldr")
-            fitted = fit_predictor(build, plain, table, cal_labels,
-                                   os.path.join(cal, "prefill.npy"))
+                            "--prompts", prompts, "--workers", "8", "--model", "qwen3-30b-a3b",
+                            "--out", table], check=True, stdout=subprocess.DEVNULL)
+            fitted = len(cal_labels)
             metrics_port = free_port()
             print(f"== eldrd --instance {instance} (a table fitted on 1000 synthetic requests, "
                   f"with a predictor fitted on {fitted} synthetic prompts)")

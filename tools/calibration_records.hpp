@@ -1,6 +1,6 @@
 // What `eldr fit` reads besides .npy footprints: prompts for the predictor,
 // and calibration records that carry a prompt beside its footprint or a
-// stock engine's routed-expert payload (docs/design.md §8.4).
+// stock engine's routed-expert payload (docs/design.md §5.6).
 #pragma once
 
 #include <cstdint>

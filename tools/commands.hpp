@@ -20,5 +20,6 @@ void register_bench_ring_command(CLI::App& bench);             // bench ring, un
 void register_bench_ring_throughput_command(CLI::App& bench);  // bench ring-throughput
 void register_bench_decode_command(CLI::App& bench);           // bench decode
 void register_bench_pool_command(CLI::App& bench);             // bench pool
+void register_bench_prompt_command(CLI::App& bench);           // bench prompt
 
 }  // namespace eldr::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   eldr::cli::register_bench_ring_throughput_command(*app.get_subcommand("bench"));
   eldr::cli::register_bench_decode_command(*app.get_subcommand("bench"));
   eldr::cli::register_bench_pool_command(*app.get_subcommand("bench"));
+  eldr::cli::register_bench_prompt_command(*app.get_subcommand("bench"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

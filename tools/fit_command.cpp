@@ -220,6 +220,15 @@ nlohmann::json table_json(const ClusterTable& t) {
     j["domains"] = {{"names", t.domains.names},
                     {"counts", t.domains.counts},
                     {"worker_domain", t.domains.worker_domain}};
+  if (t.predictor) {
+    const PredictorInfo i = t.predictor->info();
+    std::vector<std::string> kinds;
+    for (uint32_t k = 0; k < kPromptKinds; ++k)
+      if (i.kinds & (1u << k)) kinds.push_back(prompt_kind_name(static_cast<PromptKind>(k)));
+    j["predictor"] = {{"prototypes", i.prototypes},     {"kinds", kinds},
+                      {"learned", i.learned},           {"demand_bytes", i.demand_bytes},
+                      {"feature_bytes", i.feature_bytes}, {"index_bytes", i.index_bytes}};
+  }
   return j;
 }
 

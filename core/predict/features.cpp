@@ -1,4 +1,4 @@
-// Prompt -> hashed features (docs/design.md §8.1): unigrams and bigrams of
+// Prompt -> hashed features (docs/design.md §5.6): unigrams and bigrams of
 // token ids, or of words for text, counted. The keys of the two kinds are
 // salted apart, so a predictor can never mix them up.
 #include <algorithm>

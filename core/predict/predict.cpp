@@ -1,4 +1,4 @@
-// One prediction (docs/design.md §8.2): features -> cosines against the
+// One prediction (docs/design.md §5.6): features -> cosines against the
 // prototypes through the inverted index -> the best `neighbours`, softmax
 // weighted -> their mean demand, shrunk towards the prior by confidence ->
 // int16 counts. Reads one immutable snapshot; thread-local scratch only.

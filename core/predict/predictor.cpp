@@ -1,4 +1,4 @@
-// The predictor's life cycle (docs/design.md §8): create, fit, learn,
+// The predictor's life cycle (docs/design.md §5.6): create, fit, learn,
 // rebuild. The prediction itself is in predict.cpp, the file form in
 // predictor_file.cpp.
 #include <algorithm>

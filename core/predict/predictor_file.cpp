@@ -1,4 +1,4 @@
-// The predictor's serialised form (docs/design.md §8.3), stored in the table
+// The predictor's serialised form (docs/design.md §5.6), stored in the table
 // file's `predictor` field. Little-endian, versioned, every size and value
 // checked on decode (the bytes are untrusted):
 //   u32 magic "EPRD", u32 version, u32 layers, u32 experts, u32 top_k,

@@ -1,4 +1,4 @@
-// What a prediction reads (docs/design.md §8.2): the prototypes, one
+// What a prediction reads (docs/design.md §5.6): the prototypes, one
 // inverted index per prompt kind and the mean demand. Immutable once built;
 // the Predictor swaps in a new one after learning. Private to predict/.
 #pragma once

@@ -1,4 +1,4 @@
-// Routing from the prompt (docs/design.md §8): predict the footprint, route
+// Routing from the prompt (docs/design.md §5.6): predict the footprint, route
 // it; learn from the real footprint when it arrives.
 #include <algorithm>
 #include <string>

@@ -48,6 +48,22 @@ class Client {
     });
   }
 
+  void push_prompt(const py::handle& request_id_obj, const py::handle& prompt_obj) {
+    const std::string id = request_id_arg(request_id_obj);
+    const PromptArg prompt = prompt_arg(prompt_obj, "prompt");
+    const eldr_prompt_t p = prompt.view();
+    call([&](eldr_client_t* client) {
+      return p.text ? eldr_client_push_text(client, id.c_str(), p.text, p.text_len)
+                    : eldr_client_push_tokens(client, id.c_str(), p.tokens, p.n_tokens);
+    });
+  }
+
+  Decision route_prompt(const py::handle& request_id_obj, const py::handle& prompt_obj,
+                        uint32_t timeout_ms) {
+    push_prompt(request_id_obj, prompt_obj);
+    return wait_for(request_id_arg(request_id_obj), timeout_ms);
+  }
+
   Decision wait(const py::handle& request_id_obj, uint32_t timeout_ms) {
     return wait_for(request_id_arg(request_id_obj), timeout_ms);
   }
@@ -148,6 +164,15 @@ void bind_client(py::module_& m) {
            "Pushes a footprint int16 [layers][experts]; returns once it is in the ring.")
       .def("wait", &Client::wait, py::arg("request_id"), py::arg("timeout_ms") = 1000,
            "Waits for the decision for request_id (pushed by any client of this daemon).")
+      .def("push_prompt", &Client::push_prompt, py::arg("request_id"), py::arg("prompt"),
+           "Pushes the request's prompt (str, or token ids < 2^20) for the daemon to route "
+           "from, before prefill; a prompt longer than a ring record keeps its head and tail "
+           "(what the predictor reads). A later push(request_id, footprint) of the same id "
+           "teaches the daemon's predictor instead of routing again.")
+      .def("route_prompt", &Client::route_prompt, py::arg("request_id"), py::arg("prompt"),
+           py::arg("timeout_ms") = 1000,
+           "push_prompt then wait; the daemon's verdict raises like route's (Unsupported: "
+           "its table has no predictor).")
       .def("route", &Client::route, py::arg("request_id"), py::arg("counts"),
            py::arg("timeout_ms") = 1000,
            "push then wait. A footprint the daemon rejected raises its eldr.Error subclass "

@@ -32,6 +32,22 @@ class Pool {
     return Decision::from_c(decision);
   }
 
+  Decision route_prompt(const py::handle& request_id_obj, const py::handle& prompt_obj,
+                        uint32_t timeout_ms) {
+    const std::string id = request_id_arg(request_id_obj);
+    const PromptArg prompt = prompt_arg(prompt_obj, "prompt");
+    const eldr_prompt_t p = prompt.view();
+    eldr_decision_t decision;
+    eldr_decision_init(&decision);
+    m_pool.call([&](eldr_pool_t* pool) {
+      return p.text ? eldr_pool_route_text(pool, id.c_str(), p.text, p.text_len, timeout_ms,
+                                           &decision)
+                    : eldr_pool_route_tokens(pool, id.c_str(), p.tokens, p.n_tokens, timeout_ms,
+                                             &decision);
+    });
+    return Decision::from_c(decision);
+  }
+
   void complete(const py::handle& request_id_obj, uint64_t token) {
     const std::string id = request_id_arg(request_id_obj);
     m_pool.call([&](eldr_pool_t* pool) { return eldr_pool_complete(pool, id.c_str(), token); });
@@ -55,6 +71,9 @@ void bind_pool(py::module_& m) {
                    "context manager or call close().")
       .def(py::init<const std::string&, const std::string&, uint32_t>(), py::arg("nats"),
            py::arg("pool") = "default", py::arg("timeout_ms") = 2000)
+      .def("route_prompt", &Pool::route_prompt, py::arg("request_id"), py::arg("prompt"),
+           py::arg("timeout_ms") = 2000,
+           "Routes from the prompt (str, or token ids) through any node of the pool.")
       .def("route", &Pool::route, py::arg("request_id"), py::arg("counts"),
            py::arg("timeout_ms") = 2000,
            "Routes a footprint int16 [layers][experts] through one node of the pool; its "

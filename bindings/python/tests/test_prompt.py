@@ -3,7 +3,11 @@ Router.learn, the predictor in the table file, and bad prompts."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import uuid
 import warnings
+from typing import Iterator
 
 import numpy as np
 import pytest
@@ -174,3 +178,42 @@ def test_complete_request_is_a_deprecated_complete(prompt_table: eldr.Table) -> 
     with pytest.warns(DeprecationWarning):
         router.complete_request(5)
     assert all(w["inflight"] == 0 for w in router.workers())
+
+
+@pytest.fixture(scope="module")
+def prompt_daemon(eldrd_binary: str, prompt_table: eldr.Table, tmp_path_factory) -> Iterator[str]:
+    """A private eldrd serving the table with a predictor."""
+    path = tmp_path_factory.mktemp("prompt") / "table.eldr"
+    prompt_table.save(path)
+    instance = f"pytest-prompt-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.Popen([eldrd_binary, "--instance", instance, "--table", str(path),
+                             "--log-level", "warn"], stdin=subprocess.DEVNULL)
+    try:
+        with eldr.Client(instance, open_timeout_ms=10000):
+            pass
+        yield instance
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=20) == 0
+
+
+def test_the_daemon_routes_prompts_and_learns_from_the_later_footprint(
+        prompt_daemon: str, prompt_table: eldr.Table, workload: Workload) -> None:
+    homes = home_workers(prompt_table, workload)
+    with eldr.Client(prompt_daemon) as client:
+        hits = 0
+        for d in range(DOMAINS):
+            decision = client.route_prompt(f"p-{d}", text_of(d, 200))
+            assert decision.ok and 0.0 <= decision.confidence <= 1.0
+            hits += decision.worker == homes[d]
+            # The engine's real footprint after prefill: learned, not routed again.
+            client.push(f"p-{d}", workload.prefill[workload.domain == d][0])
+            client.complete(f"p-{d}")
+        assert hits >= 3
+        # The daemon's verdicts: token ids against a text-fitted predictor, an
+        # empty prompt; the daemon goes on routing.
+        with pytest.raises(eldr.Unsupported):
+            client.route_prompt("ids", tokens_of(1, 3))
+        with pytest.raises(eldr.InvalidArgument):
+            client.route_prompt("empty", "")
+        assert client.route_prompt("after", text_of(0, 300)).ok

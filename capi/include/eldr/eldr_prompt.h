@@ -1,6 +1,6 @@
 /* eldr_prompt.h: routing from the prompt, for gateways that pick the decode
  * worker before prefill runs (llm-d, SGLang's PD router) and so have no
- * footprint yet (docs/design.md §8). Part of the stable ABI 2 (symbols
+ * footprint yet (docs/design.md §5.6). Part of the stable ABI 2 (symbols
  * ELDR_2); include it instead of, or after, eldr.h. The conventions of
  * eldr.h hold here (status codes, names, ownership, growing structs).
  *

@@ -55,7 +55,7 @@ struct ClusterTable {
   // Step constants measured for this model and hardware (eldr_cost); unset:
   // the preset of the geometry.
   std::optional<StepCost> step_cost;
-  // The footprint predictor, for routing from the prompt (docs/design.md §8);
+  // The footprint predictor, for routing from the prompt (docs/design.md §5.6);
   // null: footprints only. Shared by every copy of the table and by the
   // routers that route with it: what one learns online, all predict with,
   // and save_table writes it.

@@ -1,4 +1,4 @@
-// Footprint predictor (docs/design.md §8): a request's expert footprint
+// Footprint predictor (docs/design.md §5.6): a request's expert footprint
 // predicted from its prompt, for gateways that pick the decode worker before
 // prefill runs (llm-d, SGLang's PD router) and so have no footprint yet.
 //
@@ -140,7 +140,7 @@ class Predictor {
   const PredictorOptions& options() const noexcept { return m_options; }
   PredictorInfo info() const;
 
-  // Serialised form (the table file's `predictor` field; docs/design.md §8):
+  // Serialised form (the table file's `predictor` field; docs/design.md §5.6):
   // everything learned, pending records included. decode checks every size
   // against the geometry (shape_mismatch for another geometry's predictor)
   // and every value (corrupt).

@@ -165,7 +165,7 @@ class Router {
   // the similarity to its cluster and whether it is in the locality band
   // (removed / draining slots: score 0, not in band). Spans must hold
   // worker_slots() entries. Returns the band size through the Result.
-  // One decision from the prompt (docs/design.md §8): the table's predictor
+  // One decision from the prompt (docs/design.md §5.6): the table's predictor
   // predicts the footprint, which is then routed as route() routes one.
   // With a request id the prompt is remembered (bounded: max_inflight
   // prompts, the oldest dropped first) until learn() hands its real
