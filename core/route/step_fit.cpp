@@ -7,8 +7,10 @@ namespace eldr::detail {
 
 namespace {
 // Each sample's weight decays by this per later sample: the fit follows the
-// last few thousand steps.
-constexpr double kForget = 1.0 - 1.0 / 2048.0;
+// last ~16k steps of the whole pool (every worker's reports feed one fit).
+// A shorter memory (2048: some 128 steps per worker of 16) let the
+// constants follow each moment's batch mix, and eldr_cost's P99 with them.
+constexpr double kForget = 1.0 - 1.0 / 16384.0;
 // The prior counts as this many samples.
 constexpr double kPriorWeight = 1.0;
 constexpr uint64_t kMinSamples = 32;
