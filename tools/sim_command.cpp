@@ -390,9 +390,10 @@ int run_sim(const SimArgs& a) {
 
 // The options of the router processes: step reports, several routers, their views.
 void add_router_options(CLI::App* sim, SimArgs* a) {
-  sim->add_flag("--report-steps", a->report_steps,
-                "workers report every step (batch + queue, step ms) to the router, which fits "
-                "its step constants online");
+  sim->add_flag(
+      "--report-steps", a->report_steps,
+      "workers report every step (batch + queue, running, step ms) to the router, which fits "
+      "its step constants online");
   sim->add_option("--routers", a->routers,
                   "routers sharing the fleet; each arrival goes to one at random")
       ->check(CLI::Range(1u, 64u));

@@ -81,11 +81,17 @@ Status Router::report(int32_t worker_id, const WorkerReport& report) {
   if (!slot) return slot.status();
   if (report.step_ms && !(std::isfinite(*report.step_ms) && *report.step_ms > 0.0))
     return {Errc::invalid_argument, "step_ms must be finite and > 0"};
+  if (report.running && (!report.batch || *report.running > *report.batch))
+    return {Errc::invalid_argument, "running needs a batch size and must not exceed it"};
   if (report.batch) m_slots[*slot].inflight.store(*report.batch, std::memory_order_relaxed);
   if (report.step_ms && report.batch && *report.batch > 0 && m_options.fit_step_cost &&
       m_live->tracks_footprints()) {
     std::lock_guard lock(m_live_mutex);
-    m_fit->add(*report.batch, m_live->distinct(*slot) * m_live->layer_scale(), *report.step_ms);
+    // Only a step with nothing queued behind it: the step time depends on
+    // the requests it ran, the router's batch footprint holds all of batch.
+    const uint32_t running = report.running.value_or(*report.batch);
+    if (running == *report.batch && running <= m_fit->prior().max_batch)
+      m_fit->add(running, m_live->distinct(*slot) * m_live->layer_scale(), *report.step_ms);
   }
   return Status::ok();
 }

@@ -199,6 +199,7 @@ void Simulation::start_step(uint32_t wi, double now) {
   if (m_o.report_steps) {
     WorkerReport rep;
     rep.batch = static_cast<uint32_t>(w.batch.size() + w.queue.size());
+    rep.running = static_cast<uint32_t>(w.batch.size());
     rep.step_ms = step_ms;
     (void)m_routers[0]->report(m_table->worker_ids[wi], rep);
   }

@@ -118,9 +118,14 @@ struct WorkerReport {
   // Requests the engine runs or queues: replaces the router's in-flight
   // count (the engine's view takes precedence; routes after it add to it).
   std::optional<uint32_t> batch;
-  // Its last decode step, in ms, with `batch` requests: a sample for the
-  // online fit of the step constants (RouterOptions::fit_step_cost).
+  // Its last decode step, in ms: a sample for the online fit of the step
+  // constants (RouterOptions::fit_step_cost), with `batch`.
   std::optional<double> step_ms;
+  // Of `batch`, the requests that step ran (the rest wait in its queue), at
+  // most `batch`. Unset: all of `batch`, as long as that fits the step
+  // constants' max_batch. A step with a queue behind it is no sample for the
+  // fit (the router's batch footprint holds the queued requests too).
+  std::optional<uint32_t> running;
 };
 
 struct WorkerInfo {

@@ -2,6 +2,7 @@
 // reports and the online fit of the step constants.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -290,32 +291,111 @@ TEST(worker_report, batch_size_takes_precedence_and_bad_step_times_are_refused) 
   EXPECT_EQ(info(sut->workers(), 101).inflight, 7);
 }
 
-TEST(worker_report, step_times_fit_the_constants_online) {
-  const StepCost truth{1.0, 0.05, 300.0, 64};  // what the "engine" measures
-  const StepCost prior{3.0, 0.03, 1000.0, 64};
+// Step reports from an "engine" whose steps take truth.step_ms(batch, D)
+// with D = distinct(batch, the router's estimate): a changing live batch on
+// 4 workers, so batch size and distinct experts both vary. Returns the fit.
+template <typename Distinct>
+StepCost fit_from_reports(const StepCost& truth, const StepCost& prior, Distinct distinct) {
   auto sut = make({.policy = Policy::eldr_cost, .step_cost = prior});
   std::mt19937_64 rng(5);
   uint64_t next = 0, oldest = 0;
   for (int i = 0; i < 3000; ++i) {
-    // A changing live batch, so batch size and distinct experts both vary.
     const int16_t a = int16_t(rng() % 6), b = int16_t(rng() % 6), c = int16_t(1 + rng() % 3);
-    ASSERT_TRUE(sut->route(layer0({a, b, c, int16_t(rng() % 2)}), {.request_id = next++}));
+    EXPECT_TRUE(sut->route(layer0({a, b, c, int16_t(rng() % 2)}), {.request_id = next++}));
     if (next - oldest > 20 + rng() % 30) {
-      ASSERT_TRUE(sut->complete_request(oldest++));
+      EXPECT_TRUE(sut->complete_request(oldest++));
     }
     for (const WorkerInfo& w : sut->workers())
       if (w.inflight > 0) {
         const uint32_t batch = static_cast<uint32_t>(w.inflight);
-        ASSERT_TRUE(
-            sut->report(w.id, {.batch = batch, .step_ms = truth.step_ms(batch, w.batch_experts)})
-                .is_ok());
+        const double step_ms = truth.step_ms(batch, distinct(batch, w.batch_experts));
+        EXPECT_TRUE(sut->report(w.id, {.batch = batch, .step_ms = step_ms}).is_ok());
       }
   }
-  const StepCost fitted = sut->step_cost();
-  EXPECT_NEAR(fitted.alpha_us, truth.alpha_us, 0.1 * truth.alpha_us);
-  EXPECT_NEAR(fitted.tseq_ms, truth.tseq_ms, 0.2 * truth.tseq_ms);
-  EXPECT_NEAR(fitted.t0_ms, truth.t0_ms, 0.2 * truth.t0_ms);
   EXPECT_GT(sut->stats().step_samples, 1000u);
+  return sut->step_cost();
+}
+
+TEST(worker_report, step_times_fit_the_constants_online) {
+  const StepCost truth{1.0, 0.03, 300.0, 64};  // what the "engine" measures
+  const StepCost prior{3.0, 0.03, 1000.0, 64};
+  const StepCost fitted = fit_from_reports(truth, prior, [](uint32_t, double d) { return d; });
+  EXPECT_NEAR(fitted.alpha_us, truth.alpha_us, 0.1 * truth.alpha_us);
+  EXPECT_NEAR(fitted.t0_ms, truth.t0_ms, 0.2 * truth.t0_ms);
+  EXPECT_EQ(fitted.tseq_ms, prior.tseq_ms);  // configured, never fitted
+}
+
+// The router's distinct experts come from prefill footprints; the experts a
+// batch's decode tokens use are more, by more the larger the batch (on the
+// GPT-OSS-20B trace 0.4 to 2 experts per request). A fitted per-request
+// coefficient soaked that up (TSEQ several times too high, so eldr_cost
+// spread requests it should have batched); the fit keeps TSEQ and moves
+// T0 and alpha only.
+TEST(worker_report, the_fit_keeps_tseq_when_the_routers_distinct_count_lags_the_batch) {
+  const StepCost truth{1.0, 0.03, 300.0, 64};
+  const StepCost prior{3.0, 0.03, 1000.0, 64};
+  const StepCost fitted = fit_from_reports(
+      truth, prior, [](uint32_t batch, double d) { return d + 0.1 * (batch - 1.0); });
+  EXPECT_NEAR(fitted.tseq_ms, truth.tseq_ms, 0.2 * truth.tseq_ms);
+  EXPECT_NEAR(fitted.alpha_us, truth.alpha_us, 0.25 * truth.alpha_us);
+}
+
+// An engine with max_batch 8 runs the oldest 8 of its requests and queues
+// the rest; its step time depends on the 8 it ran. The router's batch
+// footprint holds the queued ones too, so a step with a queue behind it is
+// no sample: reported with `running` or, without it, a batch above
+// max_batch. The fit recovers the engine's constants either way.
+TEST(worker_report, steps_with_a_queue_behind_them_are_no_sample) {
+  const StepCost truth{1.0, 0.03, 300.0, 8};
+  const StepCost prior{3.0, 0.03, 1000.0, 8};
+  for (const bool say_running : {true, false}) {
+    SCOPED_TRACE(say_running ? "running reported" : "batch only");
+    auto sut = make({.policy = Policy::eldr_cost, .step_cost = prior}, axis_table(1));
+    // The engine's running batch, booked alone on a second router: its
+    // distinct experts as the router would estimate them.
+    auto running = make({.policy = Policy::eldr_cost, .step_cost = prior}, axis_table(1));
+    std::mt19937_64 rng(7);
+    std::vector<std::vector<int16_t>> footprint;
+    uint64_t oldest = 0, cap = 1;
+    for (int i = 0; i < 4000; ++i) {
+      const uint64_t id = footprint.size();
+      footprint.push_back(layer0(
+          {int16_t(rng() % 6), int16_t(rng() % 6), int16_t(1 + rng() % 3), int16_t(rng() % 2)}));
+      ASSERT_TRUE(sut->route(footprint[id], {.request_id = id}));
+      if (id - oldest < truth.max_batch) ASSERT_TRUE(running->book(100, footprint[id], id));
+      // Up to 16 in flight, the bound changing every 20 steps: a queue
+      // about half of the time.
+      if (i % 20 == 0) cap = 1 + rng() % 16;
+      while (footprint.size() - oldest > cap) {
+        ASSERT_TRUE(sut->complete_request(oldest));
+        ASSERT_TRUE(running->complete_request(oldest));
+        ++oldest;
+        const uint64_t joins = oldest + truth.max_batch - 1;  // the queue's head starts
+        if (joins < footprint.size()) ASSERT_TRUE(running->book(100, footprint[joins], joins));
+      }
+      const auto in_flight = static_cast<uint32_t>(footprint.size() - oldest);
+      const uint32_t ran = std::min(in_flight, truth.max_batch);
+      const double step_ms = truth.step_ms(ran, info(running->workers(), 100).batch_experts);
+      WorkerReport rep{.batch = in_flight, .step_ms = step_ms};
+      if (say_running) rep.running = ran;
+      ASSERT_TRUE(sut->report(100, rep).is_ok());
+    }
+    const StepCost fitted = sut->step_cost();
+    EXPECT_NEAR(fitted.alpha_us, truth.alpha_us, 0.05 * truth.alpha_us);
+    EXPECT_NEAR(fitted.t0_ms, truth.t0_ms, 0.05 * truth.t0_ms);
+    EXPECT_NEAR(fitted.tseq_ms, truth.tseq_ms, 0.2 * truth.tseq_ms);
+    EXPECT_GT(sut->stats().step_samples, 500u);
+    EXPECT_LT(sut->stats().step_samples, 3500u);  // the queued steps are not
+  }
+}
+
+TEST(worker_report, running_needs_a_batch_and_may_not_exceed_it) {
+  auto sut = make({.policy = Policy::eldr_cost});
+  EXPECT_EQ(sut->report(101, {.step_ms = 3.0, .running = 2}).code(), Errc::invalid_argument);
+  EXPECT_EQ(sut->report(101, {.batch = 2, .step_ms = 3.0, .running = 3}).code(),
+            Errc::invalid_argument);
+  EXPECT_TRUE(sut->report(101, {.batch = 5, .step_ms = 3.0, .running = 3}).is_ok());
+  EXPECT_EQ(info(sut->workers(), 101).inflight, 5);  // batch: running and queued
 }
 
 TEST(step_constants, come_from_options_then_table_then_preset) {

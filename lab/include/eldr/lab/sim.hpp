@@ -165,8 +165,9 @@ struct SimOptions {
   uint64_t seed = 1;     // arrivals
   RouterOptions router;  // policy, tau, ...
   // After each step, report it to the router: Router::report(worker,
-  // {batch = running + queued requests, step_ms = the simulated step}), so
-  // eldr_cost's online fit of the step constants runs.
+  // {batch = running + queued requests, step_ms = the simulated step,
+  // running = the requests it ran}), so eldr_cost's online fit of the step
+  // constants runs.
   bool report_steps = false;
   // Several routers share the fleet (one per node, or gateway replicas): each
   // arrival goes to one of them at random, and each sees the in-flight
