@@ -63,8 +63,8 @@ Status take_prompt(const json& j, PromptInput input, const std::string& where,
     for (const auto& v : *ids) {
       const int64_t t = v.get<int64_t>();
       if (t < 0 || t >= int64_t{kMaxVocabulary})
-        return {Errc::out_of_range, where + ": token id " + std::to_string(t) +
-                                        " is outside [0, 2^20)"};
+        return {Errc::out_of_range,
+                where + ": token id " + std::to_string(t) + " is outside [0, 2^20)"};
       tokens.push_back(static_cast<uint32_t>(t));
     }
   } else {
@@ -120,9 +120,10 @@ Status take_footprint(const json& j, const PayloadGeometry& pg, const std::strin
     const json* vllm = choices && choices->is_array() && !choices->empty()
                            ? find((*choices)[0], "routed_experts")
                            : nullptr;
-    Result<RoutedExpertsInfo> info = Status{Errc::corrupt, where + ": no footprint, "
-                                            "meta_info.routed_experts or "
-                                            "choices[0].routed_experts"};
+    Result<RoutedExpertsInfo> info = Status{Errc::corrupt, where +
+                                                               ": no footprint, "
+                                                               "meta_info.routed_experts or "
+                                                               "choices[0].routed_experts"};
     if (meta && find(*meta, "routed_experts")) {  // SGLang
       const json* payload = find(*meta, "routed_experts");
       if (!payload->is_string()) return {Errc::corrupt, where + ": routed_experts is not base64"};
@@ -184,7 +185,7 @@ Result<CalibrationRecords> read_records(const std::string& path, PromptInput inp
                                         const PayloadGeometry& payload) {
   CalibrationRecords out;
   ELDR_TRY(for_each_line(path, [&](const json& j, const std::string& where) -> Status {
-    ELDR_TRY(take_footprint(j, payload, where, out));
+    if (Status s = take_footprint(j, payload, where, out); !s) return s;
     return take_prompt(j, input, where, out.prompts);
   }));
   if (out.size() == 0) return Status{Errc::invalid_argument, path + ": no records"};

@@ -31,9 +31,9 @@ Result<CalibrationPrompts> read_prompts(const std::string& path, PromptInput inp
 
 // The payload decoders' geometry (records with engine payloads).
 struct PayloadGeometry {
-  uint32_t experts = 0;        // E
-  uint32_t hidden_layers = 0;  // SGLang's raw ids: the payload's layer axis
-  uint32_t top_k = 0;          // SGLang's raw ids: the payload's top-k axis
+  uint32_t experts = 0;              // E
+  uint32_t hidden_layers = 0;        // SGLang's raw ids: the payload's layer axis
+  uint32_t top_k = 0;                // SGLang's raw ids: the payload's top-k axis
   std::vector<uint32_t> moe_layers;  // empty: every hidden layer
 };
 
@@ -43,7 +43,7 @@ struct PayloadGeometry {
 // response's "choices"[0]."routed_experts" (its prompt rows:
 // "usage"."prompt_tokens" or the length of "prompt_token_ids").
 struct CalibrationRecords {
-  Geometry geometry;  // top_k 0: unknown (from the caller's --top-k / --model)
+  Geometry geometry;                // top_k 0: unknown (from the caller's --top-k / --model)
   std::vector<int16_t> footprints;  // [n][L][E]
   CalibrationPrompts prompts;
   uint64_t size() const noexcept { return prompts.texts.size(); }

@@ -1,13 +1,12 @@
 // Shared helpers of the eldr CLI subcommands.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "eldr/cluster_table.hpp"
 #include "eldr/predictor.hpp"

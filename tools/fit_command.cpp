@@ -2,20 +2,20 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <map>
-#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "calibration_records.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "eldr/fit.hpp"
+#include "eldr/lab/sim.hpp"
 #include "eldr/lab/synthetic.hpp"
 #include "eldr/npy.hpp"
-#include "eldr/lab/sim.hpp"
-#include "calibration_records.hpp"
 
 namespace eldr::cli {
 
@@ -108,21 +108,21 @@ Result<Calibration> load_calibration(const FitArgs& a) {
     if (!d) return d.status();
     c.decode = std::move(*d);
   }
-  if (!c.decode.data.empty() &&
-      (c.decode.n != c.prefill.n || c.decode.layers != c.prefill.layers ||
-       c.decode.experts != c.prefill.experts))
+  if (!c.decode.data.empty() && (c.decode.n != c.prefill.n || c.decode.layers != c.prefill.layers ||
+                                 c.decode.experts != c.prefill.experts))
     return Status{Errc::shape_mismatch, "the decode counts do not have the prefill counts' shape"};
   return c;
 }
 
 void print_predictor(const Predictor& p, uint64_t skipped) {
   const PredictorInfo i = p.info();
-  std::printf("  predictor: %u prototypes (%s%s%s), %llu records skipped; memory %.1f MiB "
-              "(demand %.1f, features %.1f, index %.1f)\n",
-              i.prototypes, i.kinds & 1 ? "tokens" : "", i.kinds == 3 ? ", " : "",
-              i.kinds & 2 ? "text" : "", static_cast<unsigned long long>(skipped),
-              i.total_bytes() / 1048576.0, i.demand_bytes / 1048576.0,
-              i.feature_bytes / 1048576.0, i.index_bytes / 1048576.0);
+  std::printf(
+      "  predictor: %u prototypes (%s%s%s), %llu records skipped; memory %.1f MiB "
+      "(demand %.1f, features %.1f, index %.1f)\n",
+      i.prototypes, i.kinds & 1 ? "tokens" : "", i.kinds == 3 ? ", " : "",
+      i.kinds & 2 ? "text" : "", static_cast<unsigned long long>(skipped),
+      i.total_bytes() / 1048576.0, i.demand_bytes / 1048576.0, i.feature_bytes / 1048576.0,
+      i.index_bytes / 1048576.0);
 }
 
 int run_fit(const FitArgs& a) {
@@ -225,9 +225,12 @@ nlohmann::json table_json(const ClusterTable& t) {
     std::vector<std::string> kinds;
     for (uint32_t k = 0; k < kPromptKinds; ++k)
       if (i.kinds & (1u << k)) kinds.push_back(prompt_kind_name(static_cast<PromptKind>(k)));
-    j["predictor"] = {{"prototypes", i.prototypes},     {"kinds", kinds},
-                      {"learned", i.learned},           {"demand_bytes", i.demand_bytes},
-                      {"feature_bytes", i.feature_bytes}, {"index_bytes", i.index_bytes}};
+    j["predictor"] = {{"prototypes", i.prototypes},
+                      {"kinds", kinds},
+                      {"learned", i.learned},
+                      {"demand_bytes", i.demand_bytes},
+                      {"feature_bytes", i.feature_bytes},
+                      {"index_bytes", i.index_bytes}};
   }
   return j;
 }
@@ -293,10 +296,10 @@ void register_fit_commands(CLI::App& app) {
   fit->add_option("--prompt-input", fa->prompt_input,
                   "what a prompt is: auto (token ids when a record has them, else text), "
                   "tokens or text")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, PromptInput>{
-          {"auto", PromptInput::automatic},
-          {"tokens", PromptInput::tokens},
-          {"text", PromptInput::text}}));
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, PromptInput>{{"auto", PromptInput::automatic},
+                                             {"tokens", PromptInput::tokens},
+                                             {"text", PromptInput::text}}));
   fit->add_option("--experts", fa->payload.experts, "records' payloads: experts per layer E");
   fit->add_option("--layers", fa->payload.hidden_layers,
                   "records' SGLang payloads: the model's num_hidden_layers");

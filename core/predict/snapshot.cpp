@@ -59,8 +59,8 @@ uint64_t KindIndex::bytes() const noexcept {
 
 namespace {
 
-// Cosines of record r against every other record of the kind, through the
-// index; returns the best.
+// The best cosine of record `self` to another record of the kind (not a copy
+// of it), through the index.
 float best_other(const KindIndex& ix, const PromptFeatures& f, uint32_t self,
                  std::vector<float>& scores) {
   std::fill(scores.begin(), scores.end(), 0.0f);
@@ -74,10 +74,16 @@ float best_other(const KindIndex& ix, const PromptFeatures& f, uint32_t self,
       scores[ix.post_record[p]] += qw * ix.post_weight[p];
   }
   if (norm2 <= 0.0) return 0.0f;
+  // A copy of the same prompt (a repeated request) is no neighbour: counted,
+  // many copies would raise the typical cosine and so lower every other
+  // prompt's confidence.
+  const float inv = static_cast<float>(1.0 / std::sqrt(norm2));
   float best = 0.0f;
-  for (uint32_t r = 0; r < scores.size(); ++r)
-    if (r != self) best = std::max(best, scores[r]);
-  return best / static_cast<float>(std::sqrt(norm2));
+  for (uint32_t r = 0; r < scores.size(); ++r) {
+    const float c = scores[r] * inv;
+    if (r != self && c < 0.999f) best = std::max(best, c);
+  }
+  return best;
 }
 
 void build_kind(KindIndex& ix, PromptKind kind,

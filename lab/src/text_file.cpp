@@ -25,5 +25,4 @@ Result<std::string> read_text_file(const std::string& path) {
   return out;
 }
 
-
 }  // namespace eldr

@@ -15,8 +15,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   eldr::PromptFeatures f;
-  (void)eldr::extract_features(
-      eldr::Prompt::of_text({reinterpret_cast<const char*>(data), size}), f);
+  (void)eldr::extract_features(eldr::Prompt::of_text({reinterpret_cast<const char*>(data), size}),
+                               f);
   std::vector<uint32_t> ids(size / 4);
   if (!ids.empty()) std::memcpy(ids.data(), data, ids.size() * 4);
   (void)eldr::extract_features(eldr::Prompt::of_tokens(ids), f);
@@ -28,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto again = eldr::decode_table(bytes);
   if (!again || again->centroids != table->centroids || again->layer_mask != table->layer_mask)
     std::abort();
-  if (table->predictor && (!again->predictor ||
-                           again->predictor->encode() != table->predictor->encode()))
+  if (table->predictor &&
+      (!again->predictor || again->predictor->encode() != table->predictor->encode()))
     std::abort();
   if (table->geometry.cells() <= (1u << 16)) {
     auto router = eldr::Router::create(std::make_shared<const eldr::ClusterTable>(*table));

@@ -936,7 +936,9 @@ TEST_F(PromptTest, a_table_without_a_predictor_rejects_prompts_as_unsupported) {
   ASSERT_TRUE(d.is_ok());
   EXPECT_EQ(d->status, static_cast<int32_t>(Errc::unsupported));
   EXPECT_TRUE(route(*client, "still-routes", 1).is_ok());
-  if (have_cli()) EXPECT_TRUE(predictor_status().is_null());
+  if (have_cli()) {
+    EXPECT_TRUE(predictor_status().is_null());
+  }
 }
 
 // The engine's footprint after prefill, pushed under the id a gateway routed

@@ -143,19 +143,20 @@ int run_bench_prompt(const PromptBenchArgs& a) {
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
-  std::printf("prompt routing  L=%u E=%u K=%u  %u-token prompts, vocabulary %u, %u prototypes, "
-              "%u requests live per worker\n",
-              a.layers, a.experts, a.workers, a.prompt_tokens, a.vocabulary, info.prototypes,
-              a.live_batch);
+  std::printf(
+      "prompt routing  L=%u E=%u K=%u  %u-token prompts, vocabulary %u, %u prototypes, "
+      "%u requests live per worker\n",
+      a.layers, a.experts, a.workers, a.prompt_tokens, a.vocabulary, info.prototypes, a.live_batch);
   std::printf("  route a footprint       p50 %7llu ns  p99 %7llu ns\n",
               static_cast<unsigned long long>(f50), static_cast<unsigned long long>(f99));
   std::printf("  predict + route prompt  p50 %7llu ns  p99 %7llu ns  (x%.1f)\n",
               static_cast<unsigned long long>(p50), static_cast<unsigned long long>(p99),
               f50 ? static_cast<double>(p50) / f50 : 0.0);
-  std::printf("  predictor memory %.1f MiB: demand %.1f, features %.1f, index %.1f "
-              "(fitted in %.1f s)\n",
-              info.total_bytes() / mib, info.demand_bytes / mib, info.feature_bytes / mib,
-              info.index_bytes / mib, fit_s);
+  std::printf(
+      "  predictor memory %.1f MiB: demand %.1f, features %.1f, index %.1f "
+      "(fitted in %.1f s)\n",
+      info.total_bytes() / mib, info.demand_bytes / mib, info.feature_bytes / mib,
+      info.index_bytes / mib, fit_s);
   return 0;
 }
 

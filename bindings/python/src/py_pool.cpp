@@ -40,10 +40,10 @@ class Pool {
     eldr_decision_t decision;
     eldr_decision_init(&decision);
     m_pool.call([&](eldr_pool_t* pool) {
-      return p.text ? eldr_pool_route_text(pool, id.c_str(), p.text, p.text_len, timeout_ms,
-                                           &decision)
-                    : eldr_pool_route_tokens(pool, id.c_str(), p.tokens, p.n_tokens, timeout_ms,
-                                             &decision);
+      return p.text
+                 ? eldr_pool_route_text(pool, id.c_str(), p.text, p.text_len, timeout_ms, &decision)
+                 : eldr_pool_route_tokens(pool, id.c_str(), p.tokens, p.n_tokens, timeout_ms,
+                                          &decision);
     });
     return Decision::from_c(decision);
   }

@@ -218,8 +218,7 @@ void bind_table(py::module_& m) {
   m.def("fit", &fit, py::arg("prefill_counts"), py::arg("num_workers"),
         py::arg("decode_counts") = py::none(), py::arg("seed") = 1, py::kw_only(),
         py::arg("top_k") = 0, py::arg("select_layers") = true, py::arg("max_iterations") = 50,
-        py::arg("threads") = 0, py::arg("prompts") = py::none(),
-        py::arg("predictor") = py::none(),
+        py::arg("threads") = 0, py::arg("prompts") = py::none(), py::arg("predictor") = py::none(),
         "Fits a cluster table from calibration footprints int16 [requests][layers][experts]. "
         "prompts (one str, or 1-D token-id array, per request: the prompt that produced "
         "prefill_counts[i]) adds a footprint predictor, for Router.route_prompt; predictor: its "

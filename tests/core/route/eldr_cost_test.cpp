@@ -362,7 +362,9 @@ TEST(worker_report, steps_with_a_queue_behind_them_are_no_sample) {
       footprint.push_back(layer0(
           {int16_t(rng() % 6), int16_t(rng() % 6), int16_t(1 + rng() % 3), int16_t(rng() % 2)}));
       ASSERT_TRUE(sut->route(footprint[id], {.request_id = id}));
-      if (id - oldest < truth.max_batch) ASSERT_TRUE(running->book(100, footprint[id], id));
+      if (id - oldest < truth.max_batch) {
+        ASSERT_TRUE(running->book(100, footprint[id], id));
+      }
       // Up to 16 in flight, the bound changing every 20 steps: a queue
       // about half of the time.
       if (i % 20 == 0) cap = 1 + rng() % 16;
@@ -371,7 +373,9 @@ TEST(worker_report, steps_with_a_queue_behind_them_are_no_sample) {
         ASSERT_TRUE(running->complete_request(oldest));
         ++oldest;
         const uint64_t joins = oldest + truth.max_batch - 1;  // the queue's head starts
-        if (joins < footprint.size()) ASSERT_TRUE(running->book(100, footprint[joins], joins));
+        if (joins < footprint.size()) {
+          ASSERT_TRUE(running->book(100, footprint[joins], joins));
+        }
       }
       const auto in_flight = static_cast<uint32_t>(footprint.size() - oldest);
       const uint32_t ran = std::min(in_flight, truth.max_batch);
