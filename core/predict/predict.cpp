@@ -15,6 +15,9 @@ struct Scratch {
   PromptFeatures features;
   std::vector<float> scores;
   std::vector<uint32_t> touched;
+  std::vector<int64_t> slot;  // per query key: its index slot, or -1
+  std::vector<float> weight;  // per query key: tf-idf
+  std::vector<uint32_t> order;
   std::vector<float> p;
 };
 thread_local Scratch t_scratch;
@@ -38,7 +41,8 @@ Result<Prediction> Predictor::predict(const Prompt& prompt, std::span<int16_t> c
   return predict(t.features, counts);
 }
 
-Result<Prediction> Predictor::predict(const PromptFeatures& f, std::span<int16_t> counts) const {
+Result<Prediction> Predictor::predict(const PromptFeatures& f, std::span<int16_t> counts,
+                                      PromptFeatures* kept) const {
   const size_t cells = m_geometry.cells();
   if (counts.size() != cells)
     return Status{Errc::shape_mismatch, "the output holds " + std::to_string(counts.size()) +
@@ -52,26 +56,49 @@ Result<Prediction> Predictor::predict(const PromptFeatures& f, std::span<int16_t
   Scratch& t = t_scratch;
   t.scores.resize(snap->records.size(), 0.0f);
   t.touched.clear();
-  double norm2 = 0.0;
-  for (size_t j = 0; j < f.keys.size(); ++j) {
-    const int64_t s = ix.find(f.keys[j]);
-    const float qw = detail::tf_weight(f.counts[j]) * (s >= 0 ? ix.idf[s] : ix.unknown_idf);
-    norm2 += double{qw} * qw;
-    if (s < 0) continue;
-    const uint32_t end = ix.begin[s] + ix.count[s];
-    for (uint32_t p = ix.begin[s]; p < end; ++p) {
-      float& score = t.scores[ix.post_record[p]];
-      if (score == 0.0f) t.touched.push_back(ix.post_record[p]);
-      score += qw * ix.post_weight[p];
+  // Lookups in three passes so that their cache misses overlap: where each
+  // key's probe starts (prefetched), its slot (its postings prefetched),
+  // then the scores.
+  const size_t nk = f.keys.size();
+  t.slot.resize(nk);
+  for (size_t j = 0; j < nk; ++j) {
+    t.slot[j] = static_cast<int64_t>(ix.home(f.keys[j]));
+    __builtin_prefetch(&ix.tags[static_cast<size_t>(t.slot[j])]);
+  }
+  for (size_t j = 0; j < nk; ++j) {
+    t.slot[j] = ix.find_from(static_cast<size_t>(t.slot[j]), f.keys[j]);
+    if (t.slot[j] >= 0 && ix.postings(t.slot[j]) > 0) {
+      const uint32_t b = ix.slots[static_cast<size_t>(t.slot[j])].begin;
+      __builtin_prefetch(&ix.post_record[b]);
+      __builtin_prefetch(&ix.post_weight[b]);
     }
   }
+  double norm2 = 0.0;
+  t.weight.resize(nk);
+  for (size_t j = 0; j < nk; ++j) {
+    const int64_t s = t.slot[j];
+    const float qw = detail::tf_weight(f.counts[j]) * ix.idf(s);
+    t.weight[j] = qw;
+    norm2 += double{qw} * qw;
+    if (s < 0) continue;
+    const uint32_t b = ix.slots[static_cast<size_t>(s)].begin, n = ix.postings(s);
+    const float scaled = qw * detail::KindIndex::kWeightScale;
+    for (uint32_t p = b; p < b + n; ++p) {
+      float& score = t.scores[ix.post_record[p]];
+      if (score == 0.0f) t.touched.push_back(ix.post_record[p]);
+      score += scaled * ix.post_weight[p];
+    }
+  }
+  if (kept) detail::keep_heaviest(f, t.weight, m_options.max_features, t.order, *kept);
   // The best `neighbours` by cosine (ties: the lower record index).
   const uint32_t want = std::min<uint32_t>(m_options.neighbours, t.touched.size());
   const float inv_norm = norm2 > 0.0 ? static_cast<float>(1.0 / std::sqrt(norm2)) : 0.0f;
   auto better = [&](uint32_t a, uint32_t b) {
     return t.scores[a] != t.scores[b] ? t.scores[a] > t.scores[b] : a < b;
   };
-  std::partial_sort(t.touched.begin(), t.touched.begin() + want, t.touched.end(), better);
+  if (want < t.touched.size())
+    std::nth_element(t.touched.begin(), t.touched.begin() + want, t.touched.end(), better);
+  std::sort(t.touched.begin(), t.touched.begin() + want, better);
   Prediction out;
   out.neighbours = want;
   t.p.assign(cells, 0.0f);
@@ -100,7 +127,7 @@ Result<Prediction> Predictor::predict(const PromptFeatures& f, std::span<int16_t
   const float c = out.confidence, scale = static_cast<float>(kPredictedTokens);
   for (size_t i = 0; i < cells; ++i) {
     const float v = snap->prior[i] + c * (t.p[i] - snap->prior[i]);
-    counts[i] = static_cast<int16_t>(std::lround(std::clamp(v, 0.0f, 1.0f) * scale));
+    counts[i] = static_cast<int16_t>(std::clamp(v, 0.0f, 1.0f) * scale + 0.5f);
   }
   return out;
 }

@@ -17,20 +17,11 @@ namespace {
 template <class Idf>
 void keep_top(PromptFeatures& f, uint32_t max, Idf idf) {
   if (f.keys.size() <= max) return;
-  std::vector<uint32_t> order(f.keys.size());
-  std::iota(order.begin(), order.end(), 0u);
   std::vector<float> w(f.keys.size());
   for (size_t j = 0; j < w.size(); ++j) w[j] = detail::tf_weight(f.counts[j]) * idf(f.keys[j]);
-  std::partial_sort(order.begin(), order.begin() + max, order.end(), [&](uint32_t a, uint32_t b) {
-    return w[a] != w[b] ? w[a] > w[b] : f.keys[a] < f.keys[b];
-  });
-  order.resize(max);
-  std::sort(order.begin(), order.end());
-  PromptFeatures kept{f.kind, {}, {}};
-  for (const uint32_t j : order) {
-    kept.keys.push_back(f.keys[j]);
-    kept.counts.push_back(f.counts[j]);
-  }
+  std::vector<uint32_t> order;
+  PromptFeatures kept;
+  detail::keep_heaviest(f, w, max, order, kept);
   f = std::move(kept);
 }
 
@@ -155,8 +146,7 @@ void Predictor::compact(PromptFeatures& f) const {
   const detail::KindIndex* ix = snap ? &snap->kinds[static_cast<int>(f.kind)] : nullptr;
   keep_top(f, m_options.max_features, [&](uint32_t key) {
     if (!ix || ix->prototypes == 0) return 1.0f;
-    const int64_t s = ix->find(key);
-    return s >= 0 ? ix->idf[s] : ix->unknown_idf;
+    return ix->idf(ix->find(key));
   });
 }
 

@@ -7,7 +7,6 @@
 namespace eldr::detail {
 
 namespace {
-constexpr uint32_t kEmpty = 0;  // key 0 is folded onto 1 (see slot_key)
 uint32_t slot_key(uint32_t key) noexcept { return key ? key : 1; }
 
 struct DecodeTable {
@@ -22,6 +21,28 @@ const DecodeTable kDecode;
 uint8_t encode_demand(float p) noexcept {
   if (!(p > 0.0f)) return 0;
   return static_cast<uint8_t>(std::lround(255.0f * std::sqrt(std::min(p, 1.0f))));
+}
+
+// The `max` keys of f with the highest weight (ties: the smaller key), in
+// f's order, into out.
+void keep_heaviest(const PromptFeatures& f, const std::vector<float>& weight, uint32_t max,
+                   std::vector<uint32_t>& order, PromptFeatures& out) {
+  out.kind = f.kind;
+  out.keys.clear();
+  out.counts.clear();
+  order.resize(f.keys.size());
+  for (uint32_t j = 0; j < order.size(); ++j) order[j] = j;
+  if (order.size() > max) {
+    std::nth_element(order.begin(), order.begin() + max, order.end(), [&](uint32_t a, uint32_t b) {
+      return weight[a] != weight[b] ? weight[a] > weight[b] : f.keys[a] < f.keys[b];
+    });
+    order.resize(max);
+    std::sort(order.begin(), order.end());
+  }
+  for (const uint32_t j : order) {
+    out.keys.push_back(f.keys[j]);
+    out.counts.push_back(f.counts[j]);
+  }
 }
 
 float tf_weight(uint32_t count) noexcept { return 1.0f + std::log(static_cast<float>(count)); }
@@ -42,19 +63,29 @@ void footprint_demand(const Geometry& g, std::span<const int16_t> counts, float*
   }
 }
 
-int64_t KindIndex::find(uint32_t key) const noexcept {
-  if (keys.empty()) return -1;
+size_t KindIndex::home(uint32_t key) const noexcept {
+  // Multiply-shift onto [0, slots): no power-of-two capacity to round up to.
+  return static_cast<size_t>((uint64_t{slot_key(key) * 0x9e3779b1u} * slots.size()) >> 32);
+}
+
+uint8_t KindIndex::tag_of(uint32_t key) noexcept {
+  return static_cast<uint8_t>(0x80u | ((key * 0x85ebca6bu) >> 25));
+}
+
+int64_t KindIndex::find_from(size_t i, uint32_t key) const noexcept {
+  if (slots.empty()) return -1;
   key = slot_key(key);
-  const size_t mask = keys.size() - 1;
-  for (size_t i = (key * 0x9e3779b1u) & mask;; i = (i + 1) & mask) {
-    if (keys[i] == key) return static_cast<int64_t>(i);
-    if (keys[i] == kEmpty) return -1;
+  const uint8_t tag = tag_of(key);
+  for (;;) {
+    if (tags[i] == tag && slots[i].key == key) return static_cast<int64_t>(i);
+    if (tags[i] == 0) return -1;
+    if (++i == slots.size()) i = 0;
   }
 }
 
 uint64_t KindIndex::bytes() const noexcept {
-  return keys.size() * (sizeof(uint32_t) * 3 + sizeof(float)) +
-         post_record.size() * (sizeof(uint32_t) + sizeof(float));
+  return slots.size() * (sizeof(Slot) + 1) + idf_of_df.size() * sizeof(float) +
+         post_record.size() * (sizeof(uint32_t) + sizeof(uint16_t));
 }
 
 namespace {
@@ -67,11 +98,12 @@ float best_other(const KindIndex& ix, const PromptFeatures& f, uint32_t self,
   double norm2 = 0.0;
   for (size_t j = 0; j < f.keys.size(); ++j) {
     const int64_t s = ix.find(f.keys[j]);
-    const float qw = tf_weight(f.counts[j]) * (s >= 0 ? ix.idf[s] : ix.unknown_idf);
+    const float qw = tf_weight(f.counts[j]) * ix.idf(s);
     norm2 += double{qw} * qw;
     if (s < 0) continue;
-    for (uint32_t p = ix.begin[s]; p < ix.begin[s] + ix.count[s]; ++p)
-      scores[ix.post_record[p]] += qw * ix.post_weight[p];
+    const uint32_t b = ix.slots[static_cast<size_t>(s)].begin, n = ix.postings(s);
+    for (uint32_t p = b; p < b + n; ++p)
+      scores[ix.post_record[p]] += qw * ix.post_weight[p] * KindIndex::kWeightScale;
   }
   if (norm2 <= 0.0) return 0.0f;
   // A copy of the same prompt (a repeated request) is no neighbour: counted,
@@ -98,47 +130,46 @@ void build_kind(KindIndex& ix, PromptKind kind,
   }
   ix.prototypes = n;
   if (n == 0) return;
-  ix.unknown_idf = std::log(static_cast<float>(n) + 1.0f);
-  size_t cap = 16;
-  while (cap < df.size() * 2) cap *= 2;
-  ix.keys.assign(cap, kEmpty);
-  ix.idf.assign(cap, 0.0f);
-  ix.begin.assign(cap, 0);
-  ix.count.assign(cap, 0);
+  ix.idf_of_df.resize(n + 1);
+  for (uint32_t d = 0; d <= n; ++d)
+    ix.idf_of_df[d] = std::log((static_cast<float>(n) + 1.0f) / (static_cast<float>(d) + 1.0f));
   // A key in more than half the prompts (boilerplate, a shared system
   // prompt) keeps its idf for the query's norm but carries no postings: it
   // says little and would make every query touch every prototype.
-  const uint32_t max_df = n >= 8 ? n / 2 : n;
-  for (const auto& [key, d] : df) {
-    size_t i = (key * 0x9e3779b1u) & (cap - 1);
-    while (ix.keys[i] != kEmpty) i = (i + 1) & (cap - 1);
-    ix.keys[i] = key;
-    ix.idf[i] = std::log((static_cast<float>(n) + 1.0f) / (static_cast<float>(d) + 1.0f));
-    ix.count[i] = d <= max_df ? d : 0;
-  }
+  ix.max_df = n >= 8 ? n / 2 : n;
+  ix.slots.assign(std::max<size_t>(16, df.size() + df.size() / 3 + 1), KindIndex::Slot{});
+  ix.tags.assign(ix.slots.size(), 0);
   uint32_t total = 0;
-  for (size_t i = 0; i < cap; ++i) {
-    ix.begin[i] = total;
-    total += ix.count[i];
+  for (const auto& [key, d] : df) {
+    size_t i = ix.home(key);
+    while (ix.tags[i] != 0)
+      if (++i == ix.slots.size()) i = 0;
+    ix.slots[i] = {key, total, d};
+    ix.tags[i] = KindIndex::tag_of(key);
+    total += d <= ix.max_df ? d : 0;
   }
   ix.post_record.assign(total, 0);
-  ix.post_weight.assign(total, 0.0f);
-  std::vector<uint32_t> fill(ix.begin);
+  ix.post_weight.assign(total, 0);
+  std::vector<uint32_t> fill(ix.slots.size());
+  for (size_t i = 0; i < ix.slots.size(); ++i) fill[i] = ix.slots[i].begin;
   for (uint32_t r = 0; r < records.size(); ++r) {
     if (!records[r]->has(kind)) continue;
     const PromptFeatures& f = records[r]->features[k];
     double norm2 = 0.0;
     for (size_t j = 0; j < f.keys.size(); ++j) {
-      const float w = tf_weight(f.counts[j]) * ix.idf[ix.find(f.keys[j])];
+      const float w = tf_weight(f.counts[j]) * ix.idf(ix.find(f.keys[j]));
       norm2 += double{w} * w;
     }
     if (norm2 <= 0.0) continue;
     const float inv = static_cast<float>(1.0 / std::sqrt(norm2));
     for (size_t j = 0; j < f.keys.size(); ++j) {
-      const auto s = static_cast<size_t>(ix.find(f.keys[j]));
-      if (ix.count[s] == 0) continue;
-      ix.post_record[fill[s]] = r;
-      ix.post_weight[fill[s]++] = tf_weight(f.counts[j]) * ix.idf[s] * inv;
+      const auto s = ix.find(f.keys[j]);
+      if (ix.postings(s) == 0) continue;
+      const float w = tf_weight(f.counts[j]) * ix.idf(s) * inv;
+      const auto i = static_cast<size_t>(s);
+      ix.post_record[fill[i]] = r;
+      ix.post_weight[fill[i]++] =
+          static_cast<uint16_t>(std::lround(std::clamp(w, 0.0f, 1.0f) * 65535.0f));
     }
   }
   // The typical nearest-neighbour cosine, from up to 64 prototypes spread

@@ -11,7 +11,7 @@ namespace eldr {
 
 namespace {
 struct PromptScratch {
-  PromptFeatures features;
+  PromptFeatures features, kept;
   std::vector<int16_t> counts;
 };
 thread_local PromptScratch t_prompt;
@@ -35,7 +35,8 @@ Result<Decision> Router::route_prompt(const Prompt& prompt, const RouteHints& hi
   PromptScratch& t = t_prompt;
   if (Status s = extract_features(prompt, t.features); !s) return reject(s);
   t.counts.resize(table.geometry.cells());
-  auto predicted = table.predictor->predict(t.features, t.counts);
+  auto predicted =
+      table.predictor->predict(t.features, t.counts, hints.request_id ? &t.kept : nullptr);
   if (!predicted) return reject(predicted.status());
   if (!out_counts.empty() && out_counts.size() != t.counts.size())
     return reject(Status{Errc::shape_mismatch, "the predicted footprint's buffer has " +
@@ -48,10 +49,8 @@ Result<Decision> Router::route_prompt(const Prompt& prompt, const RouteHints& hi
   decision->confidence = predicted->confidence;
   m_prompts_routed.fetch_add(1, std::memory_order_relaxed);
   if (hints.request_id) {
-    PromptFeatures kept = t.features;
-    table.predictor->compact(kept);
     std::lock_guard lock(m_prompt_mutex);
-    m_prompts->remember(*hints.request_id, std::move(kept));
+    m_prompts->remember(*hints.request_id, t.kept);
   }
   return decision;
 }

@@ -25,6 +25,7 @@ struct PromptBenchArgs {
   uint32_t live_batch = 32;
   uint64_t decisions = 5000, seed = 1;
   bool json = false;
+  PredictorOptions predictor;
 };
 
 // A prompt of `n` token ids for a request of domain d: a shared 64-token
@@ -67,8 +68,9 @@ int run_bench_prompt(const PromptBenchArgs& a) {
     prompts.push_back(domain_prompt(cal->domain[i], domains, a.prompt_tokens, a.vocabulary, rng));
   for (const auto& p : prompts) views.push_back(Prompt::of_tokens(p));
   const auto fit_t0 = Clock::now();
-  auto predictor = Predictor::fit(so.geometry, views, cal->prefill.data,
-                                  {.capacity = std::max(a.prototypes, 1u)});
+  PredictorOptions po = a.predictor;
+  po.capacity = std::max(po.capacity, a.prototypes);
+  auto predictor = Predictor::fit(so.geometry, views, cal->prefill.data, po);
   const double fit_s = std::chrono::duration<double>(Clock::now() - fit_t0).count();
   if (!predictor) return report(predictor.status());
   table->predictor = *predictor;
@@ -177,6 +179,7 @@ void register_bench_prompt_command(CLI::App& bench) {
   c->add_option("--decisions", a->decisions)->check(CLI::Range(uint64_t{1}, uint64_t{10000000}));
   c->add_option("--seed", a->seed);
   c->add_flag("--json", a->json, "one JSON line");
+  add_predictor_options(c, &a->predictor);
   c->callback([a] { g_exit_code = run_bench_prompt(*a); });
 }
 

@@ -59,7 +59,7 @@ struct Prompt {
 // prompt. Long prompts are read at their head and tail (kFeatureHead and
 // kFeatureTail positions): the system prompt and the task on one side, the
 // question on the other, at a cost that does not grow with the prompt.
-inline constexpr uint32_t kFeatureHead = 768, kFeatureTail = 256;
+inline constexpr uint32_t kFeatureHead = 256, kFeatureTail = 128;
 struct PromptFeatures {
   PromptKind kind = PromptKind::tokens;
   std::vector<uint32_t> keys;
@@ -123,7 +123,10 @@ class Predictor {
   // about top_k * kPredictedTokens. Allocation-free after the first call on
   // a thread. unsupported: not fitted for the prompt's kind.
   Result<Prediction> predict(const Prompt& prompt, std::span<int16_t> counts) const;
-  Result<Prediction> predict(const PromptFeatures& features, std::span<int16_t> counts) const;
+  // With `kept`: also the features compact() would keep, from the lookups
+  // the prediction made anyway (for a router that keeps the prompt).
+  Result<Prediction> predict(const PromptFeatures& features, std::span<int16_t> counts,
+                             PromptFeatures* kept = nullptr) const;
 
   // Keeps the options' max_features keys of highest tf-idf (what a
   // prototype stores; learn() does it too): for holding a request's prompt
