@@ -4,10 +4,9 @@
 #include <map>
 #include <tuple>
 
+#include "cli_common.hpp"
 #include "eldr/fit.hpp"
 #include "sim_command.hpp"
-
-#include "cli_common.hpp"
 
 namespace eldr::cli {
 

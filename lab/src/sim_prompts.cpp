@@ -4,7 +4,6 @@
 // the simulator needs around them.
 #include "sim_prompts.hpp"
 
-
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
