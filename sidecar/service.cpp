@@ -146,34 +146,6 @@ void Service::route_and_publish(const shm::FootprintIn& f, std::span<const int16
   place(f.request_id, f.client_pid, f.seen_ns, counts, nullptr);
 }
 
-void Service::on_prompt(const shm::PromptIn& p) {
-  // A long prompt came cut to one record: its head and tail, all the
-  // predictor reads. Its length limit applies to the whole prompt.
-  if (p.cut()) m_metrics.count_prompt_cut();
-  const bool tokens = p.prompt.kind == PromptKind::tokens;
-  const uint64_t limit = tokens ? kMaxPromptTokens : kMaxPromptBytes;
-  if (p.prompt_units > limit) {
-    reject_prompt(p.request_id, PromptRejection::too_long,
-                  {Errc::invalid_argument, "the prompt has " + std::to_string(p.prompt_units) +
-                                               (tokens ? " tokens" : " bytes") + ", more than " +
-                                               std::to_string(limit)});
-    return;
-  }
-  place(p.request_id, p.client_pid, p.seen_ns, {}, &p.prompt);
-}
-
-void Service::learn(std::string_view request_id, const RequestMap::Held& held,
-                    std::span<const int16_t> counts) {
-  // Learned once: a later footprint of the id is a retry, routed anew.
-  (void)m_requests.set_awaiting(request_id, false);
-  const Status s = m_router->learn(held.key, counts);
-  m_metrics.count_learned(s.is_ok());
-  if (!s)
-    ELDR_LOG(debug, "request '%.*s': not learned from: %s", static_cast<int>(request_id.size()),
-             request_id.data(), s.to_string().c_str());
-  if (m_refit) m_refit->keep(counts);
-}
-
 void Service::place(std::string_view request_id, uint32_t client_pid, uint64_t seen_ns,
                     std::span<const int16_t> counts, const Prompt* prompt) {
   // A request id pushed again while in flight is a retry: release the first
@@ -256,16 +228,6 @@ void Service::reject(std::string_view request_id, Rejection why, const Status& s
   publish_rejection(request_id, status);
 }
 
-void Service::reject_prompt(std::string_view request_id, PromptRejection why,
-                            const Status& status) {
-  m_metrics.count_prompt_rejected(why);
-  if (std::has_single_bit(++m_rejections_logged))
-    ELDR_LOG(warn, "rejected the prompt of request '%.*s' (%s): %s [%llu rejections so far]",
-             static_cast<int>(request_id.size()), request_id.data(), prompt_rejection_name(why),
-             status.to_string().c_str(), static_cast<unsigned long long>(m_rejections_logged));
-  publish_rejection(request_id, status);
-}
-
 void Service::publish_rejection(std::string_view request_id, const Status& status) {
   shm::DecisionIn out;
   out.status = static_cast<int32_t>(status.code() == Errc::ok ? Errc::internal : status.code());
@@ -290,15 +252,6 @@ shm::DecisionIn Service::route_remote(const shm::FootprintIn& footprint) {
   out.status = static_cast<int32_t>(Errc::internal);  // overwritten by every path
   m_capture = &out;
   on_footprint(footprint);
-  m_capture = nullptr;
-  return out;
-}
-
-shm::DecisionIn Service::route_remote(const shm::PromptIn& prompt) {
-  shm::DecisionIn out;
-  out.status = static_cast<int32_t>(Errc::internal);  // overwritten by every path
-  m_capture = &out;
-  on_prompt(prompt);
   m_capture = nullptr;
   return out;
 }

@@ -39,8 +39,6 @@ void Service::apply_report(int32_t worker, uint32_t running, float kv_usage, uin
   // (the rest of the report applies) and counted.
   WorkerReport report;
   if (batch_size != 0) report.batch = batch_size;
-  // The running part of that batch: the step fit skips steps with a queue.
-  if (report.batch && running != 0 && running <= batch_size) report.running = running;
   if (step_ms != 0.0f) {
     if (!report.batch || !std::isfinite(step_ms) || step_ms < 0.0f || step_ms > kMaxStepMs)
       m_metrics.count_report_bad_value();

@@ -71,6 +71,13 @@ struct Workloads {
 
 // The tables (sim_tables.cpp): fitted once per (workers, plain), and per run
 // its copy with the predictor of its prompt form.
+// sim_workloads.cpp: the synthetic presets' names; a trace directory loaded
+// once; one seed's calibration, routed and pre-learned requests.
+bool is_synthetic(const std::string& workload);
+Result<SimWorkload> load_trace(const SimArgs& a);
+Result<Workloads> make_workloads(const SimArgs& a, const StepModel& model, const SimWorkload* trace,
+                                 uint64_t seed);
+
 Result<std::shared_ptr<const ClusterTable>> fit_for(const Workloads& w, uint32_t workers,
                                                     bool plain, uint64_t seed);
 struct Tables {

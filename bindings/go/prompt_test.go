@@ -312,7 +312,10 @@ func TestThePredictorSurvivesSaveAndLoad(t *testing.T) {
 
 func TestClientRoutesPromptsToTheDomainsWorker(t *testing.T) {
 	var table *Table
-	instance, _ := startDaemonWith(t, func() *Table { table = predictorTable(t, 4, 6); return table })
+	// The paper's rule: the domain's worker wins while loads are equal
+	// (eldr_cost would spread these one-at-a-time requests to idle workers).
+	instance, _ := startDaemonWith(t, func() *Table { table = predictorTable(t, 4, 6); return table },
+		"--policy", "eldr")
 	gateway, err := Open(instance, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -379,7 +382,7 @@ func TestPoolRoutesPromptsOverNATS(t *testing.T) {
 	pool := fmt.Sprintf("gop%d", os.Getpid())
 	var table *Table
 	startDaemonWith(t, func() *Table { table = predictorTable(t, 4, 6); return table },
-		"--nats", url, "--node", "gop", "--pool", pool)
+		"--nats", url, "--node", "gop", "--pool", pool, "--policy", "eldr")
 	p, err := OpenPool(url, pool, 2*time.Second)
 	var e *Error
 	if errors.As(err, &e) && e.Status == ErrUnsupported {

@@ -248,13 +248,10 @@ eldr_status_t eldr_router_report(eldr_router_t* router, const eldr_worker_report
   return guarded(fn, [&]() -> eldr_status_t {
     if (eldr_status_t s = require(fn, router, "router")) return s;
     if (eldr_status_t s = eldr::capi::check_worker_report(fn, report)) return s;
-    // 0 = not reported, for all three. kv_usage is the daemon's liveness
-    // signal: the embedded router keeps no liveness. `running` beside a batch
-    // tells the step fit whether requests waited behind the step.
+    // 0 = not reported, for both. `running` and kv_usage are the daemon's
+    // liveness signals: the embedded router keeps no liveness.
     eldr::WorkerReport r;
     if (report->batch_size != 0) r.batch = report->batch_size;
-    if (r.batch && report->running != 0 && report->running <= report->batch_size)
-      r.running = report->running;
     if (report->step_ms != 0.0f) r.step_ms = static_cast<double>(report->step_ms);
     const auto worker = static_cast<int32_t>(report->worker);
     if (eldr::Status s = router->router->report(worker, r); !s) return fail(fn, s);

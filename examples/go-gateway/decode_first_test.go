@@ -236,7 +236,8 @@ func TestDecodeFirstThroughEldrd(t *testing.T) {
 	if err := table.Save(path); err != nil {
 		t.Fatal(err)
 	}
-	instance := startEldrdWith(t, path)
+	// The paper's rule: each domain's worker wins while loads are equal.
+	instance := startEldrdWith(t, path, "--policy", "eldr")
 	engineClient, err := eldr.Open(instance, nil)
 	if err != nil {
 		t.Fatal(err)

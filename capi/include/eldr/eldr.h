@@ -429,9 +429,8 @@ ELDR_API eldr_status_t eldr_router_complete(eldr_router_t* router, uint64_t requ
  * that keep no ids). Errors: INVALID_ARGUMENT, NOT_FOUND; STATE when the
  * worker has nothing in flight (a count never goes below 0). */
 ELDR_API eldr_status_t eldr_router_complete_worker(eldr_router_t* router, int32_t worker);
-/* A decode engine's report (report->worker names it). No liveness here:
- * `running` (1..batch_size) only tells the step fit whether requests waited
- * behind the step; kv_usage is only checked. Errors:
+/* A decode engine's report (report->worker names it). The embedded router
+ * keeps no liveness: `running` is not read, kv_usage only checked. Errors:
  * INVALID_ARGUMENT (NULL, kv_usage outside [0, 1], step_ms negative or not
  * finite, worker < 0), UNSUPPORTED (version), NOT_FOUND. */
 ELDR_API eldr_status_t eldr_router_report(eldr_router_t* router, const eldr_worker_report_t* report);

@@ -32,7 +32,9 @@ macro_rules! eldrd_or_skip {
 fn route_text_and_route_tokens_reach_the_domains_worker() {
     let bin = eldrd_or_skip!();
     let table = predictor_table(WORKERS, 6);
-    let daemon = Daemon::start_with(&bin, "prompt-route", &table);
+    // The paper's rule: the domain's worker wins while loads are equal
+    // (eldr_cost would spread these one-at-a-time requests to idle workers).
+    let daemon = Daemon::start_with_args(&bin, "prompt-route", &table, &["--policy", "eldr"]);
     let sut = daemon.client();
     for task in 0..4 {
         let want = task_worker(&table, task);
@@ -57,7 +59,7 @@ fn route_text_and_route_tokens_reach_the_domains_worker() {
 fn a_pushed_prompt_is_decided_and_its_real_footprint_is_learned() {
     let bin = eldrd_or_skip!();
     let table = predictor_table(WORKERS, 6);
-    let daemon = Daemon::start_with(&bin, "prompt-push", &table);
+    let daemon = Daemon::start_with_args(&bin, "prompt-push", &table, &["--policy", "eldr"]);
     let gateway = daemon.client();
     let engine = daemon.client();
     gateway

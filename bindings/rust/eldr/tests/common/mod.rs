@@ -209,6 +209,16 @@ impl Daemon {
 
     /// Starts eldrd with `table` and waits until a client can open.
     pub fn start_with(binary: &Path, tag: &str, table: &eldr::Table) -> Daemon {
+        Daemon::start_with_args(binary, tag, table, &[])
+    }
+
+    /// The same with more eldrd arguments.
+    pub fn start_with_args(
+        binary: &Path,
+        tag: &str,
+        table: &eldr::Table,
+        extra: &[&str],
+    ) -> Daemon {
         let dir = TempDir::new(tag);
         let table_path = dir.path().join("table.eldr");
         table.save(&table_path).expect("save table");
@@ -219,6 +229,7 @@ impl Daemon {
             .arg("--table")
             .arg(&table_path)
             .args(["--log-level", "warn", "--metrics-port", "0"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
