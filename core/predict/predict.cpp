@@ -22,15 +22,30 @@ struct Scratch {
 };
 thread_local Scratch t_scratch;
 
-// acc[c] += w * v(q[c]), v(q) = (q / 255)^2; built for AVX2 where the CPU
-// has it (the loop is the prediction's largest cost).
-__attribute__((target_clones("avx2", "default"))) void add_demand(float* acc, const uint8_t* q,
-                                                                  size_t n, float w) noexcept {
-  const float s = w / (255.0f * 255.0f);
-  for (size_t c = 0; c < n; ++c) {
-    const float v = static_cast<float>(q[c]);
-    acc[c] += s * v * v;
+// acc[c] += w * v(q[c]), v(q) = (q / 255)^2: the prediction's largest loop,
+// built twice, for AVX2 and for the baseline, and chosen once by the CPU
+// (a plain function attribute: no ifunc resolver, which sanitizers and
+// static initialisation order do not always survive).
+#define ELDR_ADD_DEMAND_LOOP                  \
+  const float s = w / (255.0f * 255.0f);      \
+  for (size_t c = 0; c < n; ++c) {            \
+    const float v = static_cast<float>(q[c]); \
+    acc[c] += s * v * v;                      \
   }
+__attribute__((target("avx2"), noinline)) void add_demand_avx2(float* acc, const uint8_t* q,
+                                                               size_t n, float w) noexcept {
+  ELDR_ADD_DEMAND_LOOP
+}
+void add_demand_baseline(float* acc, const uint8_t* q, size_t n, float w) noexcept {
+  ELDR_ADD_DEMAND_LOOP
+}
+#undef ELDR_ADD_DEMAND_LOOP
+void add_demand(float* acc, const uint8_t* q, size_t n, float w) noexcept {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2)
+    add_demand_avx2(acc, q, n, w);
+  else
+    add_demand_baseline(acc, q, n, w);
 }
 
 }  // namespace
