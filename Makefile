@@ -98,7 +98,7 @@ test-fuzz: asan-configure
 # module; cargo fmt, clippy -D warnings and doc -D warnings on each Cargo
 # workspace. CI runs it on every change.
 LINT_BASE ?=
-GO_MODULES := bindings/go examples/go-gateway
+GO_MODULES := bindings/go examples/go-gateway epp
 CARGO_MANIFESTS := bindings/rust/Cargo.toml examples/rust-engine/Cargo.toml tests/package/rust_consumer/Cargo.toml
 lint: deps
 	@files=$$(if [ -n "$(LINT_BASE)" ]; then git diff --name-only --diff-filter=ACMR $(LINT_BASE); \

@@ -136,7 +136,7 @@ step_go() {
     say "no go: the Go binding, the gateway example and their lint are skipped"
     return 0
   }
-  local mods=("$root/bindings/go" "$root/examples/go-gateway" "$pins")
+  local mods=("$root/bindings/go" "$root/examples/go-gateway" "$root/epp" "$pins")
   local inputs=() m
   for m in "${mods[@]}"; do inputs+=("$m/go.mod" "$m/go.sum"); done
   if [[ -x "$deps/bin/staticcheck" ]] && stamp_ok go "${inputs[@]}" <(go version); then return 0; fi

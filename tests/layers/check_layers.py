@@ -15,7 +15,8 @@ from pathlib import Path
 LAYERS = ["core", "shm", "pool", "lab", "cuda", "capi", "sidecar", "consumers", "tests"]
 FOLDER_LAYER = {"core": "core", "shm": "shm", "pool": "pool", "lab": "lab", "cuda": "cuda",
                 "capi": "capi", "sidecar": "sidecar", "tools": "consumers",
-                "bindings": "consumers", "examples": "consumers", "tests": "tests"}
+                "bindings": "consumers", "examples": "consumers", "epp": "consumers",
+                "tests": "tests"}
 RANK = {name: i for i, name in enumerate(LAYERS)}
 # Only the daemon and the tests may link the daemon's library; the daemon
 # never links the simulator.

@@ -1,0 +1,254 @@
+package main
+
+// EPP is the picker as a service: the ext_proc and health services on one
+// gRPC listener, metrics and HTTP health on another, and the loops that
+// watch the config, scrape the engines and keep eldr connected.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	"eldr.dev/eldr"
+)
+
+// Options configure an EPP (the command's flags).
+type Options struct {
+	ConfigPath     string
+	Router         string // embedded, eldrd, nats or none
+	TablePath      string
+	Policy         string
+	Instance       string
+	NATS, PoolName string
+	RouteTimeout   time.Duration
+	Fallbacks      int
+	ScrapeInterval time.Duration // 0: no scraping
+	ReportLoads    bool          // embedded: scraped loads replace the router's counts
+	WatchInterval  time.Duration
+	BodyMode       string
+	MaxBodyBytes   int
+	Log            *slog.Logger
+}
+
+// DefaultOptions are the command's defaults.
+func DefaultOptions() Options {
+	return Options{Router: "embedded", Policy: "eldr_cost", Instance: "default", RouteTimeout: 20 * time.Millisecond,
+		Fallbacks: 2, ScrapeInterval: time.Second, WatchInterval: time.Second,
+		BodyMode: "full-duplex", MaxBodyBytes: 8 << 20}
+}
+
+// Health service names, beside "" (the whole server): Kubernetes probes
+// ask liveness and readiness, Envoy's health checks the ext_proc service.
+var healthServices = []string{"liveness", "readiness", extprocv3.ExternalProcessor_ServiceDesc.ServiceName}
+
+type EPP struct {
+	o      Options
+	log    *slog.Logger
+	m      *metrics
+	picker *Picker
+	cfg    atomic.Pointer[Config]
+	stamp  fileStamp
+	grpc   *grpc.Server
+	health *health.Server
+	http   *http.Server
+	ctx    context.Context
+	cancel context.CancelFunc
+	loops  sync.WaitGroup
+}
+
+func newEPP(o Options) (*EPP, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	mode, err := parseBodyMode(o.BodyMode)
+	if err != nil {
+		return nil, err
+	}
+	if o.MaxBodyBytes <= 0 || o.Fallbacks < 0 || o.RouteTimeout <= 0 || o.WatchInterval <= 0 || o.ScrapeInterval < 0 {
+		return nil, errors.New("max body, route timeout and watch interval must be positive; fallbacks and scrape interval not negative")
+	}
+	e := &EPP{o: o, log: o.Log}
+	e.picker = &Picker{timeout: o.RouteTimeout, fallbacks: o.Fallbacks, log: o.Log,
+		fresh: 3 * max(o.ScrapeInterval, o.WatchInterval)}
+	e.m = newMetrics(o.Log, e.picker.pool.Load)
+	e.picker.m = e.m
+	if e.picker.eldr, err = e.newDecider(); err != nil {
+		return nil, err
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.health = health.NewServer()
+	e.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(o.MaxBodyBytes+(1<<20)),
+		grpc.MaxConcurrentStreams(1<<16),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	extprocv3.RegisterExternalProcessorServer(e.grpc, &server{picker: e.picker, config: e.cfg.Load,
+		mode: mode, maxBody: o.MaxBodyBytes, m: e.m})
+	healthpb.RegisterHealthServer(e.grpc, e.health)
+	for _, s := range append([]string{""}, healthServices[1:]...) {
+		e.health.SetServingStatus(s, healthpb.HealthCheckResponse_NOT_SERVING) // until a config loads
+	}
+	e.health.SetServingStatus("liveness", healthpb.HealthCheckResponse_SERVING)
+	e.reloadConfig()
+	e.picker.eldr.maintain(e.ctx, e.picker.pool.Load(), e.picker.fresh)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(e.m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if e.cfg.Load() == nil {
+			http.Error(w, "no config loaded", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	e.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return e, nil
+}
+
+func (e *EPP) newDecider() (decider, error) {
+	switch e.o.Router {
+	case "embedded":
+		if e.o.TablePath == "" {
+			return nil, errors.New("-router embedded needs -table")
+		}
+		policy, err := eldr.ParsePolicy(e.o.Policy)
+		if err != nil {
+			return nil, err
+		}
+		opts := eldr.DefaultRouterOptions()
+		opts.Policy = policy
+		return &embedded{path: e.o.TablePath, opts: opts, report: e.o.ReportLoads, log: e.log, m: e.m}, nil
+	case "eldrd":
+		return &sidecar{instance: e.o.Instance, log: e.log}, nil
+	case "nats":
+		if e.o.NATS == "" || e.o.PoolName == "" {
+			return nil, errors.New("-router nats needs -nats and -pool")
+		}
+		return &natsPool{urls: e.o.NATS, pool: e.o.PoolName, log: e.log}, nil
+	case "none":
+		return noDecider{}, nil
+	}
+	return nil, fmt.Errorf("-router %q: embedded, eldrd, nats or none", e.o.Router)
+}
+
+// noDecider: least-loaded only (the baseline the benchmark compares with).
+type noDecider struct{}
+
+func (noDecider) name() string { return "none" }
+func (noDecider) decide(context.Context, uint64, string, eldr.Prompt) (eldr.Decision, error) {
+	return eldr.Decision{}, errNotReady
+}
+func (noDecider) complete(uint64, string, eldr.Decision) error   { return nil }
+func (noDecider) maintain(context.Context, *Pool, time.Duration) {}
+func (noDecider) close()                                         {}
+
+// reloadConfig reads the config file when it changed; one with errors keeps
+// the last good one (logged, counted).
+func (e *EPP) reloadConfig() {
+	st, err := stampOf(e.o.ConfigPath)
+	if err != nil {
+		if e.stamp != (fileStamp{}) || e.cfg.Load() == nil {
+			e.m.configLoads.WithLabelValues("error").Inc()
+			e.log.Error("config not readable; keeping the last good one", "path", e.o.ConfigPath, "error", err)
+			e.stamp = fileStamp{ino: 1} // log once until it is back
+		}
+		return
+	}
+	if st == e.stamp {
+		return
+	}
+	e.stamp = st
+	data, err := os.ReadFile(e.o.ConfigPath)
+	var cfg *Config
+	if err == nil {
+		cfg, err = parseConfig(data)
+	}
+	if err != nil {
+		e.m.configLoads.WithLabelValues("error").Inc()
+		e.log.Error("config has errors; keeping the last good one", "path", e.o.ConfigPath, "error", err)
+		return
+	}
+	e.picker.pool.Store(newPool(cfg, e.picker.pool.Load()))
+	e.cfg.Store(cfg)
+	e.m.configLoads.WithLabelValues("ok").Inc()
+	e.log.Info("config loaded", "path", e.o.ConfigPath, "endpoints", len(cfg.Endpoints))
+	for _, s := range append([]string{""}, healthServices[1:]...) {
+		e.health.SetServingStatus(s, healthpb.HealthCheckResponse_SERVING)
+	}
+}
+
+// Serve runs until Stop: ext_proc and health on grpcLis, metrics on
+// httpLis (nil: none).
+func (e *EPP) Serve(grpcLis, httpLis net.Listener) error {
+	e.loops.Add(1)
+	go func() {
+		defer e.loops.Done()
+		t := time.NewTicker(e.o.WatchInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-e.ctx.Done():
+				return
+			case <-t.C:
+			}
+			e.reloadConfig()
+			e.picker.eldr.maintain(e.ctx, e.picker.pool.Load(), e.picker.fresh)
+		}
+	}()
+	if e.o.ScrapeInterval > 0 {
+		e.loops.Add(1)
+		go func() {
+			defer e.loops.Done()
+			newScraper(e.o.ScrapeInterval, e.m).run(e.ctx, func() *Pool {
+				if p := e.picker.pool.Load(); p != nil {
+					return p
+				}
+				return &Pool{}
+			})
+		}()
+	}
+	if httpLis != nil {
+		go e.http.Serve(httpLis)
+	}
+	e.log.Info("eldr-epp serving", "ext_proc", grpcLis.Addr().String(), "router", e.picker.eldr.name())
+	return e.grpc.Serve(grpcLis)
+}
+
+// Stop drains: health says NOT_SERVING, no new streams are taken, open ones
+// run until their responses end or drain passes; then every stream still
+// open is cut (its pick released) and eldr is closed.
+func (e *EPP) Stop(drain time.Duration) {
+	for _, s := range append([]string{""}, healthServices...) {
+		e.health.SetServingStatus(s, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	done := make(chan struct{})
+	go func() { e.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(drain):
+		e.log.Warn("drain timed out; cutting the open streams", "after", drain)
+		e.grpc.Stop()
+		<-done
+	}
+	e.cancel()
+	e.loops.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	e.http.Shutdown(ctx)
+	cancel()
+	e.picker.eldr.close()
+	e.log.Info("eldr-epp stopped")
+}
