@@ -19,7 +19,10 @@ import (
 
 type decider interface {
 	name() string
-	decide(ctx context.Context, id uint64, key string, p eldr.Prompt) (eldr.Decision, error)
+	// among: the workers this request may go to (the subset hint's); nil:
+	// any. Only the embedded router takes it; the others may answer
+	// outside it (the picker then falls back).
+	decide(ctx context.Context, id uint64, key string, p eldr.Prompt, among []int32) (eldr.Decision, error)
 	complete(id uint64, key string, d eldr.Decision) error
 	// maintain runs on the picker's tick: reload a changed table, reconnect,
 	// follow the pool's membership and loads.
@@ -46,13 +49,13 @@ type embedded struct {
 
 func (e *embedded) name() string { return "embedded" }
 
-func (e *embedded) decide(_ context.Context, id uint64, _ string, p eldr.Prompt) (eldr.Decision, error) {
+func (e *embedded) decide(_ context.Context, id uint64, _ string, p eldr.Prompt, among []int32) (eldr.Decision, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.router == nil {
 		return eldr.Decision{}, fmt.Errorf("%w: no table loaded from %s", errNotReady, e.path)
 	}
-	return e.router.RoutePrompt(p, &id)
+	return e.router.RoutePromptAmong(p, &id, among)
 }
 
 func (e *embedded) complete(id uint64, _ string, _ eldr.Decision) error {
@@ -183,7 +186,7 @@ func (s *sidecar) get() (*eldr.Client, error) {
 	return s.client, nil
 }
 
-func (s *sidecar) decide(ctx context.Context, _ uint64, key string, p eldr.Prompt) (eldr.Decision, error) {
+func (s *sidecar) decide(ctx context.Context, _ uint64, key string, p eldr.Prompt, _ []int32) (eldr.Decision, error) {
 	c, err := s.get()
 	if err != nil {
 		return eldr.Decision{}, err
@@ -257,7 +260,7 @@ func (n *natsPool) get() (*eldr.Pool, error) {
 	return n.p, nil
 }
 
-func (n *natsPool) decide(ctx context.Context, _ uint64, key string, pr eldr.Prompt) (eldr.Decision, error) {
+func (n *natsPool) decide(ctx context.Context, _ uint64, key string, pr eldr.Prompt, _ []int32) (eldr.Decision, error) {
 	p, err := n.get()
 	if err != nil {
 		return eldr.Decision{}, err

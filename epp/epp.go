@@ -149,7 +149,7 @@ func (e *EPP) newDecider() (decider, error) {
 type noDecider struct{}
 
 func (noDecider) name() string { return "none" }
-func (noDecider) decide(context.Context, uint64, string, eldr.Prompt) (eldr.Decision, error) {
+func (noDecider) decide(context.Context, uint64, string, eldr.Prompt, []int32) (eldr.Decision, error) {
 	return eldr.Decision{}, errNotReady
 }
 func (noDecider) complete(uint64, string, eldr.Decision) error   { return nil }

@@ -170,13 +170,16 @@ func TestBadRequestsAreAnsweredAndCounted(t *testing.T) {
 	if res.Immediate != nil {
 		t.Errorf("invalid UTF-8 refused: %s", res.Immediate.GetBody())
 	}
-	// The subset hint is honoured.
+	// The subset hint is honoured, by eldr itself (no fallback).
 	one := h.engines[1].Address()
 	for i := 0; i < 4; i++ {
 		res := h.do(envoysim.Request{Body: []byte(`{"model":"synth-moe","prompt":"integral matrix"}`), Subset: []string{one}})
 		if res.Immediate != nil || res.Destination[0] != one || len(res.Destination) != 1 {
 			t.Fatalf("subset [%s]: picked %v", one, res.Destination)
 		}
+	}
+	if n := h.metric("eldr_epp_fallbacks_total"); n != 0 {
+		t.Errorf("%v picks fell back under a subset hint", n)
 	}
 	h.noLeaks()
 }

@@ -80,7 +80,14 @@ func (pk *Picker) Pick(ctx context.Context, prompt *eldr.Prompt, subset []string
 	p := &pick{picker: pk, id: pk.ids.Add(1)}
 	p.key = fmt.Sprintf("epp-%016x", p.id)
 	if prompt != nil && pk.eldr != nil {
-		p.endpoint = pk.byEldr(ctx, p, *prompt, pool, candidates)
+		var among []int32 // a subset hint narrows eldr's choice itself
+		if subset != nil {
+			among = make([]int32, len(candidates))
+			for i, e := range candidates {
+				among[i] = e.worker()
+			}
+		}
+		p.endpoint = pk.byEldr(ctx, p, *prompt, among, pool, candidates)
 	}
 	byLoad := pk.byLoad(candidates)
 	if p.endpoint == nil {
@@ -108,14 +115,14 @@ func (pk *Picker) Pick(ctx context.Context, prompt *eldr.Prompt, subset []string
 }
 
 // byEldr asks eldr; nil when it cannot decide (counted by reason).
-func (pk *Picker) byEldr(ctx context.Context, p *pick, prompt eldr.Prompt, pool *Pool,
+func (pk *Picker) byEldr(ctx context.Context, p *pick, prompt eldr.Prompt, among []int32, pool *Pool,
 	candidates []*Endpoint) *Endpoint {
 	if !pk.breaker.allow() {
 		pk.m.fallbacks.WithLabelValues("eldr_down").Inc()
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, pk.timeout)
-	d, err := pk.eldr.decide(ctx, p.id, p.key, prompt)
+	d, err := pk.eldr.decide(ctx, p.id, p.key, prompt, among)
 	cancel()
 	if err != nil {
 		reason := fallbackReason(err)
@@ -129,7 +136,8 @@ func (pk *Picker) byEldr(ctx context.Context, p *pick, prompt eldr.Prompt, pool 
 	e := pool.byWorker[d.Worker]
 	if e == nil || !slices.Contains(candidates, e) {
 		// eldr's worker is not one this request may go to (not in the
-		// config, not ready, outside the subset hint): undo its count.
+		// config, not ready, outside the subset hint for eldrd and the
+		// pool, which take no candidate set): undo its count.
 		if err := pk.eldr.complete(p.id, p.key, d); err != nil {
 			pk.m.eldrCompleteErrors.Inc()
 		}

@@ -65,6 +65,26 @@ static eldrgo_decision_result eldrgo_router_route_text(eldr_router_t* r, _GoStri
   return out;
 }
 
+static const int32_t eldrgo_no_workers[1] = {0};
+
+static eldrgo_decision_result eldrgo_router_route_prompt_among(
+    eldr_router_t* r, const uint32_t* tokens, size_t n, _GoString_ text, int is_tokens, int has_id,
+    uint64_t id, const int32_t* workers, int has_workers, uint32_t n_workers) {
+  eldrgo_decision_result out = eldrgo_decision_result_new();
+  eldr_prompt_t p = {NULL, 0, NULL, 0};
+  if (is_tokens) {
+    p.tokens = eldrgo_tokens_or_empty(tokens);
+    p.n_tokens = n;
+  } else {
+    p.text = eldrgo_text_of(text);
+    p.text_len = _GoStringLen(text);
+  }
+  const int32_t* ws = has_workers ? (workers ? workers : eldrgo_no_workers) : NULL;
+  out.err = eldrgo_check(eldr_router_route_prompt_among(r, &p, has_id ? &id : NULL, ws, n_workers,
+                                                        &out.decision));
+  return out;
+}
+
 static eldrgo_err eldrgo_router_learn(eldr_router_t* r, uint64_t id, const int16_t* counts,
                                       uint32_t layers, uint32_t experts) {
   return eldrgo_check(eldr_router_learn(r, id, counts, layers, experts));
@@ -345,6 +365,41 @@ func (r *Router) RoutePrompt(p Prompt, requestID *uint64) (Decision, error) {
 	} else {
 		res = C.eldrgo_router_route_text(r.ptr, p.Text, hasID, id)
 	}
+	if err := toError(res.err); err != nil {
+		return Decision{}, err
+	}
+	return decisionFromC(&res.decision), nil
+}
+
+// RoutePromptAmong is RoutePrompt choosing only among workers: a gateway's
+// candidates for this request (the Gateway API Inference Extension's subset
+// hint, the endpoints it holds ready). nil: every active worker. Ids not
+// active, or unknown, are skipped; ErrNoWorker when none is left (an empty,
+// non-nil slice included).
+func (r *Router) RoutePromptAmong(p Prompt, requestID *uint64, workers []int32) (Decision, error) {
+	hasID, id := C.int(0), C.uint64_t(0)
+	if requestID != nil {
+		hasID, id = 1, C.uint64_t(*requestID)
+	}
+	hasWorkers := C.int(0)
+	var ws *C.int32_t
+	if workers != nil {
+		hasWorkers = 1
+		if len(workers) > 0 {
+			ws = (*C.int32_t)(unsafe.Pointer(&workers[0]))
+		}
+	}
+	isTokens := C.int(0)
+	if p.IsTokens() {
+		isTokens = 1
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.ptr == nil {
+		return Decision{}, closedError("router")
+	}
+	res := C.eldrgo_router_route_prompt_among(r.ptr, tokensPtr(p.Tokens), C.size_t(len(p.Tokens)), p.Text,
+		isTokens, hasID, id, ws, hasWorkers, C.uint32_t(len(workers)))
 	if err := toError(res.err); err != nil {
 		return Decision{}, err
 	}

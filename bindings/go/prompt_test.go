@@ -152,6 +152,40 @@ func TestRouteTokensAndTextPickTheDomainsWorker(t *testing.T) {
 	}
 }
 
+func TestRoutePromptAmongChoosesOnlyTheGivenWorkers(t *testing.T) {
+	table := predictorTable(t, 4, 6)
+	router := bestWorkerRouter(t, table)
+	own := taskWorker(t, table, 1)
+	ids, _ := table.WorkerIDs()
+	var others []int32
+	for _, id := range ids {
+		if id != own {
+			others = append(others, id)
+		}
+	}
+	for _, p := range []Prompt{TextPrompt(domainText(1, 30)), TokensPrompt(domainTokens(1, 30))} {
+		d, err := router.RoutePromptAmong(p, nil, nil)
+		if err != nil || d.Worker != own {
+			t.Fatalf("among every worker: %+v %v, want %d", d, err, own)
+		}
+		d, err = router.RoutePromptAmong(p, nil, append(others, 999))
+		if err != nil || d.Worker == own {
+			t.Fatalf("among %v: %+v %v", others, d, err)
+		}
+		id := uint64(77)
+		if d, err = router.RoutePromptAmong(p, &id, []int32{own}); err != nil || d.Worker != own {
+			t.Fatalf("among [%d] with an id: %+v %v", own, d, err)
+		}
+		if err := router.Complete(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := router.RoutePromptAmong(TextPrompt("hello"), nil, []int32{})
+	wantStatus(t, "an empty set", err, ErrNoWorker)
+	_, err = router.RoutePromptAmong(TextPrompt("hello"), nil, []int32{999})
+	wantStatus(t, "only unknown ids", err, ErrNoWorker)
+}
+
 func TestLearnTakesTheRealFootprintOfARequestRoutedFromItsPrompt(t *testing.T) {
 	table := predictorTable(t, 4, 6)
 	sut := bestWorkerRouter(t, table)

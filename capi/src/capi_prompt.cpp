@@ -31,12 +31,14 @@ eldr_status_t check_predictor_options(const char* fn, const eldr_predictor_optio
 }
 
 eldr_status_t route_prompt(const char* fn, eldr_router_t* router, const Prompt& prompt,
-                           const uint64_t* request_id, eldr_decision_t* out) {
+                           const uint64_t* request_id, eldr_decision_t* out,
+                           std::span<const int32_t> among = {}) {
   if (eldr_status_t s = require(fn, router, "router")) return s;
   if (eldr_status_t s = require(fn, out, "out")) return s;
   if (eldr_status_t s = check_version(fn, "out", out->version, ELDR_DECISION_VERSION)) return s;
   RouteHints hints;
   if (request_id) hints.request_id = *request_id;
+  hints.workers = among;
   auto d = router->router->route_prompt(prompt, hints);
   if (!d) return fail(fn, d.status());
   write_decision({.worker = d->worker_id,
@@ -142,6 +144,29 @@ eldr_status_t eldr_router_route_text(eldr_router_t* router, const char* text, si
     if (eldr_status_t s = require(fn, text, "text")) return s;
     return eldr::capi::route_prompt(fn, router, eldr::Prompt::of_text({text, text_len}), request_id,
                                     out);
+  });
+}
+
+eldr_status_t eldr_router_route_prompt_among(eldr_router_t* router, const eldr_prompt_t* prompt,
+                                             const uint64_t* request_id, const int32_t* workers,
+                                             uint32_t n_workers, eldr_decision_t* out) {
+  static constexpr const char* fn = "eldr_router_route_prompt_among";
+  return guarded(fn, [&]() -> eldr_status_t {
+    if (eldr_status_t s = require(fn, prompt, "prompt")) return s;
+    if ((prompt->tokens != nullptr) == (prompt->text != nullptr))
+      return fail(ELDR_E_INVALID_ARGUMENT, fn, "prompt must hold tokens or text, one of them");
+    if (!workers && n_workers > 0)
+      return fail(ELDR_E_INVALID_ARGUMENT, fn, "workers is NULL with n_workers > 0");
+    if (n_workers > (1u << 16))
+      return fail(ELDR_E_INVALID_ARGUMENT, fn, "n_workers must be at most 65536");
+    // An empty set would mean "every worker": an explicit empty set picks none.
+    if (workers && n_workers == 0)
+      return fail(ELDR_E_NO_WORKER, fn, "the set of workers to choose among is empty");
+    const eldr::Prompt p = prompt->tokens
+                               ? eldr::Prompt::of_tokens({prompt->tokens, prompt->n_tokens})
+                               : eldr::Prompt::of_text({prompt->text, prompt->text_len});
+    return eldr::capi::route_prompt(fn, router, p, request_id, out,
+                                    {workers, workers ? n_workers : 0u});
   });
 }
 

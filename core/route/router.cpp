@@ -77,11 +77,15 @@ float Router::tau_for(const Scoring& scoring) const noexcept {
 float Router::tau() const noexcept { return tau_for(*m_scoring.load()); }
 
 uint32_t Router::gather_active(uint32_t clusters, uint32_t n, std::span<const uint32_t> loads,
+                               std::span<const int32_t> among,
                                uint32_t* active, uint32_t* cluster, int64_t* load) const noexcept {
   uint32_t m = 0;
   for (uint32_t i = 0; i < n; ++i) {
     const Slot& s = m_slots[i];
     if (s.get_state() != WorkerState::active) continue;
+    if (!among.empty() &&
+        std::find(among.begin(), among.end(), s.id.load(std::memory_order_relaxed)) == among.end())
+      continue;
     const uint32_t c = s.cluster.load(std::memory_order_relaxed);
     active[m] = i;
     cluster[m] = c < clusters ? c : kNoCluster;
@@ -115,10 +119,13 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
   uint32_t active[kMaxSlots];
   uint32_t cluster[kMaxSlots];
   int64_t load[kMaxSlots];
-  const uint32_t m = gather_active(scoring->clusters, n, hints.loads, active, cluster, load);
+  const uint32_t m =
+      gather_active(scoring->clusters, n, hints.loads, hints.workers, active, cluster, load);
   if (m == 0) {
     m_rejected.fetch_add(1, std::memory_order_relaxed);
-    return Status{Errc::no_worker, "no active worker to route to"};
+    return Status{Errc::no_worker, hints.workers.empty()
+                                       ? "no active worker to route to"
+                                       : "none of the given workers is active"};
   }
 
   // Score: only the policies that compare scores before the pick bound them
@@ -181,7 +188,7 @@ Result<uint32_t> Router::scores(std::span<const int16_t> counts, std::span<float
                                               std::to_string(n) + " entries"};
   uint32_t active[kMaxSlots];
   uint32_t cluster[kMaxSlots];
-  const uint32_t m = gather_active(scoring->clusters, n, {}, active, cluster, nullptr);
+  const uint32_t m = gather_active(scoring->clusters, n, {}, {}, active, cluster, nullptr);
   std::fill(out_scores.begin(), out_scores.end(), 0.0f);
   std::fill(in_band.begin(), in_band.end(), uint8_t{0});
   if (m == 0) return 0u;

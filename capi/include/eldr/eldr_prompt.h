@@ -107,6 +107,16 @@ ELDR_API eldr_status_t eldr_router_route_tokens(eldr_router_t* router, const uin
 ELDR_API eldr_status_t eldr_router_route_text(eldr_router_t* router, const char* text,
                                               size_t text_len, const uint64_t* request_id,
                                               eldr_decision_t* out);
+/* As the two calls above (prompt: tokens or text, one of them), choosing
+ * only among `workers` (n_workers ids; NULL: every active worker): a
+ * gateway's candidates for this request, as the Gateway API Inference
+ * Extension's subset hint names them. Ids not active, or unknown, are
+ * skipped; NO_WORKER when none is left (an empty set included). */
+ELDR_API eldr_status_t eldr_router_route_prompt_among(eldr_router_t* router,
+                                                      const eldr_prompt_t* prompt,
+                                                      const uint64_t* request_id,
+                                                      const int32_t* workers, uint32_t n_workers,
+                                                      eldr_decision_t* out);
 /* The real footprint of a request routed from its prompt with this id: the
  * predictor learns from the pair (routing never waits for it). NOT_FOUND: no
  * prompt kept for the id. */

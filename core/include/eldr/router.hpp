@@ -111,6 +111,10 @@ struct RouteHints {
   // out of its worker's batch. Ids are the caller's; one may not be in flight
   // twice. Not with `loads` (nothing is counted then).
   std::optional<uint64_t> request_id;
+  // The workers this decision may pick (a gateway's candidate set, as the
+  // Gateway API Inference Extension's subset hint); empty: every active
+  // worker. Ids not active (or unknown) are skipped; none left: no_worker.
+  std::span<const int32_t> workers;
 };
 
 // A decode engine's report about one worker (each field optional).
@@ -238,8 +242,10 @@ class Router {
   Result<uint32_t> find_slot(int32_t worker_id) const;  // not removed
   float tau_for(const Scoring& scoring) const noexcept;
   // Active slots (index, cluster or kNoCluster and, when `load` is set,
-  // in-flight count) of the first n slots, gathered once per call; returns how many.
+  // in-flight count) of the first n slots whose worker is in `among` (empty:
+  // any), gathered once per call; returns how many.
   uint32_t gather_active(uint32_t clusters, uint32_t n, std::span<const uint32_t> loads,
+                         std::span<const int32_t> among,
                          uint32_t* active, uint32_t* cluster, int64_t* load) const noexcept;
   // Under m_live_mutex: the request's record on slot (with the footprint in
   // the demand scratch, when footprints are tracked) and its in-flight count.

@@ -256,6 +256,28 @@ TEST(RouterPrompt, RoutesFromThePromptAndLearns) {
   EXPECT_TRUE(router.complete_request(0).is_ok());
 }
 
+TEST(RouterPrompt, ChoosesOnlyAmongTheGivenWorkers) {
+  ClusterTable t = testing::axis_table();
+  t.predictor = fit_text();
+  auto r = Router::create(std::make_shared<const ClusterTable>(std::move(t)),
+                          {.policy = Policy::eldr, .tau = 0.0f});
+  ASSERT_TRUE(r.is_ok());
+  Router& router = **r;
+  const std::string text = domain_text(1, 21);  // the prompt is a view of it
+  const Prompt p = Prompt::of_text(text);
+  EXPECT_EQ(router.route_prompt(p)->worker_id, 101);  // its own worker, when it may
+  const std::vector<int32_t> others{100, 103, 999};   // 999: unknown, skipped
+  for (int i = 0; i < 8; ++i) {
+    auto d = router.route_prompt(p, {.workers = others});
+    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+    EXPECT_TRUE(d->worker_id == 100 || d->worker_id == 103) << d->worker_id;
+  }
+  ASSERT_TRUE(router.drain_worker(102).is_ok());
+  const std::vector<int32_t> gone{102, 999};  // draining and unknown: none left
+  EXPECT_EQ(router.route_prompt(p, {.workers = gone}).status().code(), Errc::no_worker);
+  EXPECT_EQ(router.stats().rejected, 1u);
+}
+
 TEST(RouterPrompt, ATableWithoutAPredictorSaysSo) {
   auto r = Router::create(std::make_shared<const ClusterTable>(testing::axis_table()));
   ASSERT_TRUE(r.is_ok());
