@@ -21,7 +21,7 @@ WHEEL_DIR ?= $(BUILD)/wheels
 # Go and cargo where their installers put them, also when PATH lacks them.
 export PATH := $(PATH):/usr/local/go/bin:$(HOME)/.cargo/bin
 
-.PHONY: all deps configure build wheel test test-full test-soak test-unit asan-configure test-asan test-tsan test-fuzz lint demo bench bench-pool sim-table sim-matrix sim-routers clean
+.PHONY: all deps configure build wheel test test-full test-soak test-unit asan-configure test-asan test-tsan test-fuzz lint demo bench bench-epp bench-pool sim-table sim-matrix sim-routers clean
 
 all: build
 
@@ -126,6 +126,7 @@ demo: build
 	$(ELDR) demo --out-dir $(BUILD)/demo
 	scripts/demo-sidecar.sh $(BUILD)
 	$(PYTHON) scripts/demo_chain.py $(BUILD)
+	@if [ -x $(BUILD)/epp/eldr-epp ]; then $(BUILD)/epp/eldr-epp demo; fi
 
 bench: build
 	$(ELDR) bench route --layers 48 --experts 128 --workers 16 --json
@@ -137,6 +138,10 @@ bench: build
 	  $(ELDR) bench ring --instance $$inst --requests 20000 --json && \
 	  $(ELDR) bench ring-throughput --instance $$inst --seconds 10 --json; rc=$$?; kill $$pid; wait $$pid; exit $$rc
 	PYTHONPATH=$(BUILD)/python $(PYTHON) bindings/python/bench_route.py
+
+# eldr-epp's pick latency, eldr beside least-loaded in one run (docs/benchmarks.md).
+bench-epp: build
+	$(BUILD)/epp/eldr-epp bench --requests 20000 --streams 256 --tokens 2000
 
 # The README's paper-shaped table (simulated; about two minutes here).
 sim-table: build

@@ -33,7 +33,9 @@ type benchSide struct {
 	name      string
 	epp       *EPP
 	proxy     *envoysim.Proxy
-	latencies []time.Duration
+	latencies []time.Duration // the stand-in's: first request message to the pick
+	inPicker  []time.Duration // the picker's own: request headers in to the pick out
+	mu        sync.Mutex
 	errors    int64
 	requests  int64
 }
@@ -42,9 +44,10 @@ func benchMain(args []string) int {
 	fs := flag.NewFlagSet("eldr-epp bench", flag.ContinueOnError)
 	streams := fs.Int("streams", 256, "requests open at once, per picker")
 	requests := fs.Int("requests", 20000, "requests per picker")
-	tokens := fs.Int("tokens", 2000, "prompt length in token ids")
+	tokens := fs.Int("tokens", 2000, "prompt length in tokens")
+	promptKind := fs.String("prompt", "text", "text (words, as most clients send) or tokens (token ids)")
 	endpoints := fs.Int("endpoints", 16, "decode endpoints")
-	hold := fs.Duration("hold", 100*time.Millisecond, "how long each request keeps its stream (its response)")
+	hold := fs.Duration("hold", 250*time.Millisecond, "how long each request keeps its stream (its response)")
 	rounds := fs.Int("rounds", 4, "alternations between the two pickers")
 	asJSON := fs.Bool("json", false, "print JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (picker and stand-in together)")
@@ -73,9 +76,18 @@ func benchMain(args []string) int {
 		return 1
 	}
 	r := synthRNG(0xbe7c)
+	n := *tokens
+	switch *promptKind {
+	case "text":
+		n = -n
+	case "tokens":
+	default:
+		fmt.Fprintln(os.Stderr, "bench: -prompt is text or tokens")
+		return 2
+	}
 	bodies := make([][]byte, 64)
 	for i := range bodies {
-		bodies[i] = synthBody(&r, i%synthTasks, *tokens, false)
+		bodies[i] = synthBody(&r, i%synthTasks, n, false)
 	}
 	perRound := *requests / *rounds
 	for round := 0; round < *rounds; round++ {
@@ -88,44 +100,54 @@ func benchMain(args []string) int {
 		}
 	}
 	type sideResult struct {
-		Picker   string  `json:"picker"`
-		Requests int64   `json:"requests"`
-		Errors   int64   `json:"errors"`
-		P50us    float64 `json:"pick_p50_us"`
-		P99us    float64 `json:"pick_p99_us"`
-		Leaked   int64   `json:"leaked_inflight"`
-		ByEldr   float64 `json:"picks_by_eldr"`
+		Picker        string  `json:"picker"`
+		Requests      int64   `json:"requests"`
+		Errors        int64   `json:"errors"`
+		P50us         float64 `json:"pick_p50_us"`
+		P99us         float64 `json:"pick_p99_us"`
+		InPickerP50us float64 `json:"in_picker_p50_us"`
+		InPickerP99us float64 `json:"in_picker_p99_us"`
+		Leaked        int64   `json:"leaked_inflight"`
+		ByEldr        float64 `json:"picks_by_eldr"`
 	}
 	var out []sideResult
 	failed := false
 	for _, s := range sides {
-		slices.Sort(s.latencies)
-		q := func(f float64) float64 {
-			if len(s.latencies) == 0 {
+		q := func(d []time.Duration, f float64) float64 {
+			if len(d) == 0 {
 				return 0
 			}
-			return float64(s.latencies[int(f*float64(len(s.latencies)-1))].Nanoseconds()) / 1e3
+			slices.Sort(d)
+			return float64(d[int(f*float64(len(d)-1))].Nanoseconds()) / 1e3
 		}
 		leaked := s.leaked()
 		failed = failed || s.errors > 0 || leaked != 0
 		out = append(out, sideResult{Picker: s.name, Requests: s.requests, Errors: s.errors,
-			P50us: q(0.5), P99us: q(0.99), Leaked: leaked, ByEldr: counterValue(s.epp.m.picks.WithLabelValues("eldr"))})
+			P50us: q(s.latencies, 0.5), P99us: q(s.latencies, 0.99),
+			InPickerP50us: q(s.inPicker, 0.5), InPickerP99us: q(s.inPicker, 0.99), Leaked: leaked, ByEldr: counterValue(s.epp.m.picks.WithLabelValues("eldr"))})
 		s.proxy.Close()
 		s.epp.Stop(time.Second)
 	}
 	if *asJSON {
-		b, _ := json.MarshalIndent(map[string]any{"streams": *streams, "tokens": *tokens, "endpoints": *endpoints,
+		b, _ := json.MarshalIndent(map[string]any{"streams": *streams, "tokens": *tokens, "prompt": *promptKind,
+			"body_bytes": len(bodies[0]), "endpoints": *endpoints,
 			"hold_ms": hold.Milliseconds(), "results": out}, "", "  ")
 		fmt.Println(string(b))
 	} else {
-		fmt.Printf("eldr-epp bench: %d streams open per picker, %d-token prompts, %d endpoints, hold %v\n",
-			*streams, *tokens, *endpoints, *hold)
-		fmt.Printf("%-14s %9s %7s %12s %12s %8s %10s\n", "picker", "requests", "errors", "pick p50 us", "pick p99 us", "leaked", "by eldr")
+		fmt.Printf("eldr-epp bench: %d streams open per picker, %d-token prompts (%s, %d-byte bodies), %d endpoints, hold %v\n",
+			*streams, *tokens, *promptKind, len(bodies[0]), *endpoints, *hold)
+		fmt.Println("pick: the stand-in Envoy's first request message to the pick; in picker: the picker's own")
+		fmt.Println("time, request headers received to the pick sent (body read, parsed and routed). Microseconds.")
+		fmt.Printf("%-13s %8s %6s %9s %9s %10s %10s %7s %8s\n", "picker", "requests", "errors",
+			"pick p50", "pick p99", "in p50", "in p99", "leaked", "by eldr")
 		for _, o := range out {
-			fmt.Printf("%-14s %9d %7d %12.0f %12.0f %8d %10.0f\n", o.Picker, o.Requests, o.Errors, o.P50us, o.P99us, o.Leaked, o.ByEldr)
+			fmt.Printf("%-13s %8d %6d %9.0f %9.0f %10.0f %10.0f %7d %8.0f\n", o.Picker, o.Requests, o.Errors,
+				o.P50us, o.P99us, o.InPickerP50us, o.InPickerP99us, o.Leaked, o.ByEldr)
 		}
-		if len(out) == 2 && out[1].P50us > 0 {
-			fmt.Printf("eldr - least-loaded: p50 %+.0f us, p99 %+.0f us\n", out[0].P50us-out[1].P50us, out[0].P99us-out[1].P99us)
+		if len(out) == 2 {
+			fmt.Printf("eldr - least-loaded: pick p50 %+.0f, p99 %+.0f; in picker p50 %+.0f, p99 %+.0f\n",
+				out[0].P50us-out[1].P50us, out[0].P99us-out[1].P99us,
+				out[0].InPickerP50us-out[1].InPickerP50us, out[0].InPickerP99us-out[1].InPickerP99us)
 		}
 	}
 	if failed {
@@ -179,7 +201,13 @@ func startBenchPickers(dir string, endpoints int) ([]*benchSide, error) {
 		if router == "none" {
 			name = "least-loaded"
 		}
-		sides = append(sides, &benchSide{name: name, epp: e, proxy: p})
+		side := &benchSide{name: name, epp: e, proxy: p}
+		e.ext.onPick = func(d time.Duration) {
+			side.mu.Lock()
+			side.inPicker = append(side.inPicker, d)
+			side.mu.Unlock()
+		}
+		sides = append(sides, side)
 	}
 	return sides, nil
 }

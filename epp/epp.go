@@ -63,6 +63,7 @@ type EPP struct {
 	cfg    atomic.Pointer[Config]
 	stamp  fileStamp
 	grpc   *grpc.Server
+	ext    *server
 	health *health.Server
 	http   *http.Server
 	ctx    context.Context
@@ -96,8 +97,8 @@ func newEPP(o Options) (*EPP, error) {
 		grpc.MaxConcurrentStreams(1<<16),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
-	extprocv3.RegisterExternalProcessorServer(e.grpc, &server{picker: e.picker, config: e.cfg.Load,
-		mode: mode, maxBody: o.MaxBodyBytes, m: e.m})
+	e.ext = &server{picker: e.picker, config: e.cfg.Load, mode: mode, maxBody: o.MaxBodyBytes, m: e.m}
+	extprocv3.RegisterExternalProcessorServer(e.grpc, e.ext)
 	healthpb.RegisterHealthServer(e.grpc, e.health)
 	for _, s := range append([]string{""}, healthServices[1:]...) {
 		e.health.SetServingStatus(s, healthpb.HealthCheckResponse_NOT_SERVING) // until a config loads

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -84,6 +85,8 @@ type server struct {
 	mode    bodyMode
 	maxBody int
 	m       *metrics
+	// onPick, when set, sees every pick's time in the picker (the bench).
+	onPick func(time.Duration)
 }
 
 // stream is one HTTP request's exchange.
@@ -93,6 +96,7 @@ type stream struct {
 	reqMode   bodyMode
 	respMode  bodyMode
 	requestID string
+	start     time.Time // request headers received
 	subset    []string
 	hasSubset bool
 	body      []byte
@@ -148,6 +152,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) error {
 	}
 	switch v := req.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
+		st.start = time.Now()
 		st.requestHeaders(req, v.RequestHeaders)
 		if v.RequestHeaders.GetEndOfStream() {
 			return st.decide(nil)
@@ -285,6 +290,7 @@ func (st *stream) decide(body []byte) error {
 		} else {
 			resp.Response = &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{Response: common}}
 		}
+		defer st.picked()
 		return st.send(resp)
 	}
 	if err := st.send(&extprocv3.ProcessingResponse{DynamicMetadata: meta,
@@ -292,7 +298,17 @@ func (st *stream) decide(body []byte) error {
 			Response: &extprocv3.CommonResponse{HeaderMutation: mutation, ClearRouteCache: true}}}}); err != nil {
 		return err
 	}
+	st.picked()
 	return st.sendRequestBody(body, true)
+}
+
+// picked: the pick is on its way to the proxy.
+func (st *stream) picked() {
+	d := time.Since(st.start)
+	st.s.m.pickSeconds.Observe(d.Seconds())
+	if st.s.onPick != nil {
+		st.s.onPick(d)
+	}
 }
 
 // sendRequestBody streams the body back unchanged (full duplex), in chunks.

@@ -58,7 +58,7 @@ func newMetrics(log *slog.Logger, pool func() *Pool) *metrics {
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eldr_epp_inflight_requests",
 			Help: "Requests holding a pick (released on the response's end, a cancel or an error)."}),
 		pickSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "eldr_epp_pick_seconds",
-			Help:    "Time to pick, from the full request body to the decision.",
+			Help:    "Time in the picker per request: its headers received to the pick sent (the whole body read, parsed and routed).",
 			Buckets: prometheus.ExponentialBuckets(10e-6, 2, 16)}),
 		eldrCompleteErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "eldr_epp_eldr_complete_errors_total",
 			Help: "Completes eldr refused (its router or daemon restarted since the pick)."}),

@@ -68,7 +68,6 @@ func (p *pick) destination() string {
 // Pick chooses for one request. prompt nil: a request without one (least
 // loaded). subset non-nil: only those addresses may be picked.
 func (pk *Picker) Pick(ctx context.Context, prompt *eldr.Prompt, subset []string) (*pick, error) {
-	start := time.Now()
 	pool := pk.pool.Load()
 	if pool == nil {
 		return nil, errNoEndpoint
@@ -110,7 +109,6 @@ func (pk *Picker) Pick(ctx context.Context, prompt *eldr.Prompt, subset []string
 		p.prefill.prefilling.Add(1)
 	}
 	pk.m.inflight.Inc()
-	pk.m.pickSeconds.Observe(time.Since(start).Seconds())
 	return p, nil
 }
 

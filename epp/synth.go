@@ -7,6 +7,8 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 
 	"eldr.dev/eldr"
@@ -50,6 +52,24 @@ func synthText(r *synthRNG, task int) string {
 		b.WriteByte(' ')
 	}
 	fmt.Fprintf(&b, "question %d", r.below(1000))
+	return b.String()
+}
+
+// synthLongText is a long prompt of task, about `words` words: the task's
+// words among general ones drawn Zipf-like from a 4,000-word vocabulary, as
+// a document or a conversation reads (about 1.3 tokens per word).
+func synthLongText(r *synthRNG, task, words int) string {
+	var b strings.Builder
+	b.WriteString("You are a helpful assistant. Answer carefully. ")
+	for i := 0; i < words; i++ {
+		if r.below(100) < 30 {
+			b.WriteString(synthWords[task][r.below(len(synthWords[task]))])
+		} else {
+			rank := int(math.Pow(4000, float64(r.below(1<<20))/float64(1<<20)))
+			fmt.Fprintf(&b, "w%s", strconv.FormatInt(int64(rank), 36))
+		}
+		b.WriteByte(' ')
+	}
 	return b.String()
 }
 
@@ -122,10 +142,13 @@ func synthTable(workers int) (*eldr.Table, error) {
 	return t, err
 }
 
-// synthBody is an OpenAI completions body of task: text, or n token ids.
+// synthBody is an OpenAI completions body of task: a short text (tokens 0),
+// n token ids, or (tokens < 0) a text of about -tokens tokens.
 func synthBody(r *synthRNG, task, tokens int, stream bool) []byte {
 	var prompt string
-	if tokens > 0 {
+	if tokens < 0 {
+		prompt = strconv.Quote(synthLongText(r, task, -tokens*3/4))
+	} else if tokens > 0 {
 		var b strings.Builder
 		b.WriteByte('[')
 		for i, id := range synthTokenIDs(r, task, tokens) {
