@@ -77,8 +77,8 @@ float Router::tau_for(const Scoring& scoring) const noexcept {
 float Router::tau() const noexcept { return tau_for(*m_scoring.load()); }
 
 uint32_t Router::gather_active(uint32_t clusters, uint32_t n, std::span<const uint32_t> loads,
-                               std::span<const int32_t> among,
-                               uint32_t* active, uint32_t* cluster, int64_t* load) const noexcept {
+                               std::span<const int32_t> among, uint32_t* active, uint32_t* cluster,
+                               int64_t* load) const noexcept {
   uint32_t m = 0;
   for (uint32_t i = 0; i < n; ++i) {
     const Slot& s = m_slots[i];
@@ -123,9 +123,8 @@ Result<Decision> Router::route(std::span<const int16_t> counts, const RouteHints
       gather_active(scoring->clusters, n, hints.loads, hints.workers, active, cluster, load);
   if (m == 0) {
     m_rejected.fetch_add(1, std::memory_order_relaxed);
-    return Status{Errc::no_worker, hints.workers.empty()
-                                       ? "no active worker to route to"
-                                       : "none of the given workers is active"};
+    return Status{Errc::no_worker, hints.workers.empty() ? "no active worker to route to"
+                                                         : "none of the given workers is active"};
   }
 
   // Score: only the policies that compare scores before the pick bound them

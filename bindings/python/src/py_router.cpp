@@ -127,14 +127,22 @@ class Router {
     return Decision::from_c(decision);
   }
 
-  Decision route_prompt(const py::handle& prompt_obj, std::optional<uint64_t> request_id) {
+  Decision route_prompt(const py::handle& prompt_obj, std::optional<uint64_t> request_id,
+                        std::optional<std::vector<int32_t>> workers) {
     const PromptArg prompt = prompt_arg(prompt_obj, "prompt");
     const eldr_prompt_t p = prompt.view();
     const uint64_t* id = request_id ? &*request_id : nullptr;
     eldr_decision_t decision;
     eldr_decision_init(&decision);
-    check(p.text ? eldr_router_route_text(m_router.get(), p.text, p.text_len, id, &decision)
-                 : eldr_router_route_tokens(m_router.get(), p.tokens, p.n_tokens, id, &decision));
+    if (workers) {
+      static const int32_t none = 0;  // an empty list is a set of no workers, not "any"
+      check(eldr_router_route_prompt_among(m_router.get(), &p, id,
+                                           workers->empty() ? &none : workers->data(),
+                                           static_cast<uint32_t>(workers->size()), &decision));
+    } else {
+      check(p.text ? eldr_router_route_text(m_router.get(), p.text, p.text_len, id, &decision)
+                   : eldr_router_route_tokens(m_router.get(), p.tokens, p.n_tokens, id, &decision));
+    }
     return Decision::from_c(decision);
   }
 
@@ -304,11 +312,13 @@ void bind_router(py::module_& m) {
            "for this decision only and nothing is counted. request_id (an int not in flight, "
            "not with loads): complete(request_id) ends it.")
       .def("route_prompt", &Router::route_prompt, py::arg("prompt"),
-           py::arg("request_id") = py::none(),
+           py::arg("request_id") = py::none(), py::arg("workers") = py::none(),
            "Routes one request from its prompt (str, or a 1-D array of token ids < 2^20) with "
            "the table's footprint predictor, before any footprint exists (decode picked before "
            "prefill), and returns its Decision (.confidence: how sure the prediction was). "
            "request_id: as route(); the prompt is also kept until learn(request_id, footprint). "
+           "workers (worker ids): choose only among them, a gateway's candidates (ids not active "
+           "are skipped; NoWorker when none is left). "
            "Unsupported: the table has no predictor (fit it with prompts=).")
       .def("learn", &Router::learn, py::arg("request_id"), py::arg("footprint"),
            "The real footprint (int16 [layers][experts]) of a request routed with "

@@ -73,6 +73,25 @@ def test_route_prompt_sends_a_domain_where_its_footprints_go(prompt_table: eldr.
     assert hits >= 36  # of 40
 
 
+def test_route_prompt_among_workers_chooses_only_them(prompt_table: eldr.Table,
+                                                       workload: Workload) -> None:
+    homes = home_workers(prompt_table, workload)
+    router = eldr.Router(prompt_table, "eldr", tau=0.0)
+    ids = [w["id"] for w in router.workers()]
+    home = homes[1]
+    others = [w for w in ids if w != home]
+    for i in range(100, 106):
+        d = router.route_prompt(text_of(1, i), workers=others + [999])  # 999: unknown, skipped
+        assert d.worker in others
+    d = router.route_prompt(text_of(1, 100), request_id=5, workers=[home])
+    assert d.worker == home
+    router.complete(5)
+    with pytest.raises(eldr.NoWorker):
+        router.route_prompt(text_of(1, 100), workers=[])
+    with pytest.raises(eldr.NoWorker):
+        router.route_prompt(text_of(1, 100), workers=[999])
+
+
 def test_token_ids_route_like_text(workload: Workload) -> None:
     ids = [tokens_of(int(d), i) for i, d in enumerate(workload.domain)]
     table = eldr.fit(workload.prefill, WORKERS, workload.decode, seed=1, top_k=TOP_K, prompts=ids)

@@ -245,8 +245,8 @@ class Router {
   // in-flight count) of the first n slots whose worker is in `among` (empty:
   // any), gathered once per call; returns how many.
   uint32_t gather_active(uint32_t clusters, uint32_t n, std::span<const uint32_t> loads,
-                         std::span<const int32_t> among,
-                         uint32_t* active, uint32_t* cluster, int64_t* load) const noexcept;
+                         std::span<const int32_t> among, uint32_t* active, uint32_t* cluster,
+                         int64_t* load) const noexcept;
   // Under m_live_mutex: the request's record on slot (with the footprint in
   // the demand scratch, when footprints are tracked) and its in-flight count.
   // Errc::state if request_id is in flight already.

@@ -1413,6 +1413,14 @@ extern "C" {
         request_id: *const u64,
         out: *mut eldr_decision_t,
     ) -> eldr_status_t;
+    pub fn eldr_router_route_prompt_among(
+        router: *mut eldr_router_t,
+        prompt: *const eldr_prompt_t,
+        request_id: *const u64,
+        workers: *const i32,
+        n_workers: u32,
+        out: *mut eldr_decision_t,
+    ) -> eldr_status_t;
     pub fn eldr_router_learn(
         router: *mut eldr_router_t,
         request_id: u64,

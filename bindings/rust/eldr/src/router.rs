@@ -292,6 +292,44 @@ impl Router {
         Ok(Decision::from_raw(&out))
     }
 
+    /// As [`route_prompt`](Router::route_prompt), choosing only among
+    /// `workers`: a gateway's candidates for this request (the Gateway API
+    /// Inference Extension's subset hint, the endpoints it holds ready). Ids
+    /// not active, or unknown, are skipped; `NO_WORKER` when none is left
+    /// (an empty slice included).
+    pub fn route_prompt_among(
+        &self,
+        prompt: Prompt<'_>,
+        request_id: Option<u64>,
+        workers: &[i32],
+    ) -> Result<Decision> {
+        let mut out = raw_decision();
+        let id = request_id.unwrap_or(0);
+        let id_ptr = request_id.map_or(std::ptr::null(), |_| &id as *const u64);
+        let n = u32::try_from(workers.len()).map_err(|_| {
+            Error::new(
+                status::INVALID_ARGUMENT,
+                format!("{} workers is too many", workers.len()),
+            )
+        })?;
+        let raw = prompt.to_raw();
+        // An empty slice's pointer is dangling but non-NULL: the C call reads
+        // it as an empty set (NO_WORKER), never dereferencing it.
+        // SAFETY: raw borrows the prompt for the call; workers' pointer and
+        // length go together; id_ptr is NULL or points at `id`; valid out-param.
+        check(unsafe {
+            sys::eldr_router_route_prompt_among(
+                self.raw.as_ptr(),
+                &raw,
+                id_ptr,
+                workers.as_ptr(),
+                n,
+                &mut out,
+            )
+        })?;
+        Ok(Decision::from_raw(&out))
+    }
+
     /// The real footprint (after prefill) of a request routed from its prompt
     /// with `request_id`: the table's predictor learns from the pair. Routing
     /// never waits for it. `NOT_FOUND`: no prompt is kept for the id (never

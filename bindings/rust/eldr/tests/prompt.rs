@@ -59,6 +59,38 @@ fn route_text_and_route_tokens_pick_the_domains_worker() {
 }
 
 #[test]
+fn route_prompt_among_chooses_only_the_given_workers() {
+    let table = predictor_table(4, 6);
+    let sut = best_worker_router(&table);
+    let own = task_worker(&table, 1);
+    let mut others: Vec<i32> = table
+        .worker_ids()
+        .unwrap()
+        .into_iter()
+        .filter(|&w| w != own)
+        .collect();
+    others.push(999); // unknown: skipped
+    let text = domain_text(1, 30);
+    let d = sut
+        .route_prompt_among(Prompt::Text(&text), None, &others)
+        .unwrap();
+    assert!(d.worker != own && others.contains(&d.worker), "{:?}", d);
+    let d = sut
+        .route_prompt_among(Prompt::Text(&text), Some(3), &[own])
+        .unwrap();
+    assert_eq!(d.worker, own);
+    sut.complete(3).unwrap();
+    let err = sut
+        .route_prompt_among(Prompt::Text(&text), None, &[])
+        .unwrap_err();
+    assert_eq!(err.status(), status::NO_WORKER);
+    let err = sut
+        .route_prompt_among(Prompt::Text(&text), None, &[999])
+        .unwrap_err();
+    assert_eq!(err.status(), status::NO_WORKER);
+}
+
+#[test]
 fn an_unfamiliar_prompt_is_unsure_and_a_footprint_is_sure() {
     let table = predictor_table(4, 6);
     let sut = best_worker_router(&table);
