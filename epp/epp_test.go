@@ -184,6 +184,42 @@ func TestBadRequestsAreAnsweredAndCounted(t *testing.T) {
 	h.noLeaks()
 }
 
+// Envoy's other body modes: BUFFERED (the pick rides on the body response)
+// and NONE (no body: the pick is by load, at the headers).
+func TestBufferedAndNoBodyModes(t *testing.T) {
+	h := newHarness(t, decodeEngines(3), nil)
+	h.routerReady()
+	r := synthRNG(20)
+	var held []*envoysim.Result
+	for i := 0; i < 6; i++ {
+		res := h.do(envoysim.Request{Body: textBody(&r, i%synthTasks, false), BodyMode: "buffered", HoldResponse: true})
+		if res.Immediate != nil || len(res.Destination) == 0 || res.Metadata != strings.Join(res.Destination, ",") {
+			t.Fatalf("buffered: %+v", res)
+		}
+		held = append(held, res)
+	}
+	if got := h.metric("eldr_epp_picks_total", `by="eldr"`); got != 6 {
+		t.Errorf("buffered picks by eldr = %v, want 6", got)
+	}
+	res := h.do(envoysim.Request{Body: []byte("not json"), BodyMode: "buffered"})
+	if res.Immediate == nil || res.Immediate.GetStatus().GetCode() != 400 {
+		t.Errorf("buffered bad body: %+v", res)
+	}
+	res = h.do(envoysim.Request{Body: textBody(&r, 0, false), BodyMode: "none"})
+	if res.Immediate != nil || len(res.Destination) == 0 {
+		t.Fatalf("no body: %+v", res)
+	}
+	if got := h.metric("eldr_epp_picks_total", `by="least_loaded"`); got != 1 {
+		t.Errorf("no-body picks by load = %v, want 1", got)
+	}
+	for _, res := range held {
+		if err := res.Finish(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.noLeaks()
+}
+
 // An endpoint that leaves the config mid-request: its request still
 // releases, and no new one goes there. A config with errors keeps the last.
 func TestEndpointLeavesMidRequestAndBadConfigKeepsTheLast(t *testing.T) {

@@ -54,6 +54,7 @@ type bodyMode int
 const (
 	fullDuplex bodyMode = iota
 	buffered
+	noBody // Envoy sends no request body: pick at the headers, by load
 )
 
 func parseBodyMode(s string) (bodyMode, error) {
@@ -68,6 +69,8 @@ func parseBodyMode(s string) (bodyMode, error) {
 
 func modeOf(m filterv3.ProcessingMode_BodySendMode, fallback bodyMode) bodyMode {
 	switch m {
+	case filterv3.ProcessingMode_NONE:
+		return noBody
 	case filterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
 		return fullDuplex
 	case filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_BUFFERED_PARTIAL,
@@ -154,7 +157,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) error {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
 		st.start = time.Now()
 		st.requestHeaders(req, v.RequestHeaders)
-		if v.RequestHeaders.GetEndOfStream() {
+		if v.RequestHeaders.GetEndOfStream() || st.reqMode == noBody {
 			return st.decide(nil)
 		}
 		if st.reqMode == buffered {
@@ -204,7 +207,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) error {
 		if b.GetEndOfStream() {
 			st.responseEnded()
 		}
-		if st.respMode == fullDuplex {
+		if st.respMode == fullDuplex { // (noBody: no response body is sent at all)
 			return st.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
 				ResponseBody: &extprocv3.BodyResponse{Response: streamed(b.GetBody(), b.GetEndOfStream())}}})
 		}

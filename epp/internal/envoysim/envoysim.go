@@ -62,6 +62,11 @@ type Request struct {
 	// HoldResponse keeps the stream open after the pick until the returned
 	// Result's Finish is called (tests of in-flight counts and of ordering).
 	HoldResponse bool
+	// BodyMode is the ext_proc filter's request body mode as Envoy announces
+	// it: "" (FULL_DUPLEX_STREAMED, GIE's), "buffered" (the header response
+	// comes first, then the whole body in one message) or "none" (Envoy
+	// sends no body).
+	BodyMode string
 }
 
 // Result is what came back.
@@ -98,14 +103,24 @@ func (p *Proxy) Do(ctx context.Context, r Request) (*Result, error) {
 		s, _ := structpb.NewStruct(map[string]any{"x-gateway-destination-endpoint-subset": vals})
 		md.FilterMetadata["envoy.lb.subset_hint"] = s
 	}
+	reqMode := filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
+	switch r.BodyMode {
+	case "buffered":
+		reqMode = filterv3.ProcessingMode_BUFFERED
+	case "none":
+		reqMode = filterv3.ProcessingMode_NONE
+	}
 	err = stream.Send(&extprocv3.ProcessingRequest{
 		MetadataContext: md,
-		ProtocolConfig: &extprocv3.ProtocolConfiguration{RequestBodyMode: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
+		ProtocolConfig: &extprocv3.ProtocolConfiguration{RequestBodyMode: reqMode,
 			ResponseBodyMode: filterv3.ProcessingMode_FULL_DUPLEX_STREAMED},
 		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
 			Headers: headerMap(":method", "POST", ":path", r.Path, "content-type", "application/json",
 				"x-request-id", fmt.Sprintf("envoysim-%d", start.UnixNano())),
 			EndOfStream: len(r.Body) == 0}}})
+	if err == nil && len(r.Body) > 0 && r.BodyMode != "" {
+		return p.doBuffered(ctx, cancel, stream, r, res, start)
+	}
 	body := r.Body
 	for err == nil && len(body) > 0 {
 		n := min(len(body), p.Chunk)
@@ -171,6 +186,68 @@ func (p *Proxy) Do(ctx context.Context, r Request) (*Result, error) {
 			err = respond(stream, "200", []byte(`{"choices":[]}`))
 		}
 		if err != nil {
+			return err
+		}
+		stream.CloseSend()
+		drain(stream)
+		return nil
+	}
+	if r.HoldResponse {
+		res.Finish = finish
+		return res, nil
+	}
+	return res, finish()
+}
+
+// doBuffered is the exchange in BUFFERED mode (the header response first,
+// then the whole body, the pick on the body response) and NONE mode (no body
+// reaches the picker: the pick is on the header response).
+func (p *Proxy) doBuffered(ctx context.Context, cancel context.CancelFunc,
+	stream extprocv3.ExternalProcessor_ProcessClient, r Request, res *Result, start time.Time) (*Result, error) {
+	fail := func(err error) (*Result, error) { cancel(); return nil, err }
+	resp, err := stream.Recv()
+	if err != nil {
+		return fail(fmt.Errorf("waiting for the header response: %w", err))
+	}
+	if r.BodyMode == "buffered" {
+		if resp.GetRequestHeaders() == nil {
+			return fail(fmt.Errorf("expected the header response, got %T", resp.Response))
+		}
+		if err := stream.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+			RequestBody: &extprocv3.HttpBody{Body: r.Body, EndOfStream: true}}}); err != nil {
+			return fail(err)
+		}
+		if resp, err = stream.Recv(); err != nil {
+			return fail(fmt.Errorf("waiting for the body response: %w", err))
+		}
+	}
+	res.PickLatency = time.Since(start)
+	if im := resp.GetImmediateResponse(); im != nil {
+		res.Immediate = im
+		cancel()
+		return res, nil
+	}
+	common := resp.GetRequestBody().GetResponse()
+	if r.BodyMode == "none" {
+		common = resp.GetRequestHeaders().GetResponse()
+	}
+	if common == nil {
+		return fail(fmt.Errorf("expected the pick, got %T", resp.Response))
+	}
+	for _, o := range common.GetHeaderMutation().GetSetHeaders() {
+		switch o.GetHeader().GetKey() {
+		case "x-gateway-destination-endpoint":
+			res.Destination = strings.Split(string(o.GetHeader().GetRawValue()), ",")
+		case "x-prefiller-host-port":
+			res.Prefill = string(o.GetHeader().GetRawValue())
+		}
+	}
+	res.Metadata = resp.GetDynamicMetadata().GetFields()["envoy.lb"].GetStructValue().
+		GetFields()["x-gateway-destination-endpoint"].GetStringValue()
+	res.Body = r.Body // unchanged: Envoy forwards its own buffer
+	finish := func() error {
+		defer cancel()
+		if err := respond(stream, "200", []byte(`{"choices":[]}`)); err != nil {
 			return err
 		}
 		stream.CloseSend()
