@@ -72,9 +72,6 @@ type Pool struct {
 // entry did not change, and marks those that left as removed.
 func newPool(cfg *Config, prev *Pool) *Pool {
 	p := &Pool{cfg: cfg, byAddress: map[string]*Endpoint{}, byWorker: map[int32]*Endpoint{}}
-	if prev != nil {
-		p.generation = prev.generation + 1
-	}
 	for _, ec := range cfg.Endpoints {
 		var e *Endpoint
 		if prev != nil {

@@ -41,14 +41,16 @@ type Options struct {
 	WatchInterval  time.Duration
 	BodyMode       string
 	MaxBodyBytes   int
-	Log            *slog.Logger
+	// MaxBufferedBytes bounds the request bodies all streams hold at once.
+	MaxBufferedBytes int64
+	Log              *slog.Logger
 }
 
 // DefaultOptions are the command's defaults.
 func DefaultOptions() Options {
 	return Options{Router: "embedded", Policy: "eldr_cost", Instance: "default", RouteTimeout: 20 * time.Millisecond,
 		Fallbacks: 2, ScrapeInterval: time.Second, WatchInterval: time.Second,
-		BodyMode: "full-duplex", MaxBodyBytes: 8 << 20}
+		BodyMode: "full-duplex", MaxBodyBytes: 8 << 20, MaxBufferedBytes: 512 << 20}
 }
 
 // Health service names, beside "" (the whole server): Kubernetes probes
@@ -79,8 +81,8 @@ func newEPP(o Options) (*EPP, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.MaxBodyBytes <= 0 || o.Fallbacks < 0 || o.RouteTimeout <= 0 || o.WatchInterval <= 0 || o.ScrapeInterval < 0 {
-		return nil, errors.New("max body, route timeout and watch interval must be positive; fallbacks and scrape interval not negative")
+	if o.MaxBodyBytes <= 0 || o.MaxBufferedBytes < int64(o.MaxBodyBytes) || o.Fallbacks < 0 || o.RouteTimeout <= 0 || o.WatchInterval <= 0 || o.ScrapeInterval < 0 {
+		return nil, errors.New("max body, route timeout and watch interval must be positive, max buffered at least max body; fallbacks and scrape interval not negative")
 	}
 	e := &EPP{o: o, log: o.Log}
 	e.picker = &Picker{timeout: o.RouteTimeout, fallbacks: o.Fallbacks, log: o.Log,
@@ -97,7 +99,8 @@ func newEPP(o Options) (*EPP, error) {
 		grpc.MaxConcurrentStreams(1<<16),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
-	e.ext = &server{picker: e.picker, config: e.cfg.Load, mode: mode, maxBody: o.MaxBodyBytes, m: e.m}
+	e.ext = &server{picker: e.picker, config: e.cfg.Load, mode: mode, maxBody: o.MaxBodyBytes,
+		maxBuffered: o.MaxBufferedBytes, m: e.m}
 	extprocv3.RegisterExternalProcessorServer(e.grpc, e.ext)
 	healthpb.RegisterHealthServer(e.grpc, e.health)
 	for _, s := range append([]string{""}, healthServices[1:]...) {

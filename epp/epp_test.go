@@ -165,6 +165,9 @@ func TestBadRequestsAreAnsweredAndCounted(t *testing.T) {
 			t.Errorf("%s: eldr_epp_rejected_total{reason=%q} not counted", c.name, c.reason)
 		}
 	}
+	if h.epp.ext.buffered.Load() != 0 {
+		t.Errorf("%d body bytes still counted after the refusals", h.epp.ext.buffered.Load())
+	}
 	// Invalid UTF-8 inside a JSON string is replaced, not refused.
 	res := h.do(envoysim.Request{Body: []byte("{\"model\":\"synth-moe\",\"prompt\":\"caf\xc3\x28 integral matrix\"}")})
 	if res.Immediate != nil {
@@ -180,6 +183,29 @@ func TestBadRequestsAreAnsweredAndCounted(t *testing.T) {
 	}
 	if n := h.metric("eldr_epp_fallbacks_total"); n != 0 {
 		t.Errorf("%v picks fell back under a subset hint", n)
+	}
+	h.noLeaks()
+}
+
+// Bodies held at once are bounded: beyond the budget a request is shed with
+// 429, and the budget returns as requests are picked.
+func TestBodyBudgetShedsWith429(t *testing.T) {
+	h := newHarness(t, decodeEngines(2), func(o *Options) { o.MaxBodyBytes, o.MaxBufferedBytes = 1<<20, 1<<20 })
+	h.routerReady()
+	big := append([]byte(`{"model":"synth-moe","prompt":"`), bytes.Repeat([]byte("a "), 300<<10)...)
+	big = append(big, `"}`...)        // 600 KiB: two do not fit at once
+	h.epp.ext.buffered.Add(600 << 10) // as if another stream held one
+	res := h.do(envoysim.Request{Body: big})
+	if res.Immediate == nil || res.Immediate.GetStatus().GetCode() != 429 {
+		t.Fatalf("over the budget: %+v", res)
+	}
+	h.epp.ext.buffered.Add(-600 << 10)
+	if res := h.do(envoysim.Request{Body: big}); res.Immediate != nil {
+		t.Fatalf("within the budget: %s", res.Immediate.GetBody())
+	}
+	if h.metric("eldr_epp_rejected_total", `reason="overloaded"`) != 1 || h.epp.ext.buffered.Load() != 0 {
+		t.Errorf("overloaded %v, still held %d", h.metric("eldr_epp_rejected_total", `reason="overloaded"`),
+			h.epp.ext.buffered.Load())
 	}
 	h.noLeaks()
 }

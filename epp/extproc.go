@@ -21,6 +21,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -87,7 +88,11 @@ type server struct {
 	config  func() *Config
 	mode    bodyMode
 	maxBody int
-	m       *metrics
+	// buffered: request body bytes all streams hold now, at most maxBuffered
+	// (beyond it a request is shed with 429, as the protocol says for load).
+	buffered    atomic.Int64
+	maxBuffered int64
+	m           *metrics
 	// onPick, when set, sees every pick's time in the picker (the bench).
 	onPick func(time.Duration)
 }
@@ -103,6 +108,7 @@ type stream struct {
 	subset    []string
 	hasSubset bool
 	body      []byte
+	held      int64 // of body, counted in server.buffered
 	decided   bool
 	pick      *pick
 	status    string // the response's :status
@@ -135,6 +141,7 @@ func (s *server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 }
 
 func (st *stream) finish() {
+	st.dropBody()
 	if st.pick == nil {
 		return
 	}
@@ -177,6 +184,12 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) error {
 		if len(st.body)+len(b.GetBody()) > st.s.maxBody {
 			return st.reject(refuse(413, "too_large", "request body over %d bytes", st.s.maxBody))
 		}
+		if n := int64(len(b.GetBody())); st.s.buffered.Add(n) > st.s.maxBuffered {
+			st.s.buffered.Add(-n)
+			return st.reject(refuse(429, "overloaded",
+				"the picker holds %d bytes of request bodies; retry later", st.s.maxBuffered))
+		}
+		st.held += int64(len(b.GetBody()))
 		st.body = append(st.body, b.GetBody()...)
 		if b.GetEndOfStream() || st.reqMode == buffered {
 			return st.decide(st.body)
@@ -277,7 +290,7 @@ func (st *stream) decide(body []byte) error {
 		return st.reject(refuse(503, "no_endpoint", "no ready endpoint to pick from"))
 	}
 	st.pick = pk
-	st.body = nil
+	defer st.dropBody() // after it is streamed back
 	mutation := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(destinationKey, pk.destination())}}
 	if pk.prefill != nil {
 		mutation.SetHeaders = append(mutation.SetHeaders, setHeader(prefillHeader, pk.prefill.Address))
@@ -303,6 +316,12 @@ func (st *stream) decide(body []byte) error {
 	}
 	st.picked()
 	return st.sendRequestBody(body, true)
+}
+
+// dropBody returns the body's bytes to the picker's budget.
+func (st *stream) dropBody() {
+	st.s.buffered.Add(-st.held)
+	st.held, st.body = 0, nil
 }
 
 // picked: the pick is on its way to the proxy.

@@ -52,6 +52,8 @@ func serveMain(args []string) int {
 	fs.DurationVar(&o.WatchInterval, "watch-interval", o.WatchInterval, "how often the config and table files are checked")
 	fs.StringVar(&o.BodyMode, "body-mode", o.BodyMode, "ext_proc body mode when Envoy does not say: full-duplex or buffered")
 	fs.IntVar(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "larger request bodies are answered 413")
+	fs.Int64Var(&o.MaxBufferedBytes, "max-buffered-bytes", o.MaxBufferedBytes,
+		"request body bytes all open requests may hold at once; beyond it requests are answered 429")
 	drain := fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long open requests may finish")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
