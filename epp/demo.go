@@ -130,6 +130,12 @@ func runDemo(requests int) error {
 			c := counts[k]
 			fmt.Printf("  %-22s %-7s %6d %6d %6d %6d\n", eng.Address(), eng.Kind, c[0], c[1], c[2], c[3])
 		}
+		main := 0
+		for _, c := range counts {
+			main += max(c[0], c[1], c[2], c[3])
+		}
+		fmt.Printf("  requests on their engine's main domain: %d of %d (%.0f %%)\n", main, requests,
+			100*float64(main)/float64(requests))
 		fmt.Printf("  picks by eldr %.0f, least-loaded %.0f; in flight after the run: %.0f\n",
 			counterValue(e.m.picks.WithLabelValues("eldr")), counterValue(e.m.picks.WithLabelValues("least_loaded")),
 			gaugeValue(e))
