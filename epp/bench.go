@@ -183,6 +183,7 @@ func startBenchPickers(dir string, endpoints int) ([]*benchSide, error) {
 	for _, router := range []string{"embedded", "none"} {
 		o := DefaultOptions()
 		o.ConfigPath, o.TablePath, o.Router, o.ScrapeInterval = cfgPath, tablePath, router, 0
+		o.SecureServing = false // the stand-in and the picker share one process
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 		e, err := newEPP(o)
 		if err != nil {
@@ -192,8 +193,8 @@ func startBenchPickers(dir string, endpoints int) ([]*benchSide, error) {
 		if err != nil {
 			return nil, err
 		}
-		go e.Serve(lis, nil)
-		p, err := envoysim.Dial(lis.Addr().String())
+		go e.Serve(Listeners{ExtProc: lis})
+		p, err := envoysim.Dial(lis.Addr().String(), nil)
 		if err != nil {
 			return nil, err
 		}

@@ -76,6 +76,7 @@ func runDemo(requests int) error {
 		o := DefaultOptions()
 		o.ConfigPath, o.TablePath, o.Router = cfgPath, tablePath, router
 		o.ScrapeInterval = 100 * time.Millisecond
+		o.SecureServing = false // plaintext on loopback
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 		e, err := newEPP(o)
 		if err != nil {
@@ -85,8 +86,8 @@ func runDemo(requests int) error {
 		if err != nil {
 			return err
 		}
-		go e.Serve(lis, nil)
-		proxy, err := envoysim.Dial(lis.Addr().String())
+		go e.Serve(Listeners{ExtProc: lis})
+		proxy, err := envoysim.Dial(lis.Addr().String(), nil)
 		if err != nil {
 			return err
 		}

@@ -61,11 +61,10 @@ func (e *Endpoint) load(fresh time.Duration, now time.Time) int64 {
 
 // Pool is one generation of the config: immutable, swapped whole.
 type Pool struct {
-	cfg        *Config
-	all        []*Endpoint
-	byAddress  map[string]*Endpoint
-	byWorker   map[int32]*Endpoint
-	generation uint64
+	cfg       *Config
+	all       []*Endpoint
+	byAddress map[string]*Endpoint
+	byWorker  map[int32]*Endpoint
 }
 
 // newPool builds the next generation, reusing the endpoints of prev whose

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -39,8 +41,12 @@ type Options struct {
 	ScrapeInterval time.Duration // 0: no scraping
 	ReportLoads    bool          // embedded: scraped loads replace the router's counts
 	WatchInterval  time.Duration
-	BodyMode       string
-	MaxBodyBytes   int
+	// SecureServing serves ext_proc over TLS (GIE's default): the key pair
+	// in CertPath (tls.crt, tls.key), or a self-signed one.
+	SecureServing bool
+	CertPath      string
+	BodyMode      string
+	MaxBodyBytes  int
 	// MaxBufferedBytes bounds the request bodies all streams hold at once.
 	MaxBufferedBytes int64
 	Log              *slog.Logger
@@ -48,7 +54,7 @@ type Options struct {
 
 // DefaultOptions are the command's defaults.
 func DefaultOptions() Options {
-	return Options{Router: "embedded", Policy: "eldr_cost", Instance: "default", RouteTimeout: 20 * time.Millisecond,
+	return Options{SecureServing: true, Router: "embedded", Policy: "eldr_cost", Instance: "default", RouteTimeout: 20 * time.Millisecond,
 		Fallbacks: 2, ScrapeInterval: time.Second, WatchInterval: time.Second,
 		BodyMode: "full-duplex", MaxBodyBytes: 8 << 20, MaxBufferedBytes: 512 << 20}
 }
@@ -65,12 +71,14 @@ type EPP struct {
 	cfg    atomic.Pointer[Config]
 	stamp  fileStamp
 	grpc   *grpc.Server
-	ext    *server
-	health *health.Server
-	http   *http.Server
-	ctx    context.Context
-	cancel context.CancelFunc
-	loops  sync.WaitGroup
+	// healthGRPC serves the health service alone, in plaintext.
+	healthGRPC *grpc.Server
+	ext        *server
+	health     *health.Server
+	http       *http.Server
+	ctx        context.Context
+	cancel     context.CancelFunc
+	loops      sync.WaitGroup
 }
 
 func newEPP(o Options) (*EPP, error) {
@@ -94,15 +102,27 @@ func newEPP(o Options) (*EPP, error) {
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.health = health.NewServer()
-	e.grpc = grpc.NewServer(
-		grpc.MaxRecvMsgSize(o.MaxBodyBytes+(1<<20)),
-		grpc.MaxConcurrentStreams(1<<16),
+	serverOpts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(o.MaxBodyBytes + (1 << 20)),
+		grpc.MaxConcurrentStreams(1 << 16),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	}
+	if o.SecureServing {
+		cert, err := serverCertificate(o.CertPath)
+		if err != nil {
+			return nil, err
+		}
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(&tls.Config{
+			Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
+	}
+	e.grpc = grpc.NewServer(serverOpts...)
+	// Kubernetes' gRPC probes speak no TLS: health has its own plaintext server too.
+	e.healthGRPC = grpc.NewServer()
 	e.ext = &server{picker: e.picker, config: e.cfg.Load, mode: mode, maxBody: o.MaxBodyBytes,
 		maxBuffered: o.MaxBufferedBytes, m: e.m}
 	extprocv3.RegisterExternalProcessorServer(e.grpc, e.ext)
 	healthpb.RegisterHealthServer(e.grpc, e.health)
+	healthpb.RegisterHealthServer(e.healthGRPC, e.health)
 	for _, s := range append([]string{""}, healthServices[1:]...) {
 		e.health.SetServingStatus(s, healthpb.HealthCheckResponse_NOT_SERVING) // until a config loads
 	}
@@ -195,9 +215,15 @@ func (e *EPP) reloadConfig() {
 	}
 }
 
-// Serve runs until Stop: ext_proc and health on grpcLis, metrics on
-// httpLis (nil: none).
-func (e *EPP) Serve(grpcLis, httpLis net.Listener) error {
+// Listeners are where an EPP serves; nil ones are off.
+type Listeners struct {
+	ExtProc net.Listener // ext_proc and health (TLS with SecureServing)
+	Health  net.Listener // health alone, plaintext (Kubernetes gRPC probes)
+	HTTP    net.Listener // /metrics, /healthz, /readyz
+}
+
+// Serve runs until Stop.
+func (e *EPP) Serve(l Listeners) error {
 	e.loops.Add(1)
 	go func() {
 		defer e.loops.Done()
@@ -225,11 +251,15 @@ func (e *EPP) Serve(grpcLis, httpLis net.Listener) error {
 			})
 		}()
 	}
-	if httpLis != nil {
-		go e.http.Serve(httpLis)
+	if l.HTTP != nil {
+		go e.http.Serve(l.HTTP)
 	}
-	e.log.Info("eldr-epp serving", "ext_proc", grpcLis.Addr().String(), "router", e.picker.eldr.name())
-	return e.grpc.Serve(grpcLis)
+	if l.Health != nil {
+		go e.healthGRPC.Serve(l.Health)
+	}
+	e.log.Info("eldr-epp serving", "ext_proc", l.ExtProc.Addr().String(), "tls", e.o.SecureServing,
+		"router", e.picker.eldr.name())
+	return e.grpc.Serve(l.ExtProc)
 }
 
 // Stop drains: health says NOT_SERVING, no new streams are taken, open ones
@@ -248,6 +278,7 @@ func (e *EPP) Stop(drain time.Duration) {
 		e.grpc.Stop()
 		<-done
 	}
+	e.healthGRPC.Stop()
 	e.cancel()
 	e.loops.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +29,7 @@ type harness struct {
 	proxy     *envoysim.Proxy
 	metrics   string // http://.../metrics
 	addr      string // ext_proc
+	health    string // the plaintext health listener
 	tablePath string
 }
 
@@ -82,6 +84,7 @@ func newHarness(t *testing.T, specs []engineSpec, tune func(*Options)) *harness 
 	o.ScrapeInterval = 50 * time.Millisecond
 	o.WatchInterval = 20 * time.Millisecond
 	o.RouteTimeout = time.Second
+	o.SecureServing = false
 	o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -101,11 +104,19 @@ func newHarness(t *testing.T, specs []engineSpec, tune func(*Options)) *harness 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.addr = lis.Addr().String()
+	hlis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.addr, h.health = lis.Addr().String(), hlis.Addr().String()
 	h.metrics = "http://" + mlis.Addr().String() + "/metrics"
-	go h.epp.Serve(lis, mlis)
+	go h.epp.Serve(Listeners{ExtProc: lis, Health: hlis, HTTP: mlis})
 	t.Cleanup(func() { h.epp.Stop(2 * time.Second) })
-	if h.proxy, err = envoysim.Dial(lis.Addr().String()); err != nil {
+	var clientTLS *tls.Config
+	if o.SecureServing {
+		clientTLS = &tls.Config{InsecureSkipVerify: true} // a self-signed picker, as GIE's gateways take it
+	}
+	if h.proxy, err = envoysim.Dial(lis.Addr().String(), clientTLS); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.proxy.Close() })

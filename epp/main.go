@@ -36,7 +36,10 @@ func main() {
 func serveMain(args []string) int {
 	o := DefaultOptions()
 	fs := flag.NewFlagSet("eldr-epp", flag.ContinueOnError)
-	grpcAddr := fs.String("grpc-addr", ":9002", "ext_proc and gRPC health listen address")
+	grpcAddr := fs.String("grpc-addr", ":9002", "ext_proc (and gRPC health) listen address")
+	healthAddr := fs.String("grpc-health-addr", ":9003", "gRPC health alone, plaintext, for Kubernetes probes (empty: off)")
+	fs.BoolVar(&o.SecureServing, "secure-serving", o.SecureServing, "serve ext_proc over TLS, as GIE's picker does")
+	fs.StringVar(&o.CertPath, "cert-path", "", "folder with tls.crt and tls.key (empty: a self-signed certificate)")
 	metricsAddr := fs.String("metrics-addr", ":9090", "Prometheus /metrics, /healthz and /readyz (empty: off)")
 	fs.StringVar(&o.ConfigPath, "config", "", "endpoints file (YAML or JSON), watched (required)")
 	fs.StringVar(&o.Router, "router", o.Router, "eldr behind the picker: embedded, eldrd, nats or none (least-loaded only)")
@@ -79,9 +82,15 @@ func serveMain(args []string) int {
 		fmt.Fprintln(os.Stderr, "eldr-epp:", err)
 		return 1
 	}
-	var mlis net.Listener
-	if *metricsAddr != "" {
-		if mlis, err = net.Listen("tcp", *metricsAddr); err != nil {
+	ls := Listeners{ExtProc: lis}
+	for _, l := range []struct {
+		addr string
+		to   *net.Listener
+	}{{*metricsAddr, &ls.HTTP}, {*healthAddr, &ls.Health}} {
+		if l.addr == "" {
+			continue
+		}
+		if *l.to, err = net.Listen("tcp", l.addr); err != nil {
 			fmt.Fprintln(os.Stderr, "eldr-epp:", err)
 			return 1
 		}
@@ -93,7 +102,7 @@ func serveMain(args []string) int {
 		o.Log.Info("stopping", "signal", s.String(), "drain", *drain)
 		e.Stop(*drain)
 	}()
-	if err := e.Serve(lis, mlis); err != nil {
+	if err := e.Serve(ls); err != nil {
 		o.Log.Error("serve", "error", err)
 		return 1
 	}

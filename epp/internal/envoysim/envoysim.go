@@ -12,6 +12,7 @@ package envoysim
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -35,9 +37,14 @@ type Proxy struct {
 	Chunk  int // request body chunk size (Envoy's: up to its buffer, 64 KiB here)
 }
 
-// Dial connects to the picker's ext_proc address.
-func Dial(addr string) (*Proxy, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+// Dial connects to the picker's ext_proc address: over TLS with tlsConfig,
+// in plaintext when it is nil.
+func Dial(addr string, tlsConfig *tls.Config) (*Proxy, error) {
+	creds := insecure.NewCredentials()
+	if tlsConfig != nil {
+		creds = credentials.NewTLS(tlsConfig)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
 	if err != nil {
 		return nil, err
