@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -85,6 +86,9 @@ func routesByEldr(t *testing.T, h *harness) {
 			byTask[task] = map[string]int{}
 		}
 		byTask[task][res.Destination[0]]++
+		if !strings.HasPrefix(res.Headers["x-eldr-request-id"], "epp-") {
+			t.Fatalf("no x-eldr-request-id for the engine: %v", res.Headers)
+		}
 		held = append(held, res)
 	}
 	if got := h.metric("eldr_epp_picks_total", `by="eldr"`); got != 24 {

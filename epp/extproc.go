@@ -44,6 +44,9 @@ const (
 	// (beside each decode pod) reads it: it sends the prompt there first,
 	// then decodes locally with the KV cache the prefill pod hands over.
 	prefillHeader = "x-prefiller-host-port"
+	// The request's id in eldr, for an engine that pushes the request's real
+	// footprint to eldrd after prefill (the daemon learns from it).
+	requestIDHeader = "x-eldr-request-id"
 )
 
 // streamedChunk bounds one body chunk the picker streams back (Envoy's
@@ -294,6 +297,9 @@ func (st *stream) decide(body []byte) error {
 	mutation := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(destinationKey, pk.destination())}}
 	if pk.prefill != nil {
 		mutation.SetHeaders = append(mutation.SetHeaders, setHeader(prefillHeader, pk.prefill.Address))
+	}
+	if pk.byEldr {
+		mutation.SetHeaders = append(mutation.SetHeaders, setHeader(requestIDHeader, pk.key))
 	}
 	meta := &structpb.Struct{Fields: map[string]*structpb.Value{
 		lbNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{

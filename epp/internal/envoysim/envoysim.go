@@ -78,9 +78,10 @@ type Request struct {
 
 // Result is what came back.
 type Result struct {
-	Destination []string // the pick, then the fallbacks
-	Prefill     string   // x-prefiller-host-port, where set
-	Metadata    string   // the dynamic metadata's destination (must equal the header)
+	Destination []string          // the pick, then the fallbacks
+	Prefill     string            // x-prefiller-host-port, where set
+	Metadata    string            // the dynamic metadata's destination (must equal the header)
+	Headers     map[string]string // every header the pick set
 	Immediate   *extprocv3.ImmediateResponse
 	PickLatency time.Duration // first request message sent to the header response
 	Served      string        // the endpoint that answered (Forward)
@@ -158,7 +159,9 @@ func (p *Proxy) Do(ctx context.Context, r Request) (*Result, error) {
 		cancel()
 		return nil, fmt.Errorf("expected the request header response, got %T", resp.Response)
 	}
+	res.Headers = map[string]string{}
 	for _, o := range h.GetResponse().GetHeaderMutation().GetSetHeaders() {
+		res.Headers[o.GetHeader().GetKey()] = string(o.GetHeader().GetRawValue())
 		switch o.GetHeader().GetKey() {
 		case "x-gateway-destination-endpoint":
 			res.Destination = strings.Split(string(o.GetHeader().GetRawValue()), ",")
@@ -241,7 +244,9 @@ func (p *Proxy) doBuffered(ctx context.Context, cancel context.CancelFunc,
 	if common == nil {
 		return fail(fmt.Errorf("expected the pick, got %T", resp.Response))
 	}
+	res.Headers = map[string]string{}
 	for _, o := range common.GetHeaderMutation().GetSetHeaders() {
+		res.Headers[o.GetHeader().GetKey()] = string(o.GetHeader().GetRawValue())
 		switch o.GetHeader().GetKey() {
 		case "x-gateway-destination-endpoint":
 			res.Destination = strings.Split(string(o.GetHeader().GetRawValue()), ",")
