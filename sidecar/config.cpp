@@ -340,7 +340,8 @@ Status DaemonConfig::validate() const {
   if (pool.enabled()) {
     for (const std::string& url : pool.nats)
       if (url.empty() || url.find_first_of(" \t\n") != std::string::npos)
-        return {Errc::invalid_argument, "pool.nats: '" + url + "' is not a server URL"};
+        return {Errc::invalid_argument,
+                "pool.nats: '" + pool::redact_url(url) + "' is not a server URL"};
     ELDR_TRY(validate_pool_name("pool.name", pool.name));
     if (!pool.node.empty()) ELDR_TRY(validate_pool_name("pool.node", pool.node));
     if (pool.peer_timeout_ms < 2 * pool.snapshot_ms)

@@ -103,6 +103,10 @@ void render_pool(std::string& out, const PoolGauge& c) {
        "Nodes seen with a new incarnation (their old bookings released).", d(c.restarts)},
       {"eldr_pool_disconnects_total", "counter", "Connections to NATS lost.", d(c.disconnects)},
       {"eldr_pool_reconnects_total", "counter", "Reconnections to NATS.", d(c.reconnects)},
+      {"eldr_pool_join_errors_total", "counter",
+       "Reasons NATS gave while this node was not connected (refused credentials, an unreachable "
+       "server, a TLS failure), each counted and logged once as it appears.",
+       d(c.join_errors)},
       {"eldr_pool_snapshot_too_large_total", "counter",
        "Snapshots not sent: larger than the server's max_payload.", d(c.snapshot_too_large)},
       {"eldr_pool_remote_routes_total", "counter",

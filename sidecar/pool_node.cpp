@@ -82,7 +82,8 @@ Result<std::unique_ptr<PoolNode>> PoolNode::create(const PoolConfig& config, Ser
   service.join_pool(n.get());
   n->m_table_thread = std::thread([p = n.get()] { p->table_loop(); });
   ELDR_LOG(info, "pool: node %s of pool %s, NATS %s%s", node.c_str(), config.name.c_str(),
-           config.nats.front().c_str(), config.nats.size() > 1 ? " (and others)" : "");
+           pool::redact_url(config.nats.front()).c_str(),
+           config.nats.size() > 1 ? " (and others)" : "");
   return n;
 }
 
@@ -253,6 +254,16 @@ std::string PoolNode::maintain() {
     m_was_connected = connected;
     if (connected) m_next_snapshot_ns = 0;  // tell everyone where we stand at once
   }
+  // Not in the pool (never joined, or lost): say why as soon as NATS says it,
+  // once per reason; the library keeps retrying.
+  if (connected) {
+    m_join_error.clear();
+  } else if (std::string why = not_connected_reason(); why != m_join_error) {
+    ELDR_LOG(error, "pool: node %s is not in pool %s: NATS says \"%s\" (retrying)", node().c_str(),
+             m_config.name.c_str(), why.c_str());
+    ++m_join_errors;
+    m_join_error = std::move(why);
+  }
   if (connected && now >= m_next_snapshot_ns) {
     send_snapshot();
     m_next_snapshot_ns = now + uint64_t{m_config.snapshot_ms} * 1'000'000;
@@ -290,14 +301,27 @@ std::string PoolNode::maintain() {
   g.remote_malformed = m_remote_malformed;
   g.completes_forwarded = m_completes_forwarded;
   g.completes_received = m_completes_received;
+  g.join_errors = m_join_errors;
   m_metrics.set_pool(g);
   return status_json(now);
+}
+
+// Why the link is down: what NATS last said, else that no server answers
+// (an unreachable server leaves the library nothing to say).
+std::string PoolNode::not_connected_reason() const {
+  std::string why = m_link->last_error();
+  if (why.empty()) {
+    why = "no NATS server answers at " + redact_url(m_config.nats.front());
+    if (m_config.nats.size() > 1) why += " (or the others given)";
+  }
+  return why;
 }
 
 std::string PoolNode::status_json(uint64_t now_ns) const {
   nlohmann::json j;
   j["connected"] = m_link->connected();
   j["server"] = m_link->server();
+  if (!m_join_error.empty()) j["error"] = m_join_error;  // why it is not connected
   j["node"] = node();
   j["pool"] = m_config.name;
   j["incarnation"] = m_encoder.incarnation();

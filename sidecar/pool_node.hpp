@@ -72,6 +72,7 @@ class PoolNode final : public PoolPublisher {
   // eldr.<pool>.complete (pool_wide): one forwarded by another node.
   void serve_complete(const InboxMessage& in, bool pool_wide);
   std::string status_json(uint64_t now_ns) const;
+  std::string not_connected_reason() const;
   // The table watcher's thread: the pool's table bucket, watched, each new
   // revision read, checked and swapped in at the pool's epoch.
   void table_loop();
@@ -102,6 +103,8 @@ class PoolNode final : public PoolPublisher {
   uint64_t m_snapshot_too_large = 0;
   uint64_t m_faults_logged = 0;
   bool m_was_connected = false;
+  std::string m_join_error;    // what NATS last said while not connected ("" when connected)
+  uint64_t m_join_errors = 0;  // distinct such reasons, each logged once
 
   std::thread m_table_thread;
   std::atomic<bool> m_stop{false};

@@ -173,9 +173,12 @@ void print_text(const std::string& instance, const shm::SegmentSnapshot& s) {
         c.contains("table_revision") && !c["table_revision"].is_null()
             ? c["table_revision"].dump()
             : "- (" + c.value("table_source", std::string("local")) + " table)";
+    const std::string link = c.value("connected", false) ? "connected"
+                             : c.contains("error") && c["error"].is_string()
+                                 ? "DISCONNECTED (" + c["error"].get<std::string>() + ")"
+                                 : "DISCONNECTED";
     std::printf("pool: %s, node %s, %s, view age %.1f ms, table revision %s\n",
-                c.value("pool", "?").c_str(), c.value("node", "?").c_str(),
-                c.value("connected", false) ? "connected" : "DISCONNECTED",
+                c.value("pool", "?").c_str(), c.value("node", "?").c_str(), link.c_str(),
                 c.value("view_age_ms", 0.0), revision.c_str());
     if (c.contains("peers") && c["peers"].is_array())
       for (const auto& p : c["peers"])

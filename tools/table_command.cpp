@@ -38,8 +38,11 @@ Result<std::pair<std::unique_ptr<NatsLink>, std::unique_ptr<KeyValue>>> open_buc
   auto link = NatsLink::open(o);
   if (!link) return link.status();
   if (!(*link)->wait_connected(a.timeout_ms))
-    return Status{Errc::no_daemon, "no NATS server answered at " + a.nats + " within " +
-                                       std::to_string(a.timeout_ms) + " ms"};
+    return Status{Errc::no_daemon, "no NATS server answered at " + pool::redact_url(a.nats) +
+                                       " within " + std::to_string(a.timeout_ms) + " ms" + [&] {
+                                         const std::string why = (*link)->last_error();
+                                         return why.empty() ? std::string() : " (" + why + ")";
+                                       }()};
   // A NATS cluster that has just started has no JetStream leader for a
   // moment: opening the bucket is retried until the timeout.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(a.timeout_ms);

@@ -16,6 +16,7 @@
 #include "capi_internal.hpp"
 #include "eldr/eldr_prompt.h"
 #include "eldr/footprint.hpp"
+#include "eldr/pool/nats_urls.hpp"
 #include "eldr/pool/route_wire.hpp"
 #include "eldr/shm/records.hpp"
 
@@ -158,7 +159,7 @@ eldr_status_t eldr_pool_open(const char* nats_urls, const char* pool, uint32_t t
     if (s == NATS_OK) s = natsConnection_Connect(&handle->nc, opts);
     if (opts != nullptr) natsOptions_Destroy(opts);
     if (s != NATS_OK)
-      return eldr::capi::nats_fail(fn, std::string("cannot connect to ") + nats_urls, s);
+      return eldr::capi::nats_fail(fn, "cannot connect to " + eldr::pool::redact_url(nats_urls), s);
     handle->route_subject = std::string("eldr.") + pool + ".route";
     handle->complete_prefix = std::string("eldr.") + pool + ".complete.";
     *out = handle.release();

@@ -21,6 +21,16 @@ Status nats_error(const std::string& what, natsStatus s) {
   return {Errc::io, what + ": " + natsStatus_GetText(s)};
 }
 
+// What the connection last said, for a subscription that failed because the
+// library closed it (refused credentials: it gives up after two refusals).
+std::string subscribe_failed_reason(natsConnection* nc) {
+  const char* text = nullptr;
+  if (nc != nullptr && natsConnection_GetLastError(nc, &text) != NATS_OK && text != nullptr &&
+      *text != '\0')
+    return redact_url(text);
+  return {};
+}
+
 }  // namespace
 
 struct NatsLink::Impl {
@@ -154,7 +164,12 @@ Result<std::unique_ptr<NatsLink>> NatsLink::open(const NatsLinkOptions& o) {
             ? natsConnection_Subscribe(&sub, m->nc, want.subject.c_str(), Impl::on_msg, m)
             : natsConnection_QueueSubscribe(&sub, m->nc, want.subject.c_str(), want.queue.c_str(),
                                             Impl::on_msg, m);
-    if (s != NATS_OK) return nats_error("cannot subscribe to " + want.subject, s);
+    if (s != NATS_OK) {
+      const std::string why = subscribe_failed_reason(m->nc);
+      return nats_error(
+          "cannot subscribe to " + want.subject + (why.empty() ? "" : " (NATS said: " + why + ")"),
+          s);
+    }
     m->subs.push_back(sub);
     s = natsSubscription_SetPendingLimits(sub, 1 << 16, 256 << 20);
     if (s == NATS_OK) s = natsSubscription_SetOnCompleteCB(sub, Impl::on_sub_complete, m);
@@ -215,7 +230,14 @@ std::string NatsLink::server() const {
   char url[256] = {};
   if (!connected() || natsConnection_GetConnectedUrl(m_impl->nc, url, sizeof(url)) != NATS_OK)
     return {};
-  return url;
+  return redact_url(url);
+}
+
+std::string NatsLink::last_error() const {
+  const char* text = nullptr;
+  const natsStatus s = natsConnection_GetLastError(m_impl->nc, &text);
+  if (s == NATS_OK || s == NATS_NO_SERVER) return {};
+  return redact_url(text != nullptr && *text != '\0' ? text : natsStatus_GetText(s));
 }
 
 bool NatsLink::wait_connected(int64_t timeout_ms) const {

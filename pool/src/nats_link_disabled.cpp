@@ -28,6 +28,7 @@ size_t NatsLink::take(std::vector<InboxMessage>& out) {
 int64_t NatsLink::max_payload() const noexcept { return 0; }
 NatsLinkCounters NatsLink::counters() const noexcept { return {}; }
 std::string NatsLink::server() const { return {}; }
+std::string NatsLink::last_error() const { return {}; }
 
 bool NatsLink::wait_connected(int64_t) const { return false; }
 size_t NatsLink::known_servers() const { return 0; }

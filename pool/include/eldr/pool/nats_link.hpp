@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "eldr/pool/nats_urls.hpp"  // split_urls, redact_url
 #include "eldr/status.hpp"
 
 namespace eldr::pool {
@@ -23,8 +24,6 @@ bool nats_supported() noexcept;
 // At process exit, after every NatsLink is gone: ends the library's threads
 // and frees its global state.
 void nats_shutdown() noexcept;
-// "nats://a:4222, nats://b:4222" -> the URLs (blanks around commas dropped).
-std::vector<std::string> split_urls(std::string_view text);
 
 struct NatsLinkOptions {
   std::vector<std::string> urls;
@@ -114,6 +113,10 @@ class NatsLink {
   NatsLinkCounters counters() const noexcept;
   // The server the connection is on, or "" when disconnected.
   std::string server() const;
+  // Why the connection is not up, as the library last said it (refused
+  // credentials, an unreachable server, a TLS failure; URLs redacted); ""
+  // when it has nothing to say.
+  std::string last_error() const;
   // Waits until connected (true) or timeout_ms passed (false).
   bool wait_connected(int64_t timeout_ms) const;
   // Servers the client knows (given and discovered): how many NATS servers there are.
