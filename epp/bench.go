@@ -15,9 +15,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -183,18 +180,7 @@ func startBenchPickers(dir string, endpoints int) ([]*benchSide, error) {
 	for _, router := range []string{"embedded", "none"} {
 		o := DefaultOptions()
 		o.ConfigPath, o.TablePath, o.Router, o.ScrapeInterval = cfgPath, tablePath, router, 0
-		o.SecureServing = false // the stand-in and the picker share one process
-		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-		e, err := newEPP(o)
-		if err != nil {
-			return nil, err
-		}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		go e.Serve(Listeners{ExtProc: lis})
-		p, err := envoysim.Dial(lis.Addr().String(), nil)
+		e, p, err := serveLocal(o)
 		if err != nil {
 			return nil, err
 		}
@@ -262,20 +248,7 @@ func (s *benchSide) run(bodies [][]byte, n, streams int, hold time.Duration) {
 func (s *benchSide) leaked() int64 {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		var n int64
-		for _, e := range s.epp.picker.pool.Load().all {
-			n += e.inflight.Load() + e.prefilling.Load()
-		}
-		if emb, ok := s.epp.picker.eldr.(*embedded); ok {
-			emb.mu.RLock()
-			if emb.router != nil {
-				slots, _ := emb.router.Workers()
-				for _, sl := range slots {
-					n += int64(sl.InFlight)
-				}
-			}
-			emb.mu.RUnlock()
-		}
+		n := s.epp.heldCounts()
 		if n == 0 || time.Now().After(deadline) {
 			return n
 		}

@@ -76,18 +76,7 @@ func runDemo(requests int) error {
 		o := DefaultOptions()
 		o.ConfigPath, o.TablePath, o.Router = cfgPath, tablePath, router
 		o.ScrapeInterval = 100 * time.Millisecond
-		o.SecureServing = false // plaintext on loopback
-		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-		e, err := newEPP(o)
-		if err != nil {
-			return err
-		}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		go e.Serve(Listeners{ExtProc: lis})
-		proxy, err := envoysim.Dial(lis.Addr().String(), nil)
+		e, proxy, err := serveLocal(o)
 		if err != nil {
 			return err
 		}
@@ -139,7 +128,7 @@ func runDemo(requests int) error {
 			100*float64(main)/float64(requests))
 		fmt.Printf("  picks by eldr %.0f, least-loaded %.0f; in flight after the run: %.0f\n",
 			counterValue(e.m.picks.WithLabelValues("eldr")), counterValue(e.m.picks.WithLabelValues("least_loaded")),
-			gaugeValue(e))
+			float64(e.heldCounts()))
 		e.Stop(time.Second)
 		if failed != nil {
 			return failed
@@ -148,10 +137,25 @@ func runDemo(requests int) error {
 	return nil
 }
 
-func gaugeValue(e *EPP) float64 {
-	var n int64
-	for _, ep := range e.picker.pool.Load().all {
-		n += ep.inflight.Load()
+// serveLocal starts a picker with o on a loopback port, in plaintext and
+// quiet, and the stand-in Envoy connected to it (the demo and the bench).
+func serveLocal(o Options) (*EPP, *envoysim.Proxy, error) {
+	o.SecureServing = false
+	o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	e, err := newEPP(o)
+	if err != nil {
+		return nil, nil, err
 	}
-	return float64(n)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.Stop(0)
+		return nil, nil, err
+	}
+	go e.Serve(Listeners{ExtProc: lis})
+	p, err := envoysim.Dial(lis.Addr().String(), nil)
+	if err != nil {
+		e.Stop(0)
+		return nil, nil, err
+	}
+	return e, p, nil
 }

@@ -169,6 +169,32 @@ func (e *EPP) newDecider() (decider, error) {
 	return nil, fmt.Errorf("-router %q: embedded, eldrd, nats or none", e.o.Router)
 }
 
+// heldCounts is everything still counted in flight: the picker's own counts
+// per endpoint and the embedded router's per worker (0 once every request
+// ended; a leak otherwise).
+func (e *EPP) heldCounts() int64 {
+	var n int64
+	if p := e.picker.pool.Load(); p != nil {
+		for _, ep := range p.all {
+			n += ep.inflight.Load() + ep.prefilling.Load()
+		}
+	}
+	if emb, ok := e.picker.eldr.(*embedded); ok {
+		emb.mu.RLock()
+		defer emb.mu.RUnlock()
+		if emb.router != nil {
+			slots, err := emb.router.Workers()
+			if err != nil {
+				return n + 1 // cannot tell: not known to be free
+			}
+			for _, sl := range slots {
+				n += int64(sl.InFlight)
+			}
+		}
+	}
+	return n
+}
+
 // noDecider: least-loaded only (the baseline the benchmark compares with).
 type noDecider struct{}
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,9 +34,9 @@ func TestPicksByPromptAcrossVLLMAndSGLang(t *testing.T) {
 		switch path := paths[i%3]; path {
 		case "/v1/chat/completions":
 			body = []byte(`{"model":"synth-moe","messages":[{"role":"system","content":"be brief"},` +
-				`{"role":"user","content":[{"type":"text","text":` + quote(synthText(&r, task)) + `}]}]}`)
+				`{"role":"user","content":[{"type":"text","text":` + strconv.Quote(synthText(&r, task)) + `}]}]}`)
 		case "/generate":
-			body = []byte(`{"model":"synth-moe","text":` + quote(synthText(&r, task)) + `}`)
+			body = []byte(`{"model":"synth-moe","text":` + strconv.Quote(synthText(&r, task)) + `}`)
 		default:
 			body = synthBody(&r, task, 200, false)
 		}
@@ -86,19 +87,6 @@ func TestPicksByPromptAcrossVLLMAndSGLang(t *testing.T) {
 	if got := h.metric("eldr_epp_requests_total", `outcome="completed"`); got != 48 {
 		t.Errorf("completed = %v, want 48", got)
 	}
-}
-
-func quote(s string) string {
-	var b bytes.Buffer
-	b.WriteByte('"')
-	for _, r := range s {
-		if r == '"' || r == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	b.WriteByte('"')
-	return b.String()
 }
 
 // Streamed responses relay chunk by chunk; a client that goes away mid
@@ -313,7 +301,7 @@ func TestFallsBackToLeastLoadedWhenEldrCannotDecide(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	data, err := readFile(h.tablePath)
+	data, err := os.ReadFile(h.tablePath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,11 +442,11 @@ func TestDecisionsEqualTheEmbeddedRouters(t *testing.T) {
 		var body []byte
 		if i%2 == 0 {
 			text := synthText(&r, task)
-			prompt, body = eldr.TextPrompt(text), []byte(`{"model":"synth-moe","prompt":`+quote(text)+`}`)
+			prompt, body = eldr.TextPrompt(text), []byte(`{"model":"synth-moe","prompt":`+strconv.Quote(text)+`}`)
 		} else {
 			tokens := synthTokenIDs(&r, task, 300)
 			prompt = eldr.TokensPrompt(tokens)
-			body = []byte(`{"model":"synth-moe","input_ids":` + formatIDs(tokens) + `}`)
+			body = []byte(`{"model":"synth-moe","input_ids":` + jsonIDs(tokens) + `}`)
 		}
 		id := uint64(i + 1)
 		want, err := router.RoutePrompt(prompt, &id)
@@ -496,35 +484,6 @@ func TestDecisionsEqualTheEmbeddedRouters(t *testing.T) {
 	t.Logf("%d of 240 decisions equal", same)
 	h.noLeaks()
 }
-
-func formatIDs(t []uint32) string {
-	var b strings.Builder
-	b.WriteByte('[')
-	for i, v := range t {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(itoa(v))
-	}
-	b.WriteByte(']')
-	return b.String()
-}
-
-func itoa(v uint32) string {
-	if v == 0 {
-		return "0"
-	}
-	var d [10]byte
-	i := len(d)
-	for v > 0 {
-		i--
-		d[i] = byte('0' + v%10)
-		v /= 10
-	}
-	return string(d[i:])
-}
-
-func readFile(p string) ([]byte, error) { return os.ReadFile(p) }
 
 func writeFile(t *testing.T, p string, data []byte) {
 	t.Helper()

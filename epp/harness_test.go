@@ -215,20 +215,8 @@ func (h *harness) noLeaks() {
 		if h.metric("eldr_epp_inflight_requests") != 0 || h.metric("eldr_epp_endpoint_inflight") != 0 {
 			return false
 		}
-		if emb, ok := h.epp.picker.eldr.(*embedded); ok {
-			emb.mu.RLock()
-			defer emb.mu.RUnlock()
-			if emb.router != nil {
-				slots, err := emb.router.Workers()
-				if err != nil {
-					return false
-				}
-				for _, s := range slots {
-					if s.InFlight != 0 {
-						return false
-					}
-				}
-			}
+		if h.epp.heldCounts() != 0 {
+			return false
 		}
 		for _, e := range h.engines {
 			if e.Running() != 0 {

@@ -142,6 +142,20 @@ func synthTable(workers int) (*eldr.Table, error) {
 	return t, err
 }
 
+// jsonIDs is token ids as a JSON array.
+func jsonIDs(ids []uint32) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(uint64(id), 10))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
 // synthBody is an OpenAI completions body of task: a short text (tokens 0),
 // n token ids, or (tokens < 0) a text of about -tokens tokens.
 func synthBody(r *synthRNG, task, tokens int, stream bool) []byte {
@@ -149,18 +163,9 @@ func synthBody(r *synthRNG, task, tokens int, stream bool) []byte {
 	if tokens < 0 {
 		prompt = strconv.Quote(synthLongText(r, task, -tokens*3/4))
 	} else if tokens > 0 {
-		var b strings.Builder
-		b.WriteByte('[')
-		for i, id := range synthTokenIDs(r, task, tokens) {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			fmt.Fprint(&b, id)
-		}
-		b.WriteByte(']')
-		prompt = b.String()
+		prompt = jsonIDs(synthTokenIDs(r, task, tokens))
 	} else {
-		prompt = fmt.Sprintf("%q", synthText(r, task))
+		prompt = strconv.Quote(synthText(r, task))
 	}
 	return []byte(fmt.Sprintf(`{"model":"synth-moe","prompt":%s,"max_tokens":16,"stream":%t}`, prompt, stream))
 }

@@ -204,14 +204,18 @@ class PoolTest : public ::testing::Test {
     std::string cmd = ELDR_CLI_PATH;
     cmd += " table";
     for (const auto& a : args) cmd += " '" + a + "'";
-    cmd += " --nats '" + urls() + "' --pool p" + tag + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
+    cmd += " --nats '" + urls() + "' --pool p" + tag;
+    return run(cmd, exit_code);
+  }
+  // A shell command's output (stderr too); *exit_code set when given.
+  static std::string run(const std::string& cmd, int* exit_code = nullptr) {
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
     std::string out;
     char buf[4096];
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
     const int status = pclose(p);
-    *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (exit_code) *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     return out;
   }
   static uint64_t table_revision(const Node& n) {
@@ -291,15 +295,8 @@ TEST_F(PoolTest, a_node_out_of_its_pool_says_why_and_credentials_stay_out_of_log
   if (std::string_view(ELDR_CLI_PATH).empty()) return;  // no CLI in this build
   std::string status;
   for (const Node* n : {&lonely, &member})
-    for (const char* json : {" --json", ""}) {
-      const std::string cmd =
-          std::string(ELDR_CLI_PATH) + " status --instance " + n->instance + json + " 2>&1";
-      FILE* p = popen(cmd.c_str(), "r");
-      char buf[4096];
-      size_t got;
-      while ((got = fread(buf, 1, sizeof buf, p)) > 0) status.append(buf, got);
-      pclose(p);
-    }
+    for (const char* json : {" --json", ""})
+      status += run(std::string(ELDR_CLI_PATH) + " status --instance " + n->instance + json);
   EXPECT_NE(status.find("DISCONNECTED (no NATS server answers at nats://eldr:***@"),
             std::string::npos)
       << status;

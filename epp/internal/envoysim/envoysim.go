@@ -159,18 +159,7 @@ func (p *Proxy) Do(ctx context.Context, r Request) (*Result, error) {
 		cancel()
 		return nil, fmt.Errorf("expected the request header response, got %T", resp.Response)
 	}
-	res.Headers = map[string]string{}
-	for _, o := range h.GetResponse().GetHeaderMutation().GetSetHeaders() {
-		res.Headers[o.GetHeader().GetKey()] = string(o.GetHeader().GetRawValue())
-		switch o.GetHeader().GetKey() {
-		case "x-gateway-destination-endpoint":
-			res.Destination = strings.Split(string(o.GetHeader().GetRawValue()), ",")
-		case "x-prefiller-host-port":
-			res.Prefill = string(o.GetHeader().GetRawValue())
-		}
-	}
-	res.Metadata = resp.GetDynamicMetadata().GetFields()["envoy.lb"].GetStructValue().
-		GetFields()["x-gateway-destination-endpoint"].GetStringValue()
+	readPick(resp, h.GetResponse(), res)
 	for len(r.Body) > 0 {
 		resp, err = stream.Recv()
 		if err != nil {
@@ -187,6 +176,13 @@ func (p *Proxy) Do(ctx context.Context, r Request) (*Result, error) {
 			break
 		}
 	}
+	return p.responsePhase(ctx, cancel, stream, r, res)
+}
+
+// responsePhase plays the response (forwarded upstream, or answered here),
+// then ends the stream; held requests get it as Finish.
+func (p *Proxy) responsePhase(ctx context.Context, cancel context.CancelFunc,
+	stream extprocv3.ExternalProcessor_ProcessClient, r Request, res *Result) (*Result, error) {
 	finish := func() error {
 		defer cancel()
 		var err error
@@ -244,6 +240,15 @@ func (p *Proxy) doBuffered(ctx context.Context, cancel context.CancelFunc,
 	if common == nil {
 		return fail(fmt.Errorf("expected the pick, got %T", resp.Response))
 	}
+	readPick(resp, common, res)
+	res.Body = r.Body // unchanged: Envoy forwards its own buffer
+	r.Forward = false // the response phase is played here, as Do without Forward does
+	return p.responsePhase(ctx, cancel, stream, r, res)
+}
+
+// readPick takes the pick from the response that carries it: the headers it
+// sets and the dynamic metadata.
+func readPick(resp *extprocv3.ProcessingResponse, common *extprocv3.CommonResponse, res *Result) {
 	res.Headers = map[string]string{}
 	for _, o := range common.GetHeaderMutation().GetSetHeaders() {
 		res.Headers[o.GetHeader().GetKey()] = string(o.GetHeader().GetRawValue())
@@ -256,21 +261,6 @@ func (p *Proxy) doBuffered(ctx context.Context, cancel context.CancelFunc,
 	}
 	res.Metadata = resp.GetDynamicMetadata().GetFields()["envoy.lb"].GetStructValue().
 		GetFields()["x-gateway-destination-endpoint"].GetStringValue()
-	res.Body = r.Body // unchanged: Envoy forwards its own buffer
-	finish := func() error {
-		defer cancel()
-		if err := respond(stream, "200", []byte(`{"choices":[]}`)); err != nil {
-			return err
-		}
-		stream.CloseSend()
-		drain(stream)
-		return nil
-	}
-	if r.HoldResponse {
-		res.Finish = finish
-		return res, nil
-	}
-	return res, finish()
 }
 
 // respond plays a whole upstream response: headers, then one body chunk.

@@ -230,12 +230,18 @@ TEST(Predictor, RefusesAnotherGeometryAndCorruptBytes) {
   EXPECT_FALSE(t.validate().is_ok());
 }
 
-TEST(RouterPrompt, RoutesFromThePromptAndLearns) {
+// The axis table with a text predictor, routed by the locality band alone
+// (tau 0): a domain's prompt goes to its own worker, 100 + the domain.
+auto text_router() {
   ClusterTable t = testing::axis_table();
   t.predictor = fit_text();
-  auto r = Router::create(std::make_shared<const ClusterTable>(std::move(t)),
-                          {.policy = Policy::eldr, .tau = 0.0f});
-  ASSERT_TRUE(r.is_ok());
+  return Router::create(std::make_shared<const ClusterTable>(std::move(t)),
+                        {.policy = Policy::eldr, .tau = 0.0f});
+}
+
+TEST(RouterPrompt, RoutesFromThePromptAndLearns) {
+  auto r = text_router();
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   Router& router = **r;
   for (uint32_t d = 0; d < 4; ++d) {
     auto dec = router.route_prompt(Prompt::of_text(domain_text(d, 21)), {.request_id = d});
@@ -257,11 +263,8 @@ TEST(RouterPrompt, RoutesFromThePromptAndLearns) {
 }
 
 TEST(RouterPrompt, ChoosesOnlyAmongTheGivenWorkers) {
-  ClusterTable t = testing::axis_table();
-  t.predictor = fit_text();
-  auto r = Router::create(std::make_shared<const ClusterTable>(std::move(t)),
-                          {.policy = Policy::eldr, .tau = 0.0f});
-  ASSERT_TRUE(r.is_ok());
+  auto r = text_router();
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
   Router& router = **r;
   const std::string text = domain_text(1, 21);  // the prompt is a view of it
   const Prompt p = Prompt::of_text(text);
