@@ -241,28 +241,6 @@ void log_keep_q12(const float* p, size_t n, uint16_t* q) noexcept {
 }
 
 ELDR_MULTIVERSION
-void add_q12(int32_t* s, const uint16_t* q, size_t n, bool subtract) noexcept {
-  if (subtract)
-    for (size_t i = 0; i < n; ++i) s[i] -= q[i];
-  else
-    for (size_t i = 0; i < n; ++i) s[i] += q[i];
-}
-
-ELDR_MULTIVERSION
-float scale_keep(float* keep, const float* p, size_t n) noexcept {
-  v8f acc = {};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const v8f k = load8(keep + i) * (1.0f - load8(p + i));
-    __builtin_memcpy(keep + i, &k, sizeof(k));
-    acc += k;
-  }
-  float sum = sum8(acc);
-  for (; i < n; ++i) sum += keep[i] *= 1.0f - p[i];
-  return sum;
-}
-
-ELDR_MULTIVERSION
 float keep_from_q12(const int32_t* s, size_t n, float* keep) noexcept {
   v8f acc = {};
   size_t i = 0;

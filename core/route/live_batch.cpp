@@ -16,21 +16,20 @@ Result<std::unique_ptr<LiveBatches>> LiveBatches::create(const Geometry& g, uint
   if (cost_cells == 0) return Status{Errc::invalid_argument, "cost_cells must be >= 1"};
   std::unique_ptr<LiveBatches> b(new LiveBatches());
   b->m_track = track_footprints;
+  b->m_layout = cost_cells_of(g, cost_cells);
   b->m_experts = g.experts;
   b->m_top_k = g.top_k;
-  // Every s-th layer, at least one, at most about cost_cells cells.
-  const uint64_t all = g.cells();
-  b->m_stride = static_cast<uint32_t>(std::max<uint64_t>(1, (all + cost_cells - 1) / cost_cells));
-  b->m_stride = std::min(b->m_stride, g.layers);
-  b->m_read_layers = (g.layers + b->m_stride - 1) / b->m_stride;
-  b->m_layer_scale = static_cast<double>(g.layers) / b->m_read_layers;
-  b->m_cells = track_footprints ? b->m_read_layers * g.experts : 0;
+  b->m_stride = b->m_layout.stride;
+  b->m_read_layers = b->m_layout.layers_read;
+  b->m_layer_scale = b->m_layout.layer_scale(g);
+  b->m_cells = track_footprints ? b->m_layout.count() : 0;
   b->m_slots.resize(slots);
   b->m_sum.assign(size_t{slots} * b->m_cells, 0);
   b->m_keep.assign(size_t{slots} * b->m_cells, 1.0f);
   b->m_demand.assign(b->m_cells, 0.0f);
+  b->m_q12.assign(b->m_cells, 0);
   b->m_records.resize(max_inflight);
-  if (b->m_cells) b->m_q.reset(new uint16_t[size_t{max_inflight} * b->m_cells]);
+  if (b->m_cells) b->m_codes.reset(new uint8_t[size_t{max_inflight} * b->m_cells]);
   for (uint32_t r = 0; r < max_inflight; ++r)
     b->m_records[r].next = r + 1 < max_inflight ? r + 1 : kNoRecord;
   b->m_free = 0;
@@ -64,13 +63,18 @@ float LiveBatches::demand(std::span<const int16_t> counts, float* p) const noexc
   return total;
 }
 
-LiveBatches::Join LiveBatches::join(uint32_t slot, std::optional<uint64_t> id, const float* p) {
+void LiveBatches::encode(const float* p, size_t n, uint16_t* q12, uint8_t* codes) noexcept {
+  kernels::log_keep_q12(p, n, q12);
+  encode_demand(q12, n, codes);
+}
+
+LiveBatches::Join LiveBatches::admit(uint32_t slot, std::optional<uint64_t> id, uint32_t& r) {
   if (id && find_id(*id)) return Join::duplicate;
   if (m_free == kNoRecord) {
     ++m_untracked;
     return Join::untracked;
   }
-  const uint32_t r = m_free;
+  r = m_free;
   Record& rec = m_records[r];
   m_free = rec.next;
   rec.id = id.value_or(0);
@@ -87,17 +91,43 @@ LiveBatches::Join LiveBatches::join(uint32_t slot, std::optional<uint64_t> id, c
   // A slot's int32 q12 sums stay below 2^31 while at most kMaxFootprints
   // requests add theirs (each adds <= 40,822 per cell); requests beyond that
   // are recorded without a footprint.
-  rec.footprint = m_cells && p && s.footprints < kMaxFootprints;
-  if (rec.footprint) {
-    ++s.footprints;
-    uint16_t* q = &m_q[size_t{r} * m_cells];
-    kernels::log_keep_q12(p, m_cells, q);
-    kernels::add_q12(&m_sum[size_t{slot} * m_cells], q, m_cells, false);
-    // keep *= 1 - p: within the q12 rounding of 2^(-sum), which the next
-    // leave restores exactly; no exponentials on the route path.
-    s.distinct =
-        std::max(0.0, static_cast<double>(m_cells) -
-                          kernels::scale_keep(&m_keep[size_t{slot} * m_cells], p, m_cells));
+  rec.footprint = m_cells && s.footprints < kMaxFootprints;
+  return Join::joined;
+}
+
+void LiveBatches::add_codes(uint32_t r) {
+  Record& rec = m_records[r];
+  ++m_slots[rec.slot].footprints;
+  int32_t* sum = &m_sum[size_t{rec.slot} * m_cells];
+  const uint8_t* codes = &m_codes[size_t{r} * m_cells];
+  const uint16_t* level = demand_code_levels().data();
+  for (uint32_t c = 0; c < m_cells; ++c) sum[c] += level[codes[c]];
+  // keep from the sums alone, so that the batch is a function of its
+  // requests' codes, however they arrived (a route here, a booking).
+  refresh(rec.slot);
+}
+
+LiveBatches::Join LiveBatches::join(uint32_t slot, std::optional<uint64_t> id, const float* p) {
+  uint32_t r = kNoRecord;
+  const Join joined = admit(slot, id, r);
+  if (joined != Join::joined) return joined;
+  if (!p) m_records[r].footprint = false;
+  if (m_records[r].footprint) {
+    encode(p, m_cells, m_q12.data(), &m_codes[size_t{r} * m_cells]);
+    add_codes(r);
+  }
+  return Join::joined;
+}
+
+LiveBatches::Join LiveBatches::join_codes(uint32_t slot, std::optional<uint64_t> id,
+                                          const uint8_t* codes) {
+  uint32_t r = kNoRecord;
+  const Join joined = admit(slot, id, r);
+  if (joined != Join::joined) return joined;
+  if (!codes) m_records[r].footprint = false;
+  if (m_records[r].footprint) {
+    std::copy_n(codes, m_cells, &m_codes[size_t{r} * m_cells]);
+    add_codes(r);
   }
   return Join::joined;
 }
@@ -111,7 +141,10 @@ void LiveBatches::unlink(uint32_t r) {
   if (rec.has_id) erase_id(rec.id);
   if (rec.footprint) {
     --s.footprints;
-    kernels::add_q12(&m_sum[size_t{rec.slot} * m_cells], &m_q[size_t{r} * m_cells], m_cells, true);
+    int32_t* sum = &m_sum[size_t{rec.slot} * m_cells];
+    const uint8_t* codes = &m_codes[size_t{r} * m_cells];
+    const uint16_t* level = demand_code_levels().data();
+    for (uint32_t c = 0; c < m_cells; ++c) sum[c] -= level[codes[c]];
     refresh(rec.slot);
   }
   rec.has_id = false;

@@ -9,14 +9,16 @@
 // batch uses it) = prod (1 - p), so one more request adds
 // sum_c keep[c] * p[c] distinct experts in expectation: one dot product per
 // worker. keep is a function of an exact integer sum of -log2(1 - p) in
-// q12 units (vector_kernels.hpp), so completion removes exactly what the
-// route added, however long the router runs.
+// q12 units (vector_kernels.hpp), each request's rounded to its demand code
+// (demand_code.hpp), so completion removes exactly what the route added,
+// however long the router runs, and a booking that carries the codes puts a
+// request in another router's batch exactly as its own router did.
 //
 // Cost cells: every s-th layer, s chosen so that at most `cost_cells` cells
 // are read (all layers for small models); sums are scaled by L / layers read.
 //
 // Memory: per worker slot 8 bytes per cost cell; per in-flight request 48
-// bytes plus 2 bytes per cost cell (2 KiB at the default 1,024 cells), in a
+// bytes plus 1 byte per cost cell (1 KiB at the default 1,024 cells), in a
 // pool of max_inflight records fixed at creation (the hot path never
 // allocates). A route that finds the pool full is still routed and counted in
 // flight, but its footprint is not tracked (counted: untracked()).
@@ -28,6 +30,7 @@
 #include <span>
 #include <vector>
 
+#include "eldr/demand_code.hpp"
 #include "eldr/geometry.hpp"
 #include "eldr/status.hpp"
 
@@ -47,13 +50,17 @@ class LiveBatches {
   ~LiveBatches();
 
   bool tracks_footprints() const noexcept { return m_track; }
-  uint32_t cells() const noexcept { return m_cells; }  // cost cells
+  uint32_t cells() const noexcept { return m_cells; }  // cost cells (0 without footprints)
+  // The cells a demand covers, whether or not batches are kept.
+  const CostCells& layout() const noexcept { return m_layout; }
   // L / layers read: scales a cost-cell sum to the whole model.
   double layer_scale() const noexcept { return m_layer_scale; }
 
   // The demand of a footprint ([L][E] counts of the table's geometry) into
-  // p (cells() floats); returns sum p, unscaled.
+  // p (layout().count() floats); returns sum p, unscaled.
   float demand(std::span<const int16_t> counts, float* p) const noexcept;
+  // A demand's codes (layout().count() each): q12 scratch, then codes.
+  static void encode(const float* p, size_t n, uint16_t* q12, uint8_t* codes) noexcept;
 
   // A buffer of cells() floats for one decision's demand (under the lock).
   float* demand_scratch() noexcept { return m_demand.data(); }
@@ -70,6 +77,9 @@ class LiveBatches {
   // untracked() counts it). No allocation on any outcome.
   enum class Join { joined, duplicate, untracked };
   Join join(uint32_t slot, std::optional<uint64_t> id, const float* p);
+  // The same with the demand as codes (cells() of them, each < kDemandCodes,
+  // or null).
+  Join join_codes(uint32_t slot, std::optional<uint64_t> id, const uint8_t* codes);
   // The request with this id leaves; returns its slot. not_found if unknown.
   Result<uint32_t> leave_id(uint64_t id);
   // The oldest request on `slot` leaves (its id, if any, is forgotten);
@@ -93,6 +103,11 @@ class LiveBatches {
     double distinct = 0.0;
   };
   LiveBatches() = default;
+  // The record of a new request (linked, id indexed), or kNoRecord when
+  // every record is in use.
+  Join admit(uint32_t slot, std::optional<uint64_t> id, uint32_t& record);
+  // Record r's codes (already in place) join its slot's sums.
+  void add_codes(uint32_t r);
   void unlink(uint32_t r);
   void refresh(uint32_t slot);  // keep and distinct from the slot's q12 sums
   // Id index: open addressing, linear probing, backward-shift deletion.
@@ -101,6 +116,7 @@ class LiveBatches {
   void erase_id(uint64_t id) noexcept;
 
   bool m_track = false;
+  CostCells m_layout;
   uint32_t m_experts = 0, m_stride = 1, m_read_layers = 0, m_top_k = 0;
   uint32_t m_cells = 0;
   double m_layer_scale = 1.0;
@@ -108,8 +124,9 @@ class LiveBatches {
   std::vector<int32_t> m_sum;   // [slots][cells]: q12 sums
   std::vector<float> m_keep;    // [slots][cells]
   std::vector<float> m_demand;  // [cells]
+  std::vector<uint16_t> m_q12;  // [cells]: join's scratch
   std::vector<Record> m_records;
-  std::unique_ptr<uint16_t[]> m_q;  // [max_inflight][cells], left untouched until used
+  std::unique_ptr<uint8_t[]> m_codes;  // [max_inflight][cells], left untouched until used
   uint32_t m_free = kNoRecord;
   struct IdEntry {
     uint64_t id;

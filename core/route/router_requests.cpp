@@ -6,6 +6,7 @@
 // router_workers.cpp, the decision path in router.cpp.
 #include <cmath>
 #include <mutex>
+#include <vector>
 
 #include "eldr/router.hpp"
 #include "live_batch.hpp"
@@ -49,9 +50,47 @@ Status Router::book(int32_t worker_id, std::span<const int16_t> counts, uint64_t
   return record_locked(*slot, request_id);
 }
 
-Status Router::record_locked(uint32_t slot, std::optional<uint64_t> request_id) {
-  const auto joined = m_live->join(
-      slot, request_id, m_live->tracks_footprints() ? m_live->demand_scratch() : nullptr);
+CostCells Router::cost_cells() const noexcept { return m_live->layout(); }
+
+Status Router::demand_codes(std::span<const int16_t> counts, std::span<uint8_t> codes) const {
+  const std::shared_ptr<const Scoring> scoring = m_scoring.load(std::memory_order_acquire);
+  ELDR_TRY(detail::check_counts(*scoring->table, counts));
+  const size_t n = m_live->layout().count();
+  if (codes.size() != n)
+    return {Errc::invalid_argument, "codes must hold cost_cells().count() = " + std::to_string(n)};
+  // demand() reads only the layout: no lock; scratch per thread.
+  thread_local std::vector<float> p;
+  thread_local std::vector<uint16_t> q12;
+  p.resize(n);
+  q12.resize(n);
+  (void)m_live->demand(counts, p.data());
+  detail::LiveBatches::encode(p.data(), n, q12.data(), codes.data());
+  return Status::ok();
+}
+
+Status Router::book_demand(int32_t worker_id, std::span<const uint8_t> codes, uint64_t request_id) {
+  const size_t n = m_live->layout().count();
+  if (codes.size() != n)
+    return {Errc::invalid_argument, "a booking's demand has " + std::to_string(codes.size()) +
+                                        " codes, this router reads " + std::to_string(n) +
+                                        " cells (same geometry and cost_cells needed)"};
+  for (uint8_t c : codes)
+    if (c >= kDemandCodes)
+      return {Errc::invalid_argument,
+              "a demand code must be below " + std::to_string(kDemandCodes)};
+  auto slot = find_slot(worker_id);
+  if (!slot) return slot.status();
+  std::lock_guard lock(m_live_mutex);
+  return record_locked(*slot, request_id, codes.data());
+}
+
+Status Router::record_locked(uint32_t slot, std::optional<uint64_t> request_id,
+                             const uint8_t* codes) {
+  // The demand: the codes given, else the footprint demand() left in the
+  // scratch (none when the policy keeps no batches).
+  const auto joined = !m_live->tracks_footprints() ? m_live->join(slot, request_id, nullptr)
+                      : codes                      ? m_live->join_codes(slot, request_id, codes)
+                              : m_live->join(slot, request_id, m_live->demand_scratch());
   if (joined == detail::LiveBatches::Join::duplicate)
     return {Errc::state, "request " + std::to_string(*request_id) + " is already in flight"};
   // Join::untracked: counted all the same; untracked() counts it.

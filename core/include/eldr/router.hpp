@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "eldr/cluster_table.hpp"
+#include "eldr/demand_code.hpp"
 #include "eldr/predictor.hpp"
 #include "eldr/status.hpp"
 #include "eldr/step_model.hpp"
@@ -206,6 +207,17 @@ class Router {
   // had routed it; complete_request(request_id) takes it out again. Ids
   // share one space with route()'s request ids (a duplicate is Errc::state).
   Status book(int32_t worker_id, std::span<const int16_t> counts, uint64_t request_id);
+  // What a compact booking carries instead of the footprint: the request's
+  // demand over the cells eldr_cost reads, as codes (demand_code.hpp), one
+  // per cell of cost_cells() (whatever the policy). book_demand() puts the
+  // request in that worker's batch exactly as this router's route() or
+  // book() of the same footprint does; routers that share a pool must read
+  // the same cells (the same geometry and cost_cells; invalid_argument
+  // otherwise: a code count other than cost_cells().count(), or a code of
+  // kDemandCodes or more).
+  CostCells cost_cells() const noexcept;
+  Status demand_codes(std::span<const int16_t> counts, std::span<uint8_t> codes) const;
+  Status book_demand(int32_t worker_id, std::span<const uint8_t> codes, uint64_t request_id);
   Status complete(int32_t worker_id);
   Status set_load(int32_t worker_id, uint32_t inflight);
   Status report(int32_t worker_id, const WorkerReport& report);
@@ -247,10 +259,12 @@ class Router {
   uint32_t gather_active(uint32_t clusters, uint32_t n, std::span<const uint32_t> loads,
                          std::span<const int32_t> among, uint32_t* active, uint32_t* cluster,
                          int64_t* load) const noexcept;
-  // Under m_live_mutex: the request's record on slot (with the footprint in
-  // the demand scratch, when footprints are tracked) and its in-flight count.
-  // Errc::state if request_id is in flight already.
-  Status record_locked(uint32_t slot, std::optional<uint64_t> request_id);
+  // Under m_live_mutex: the request's record on slot (with its demand, when
+  // footprints are tracked: `codes`, else the footprint's demand in the live
+  // batches' scratch) and its in-flight count. Errc::state if request_id is
+  // in flight already.
+  Status record_locked(uint32_t slot, std::optional<uint64_t> request_id,
+                       const uint8_t* codes = nullptr);
 
   RouterOptions m_options;
   std::atomic<std::shared_ptr<const Scoring>> m_scoring;

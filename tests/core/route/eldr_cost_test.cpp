@@ -56,8 +56,15 @@ TEST(eldr_cost, is_the_default_policy) {
 }
 
 // Request r uses experts 0 and 1 of layer 0 (k = 1: 8 tokens, 4 each): p = 0.5
-// on both cells. Its experts, summed over p: 1.
+// on both cells. Its experts, summed over p: 1. In a batch it keeps its
+// demand code's share: keep = 2^(-q / 4096), q the level nearest to
+// -log2(1 - p) * 4096 (0.475 rather than 0.5).
 const auto kR = layer0({4, 4, 0, 0});
+double keep_of(double p) {
+  const auto q = static_cast<uint16_t>(std::lround(-std::log2(1.0 - p) * 4096));
+  return std::exp2(-demand_code_levels()[demand_code_of(q)] / 4096.0);
+}
+const double kKeep = keep_of(0.5);
 const auto kDisjoint = layer0({0, 0, 4, 4});
 
 TEST(eldr_cost, an_idle_pool_spreads_identical_requests_one_per_worker) {
@@ -71,7 +78,7 @@ TEST(eldr_cost, an_idle_pool_spreads_identical_requests_one_per_worker) {
   EXPECT_EQ(used.size(), 4u);  // identical requests, but an idle worker is always cheaper
   for (const WorkerInfo& w : sut->workers()) {
     EXPECT_EQ(w.inflight, 1);
-    EXPECT_NEAR(w.batch_experts, 1.0, 1e-3);  // 2 cells at p = 0.5
+    EXPECT_NEAR(w.batch_experts, 2 * (1 - kKeep), 1e-3);  // 2 cells at p = 0.5
   }
 }
 
@@ -85,11 +92,17 @@ TEST(eldr_cost, one_busy_worker_is_avoided_while_another_is_idle) {
   EXPECT_EQ(d->worker_id, 101);
 }
 
-// Worker 100 holds two copies of r (keep 0.25 on its cells: D = 1.5, dD for
-// another r = 2 * 0.25 * 0.5 = 0.25); worker 101 one disjoint request (D = 1,
-// dD = 1). cost(100) = 5 tseq + alpha (1.5 + 3 * 0.25) = 5 tseq + 2.25 alpha,
-// cost(101) = 3 tseq + alpha (1 + 2 * 1) = 3 tseq + 3 alpha: r joins its twins
-// iff tseq < 0.375 alpha.
+// Worker 100 holds two copies of r (keep k^2 on its cells, k = kKeep: D =
+// 2 (1 - k^2), dD for another r = 2 * k^2 * 0.5); worker 101 one disjoint
+// request (D = 2 (1 - k), dD = 1). cost(100) = 5 tseq + alpha (D + 3 dD),
+// cost(101) = 3 tseq + alpha (D + 2 dD): r joins its twins iff tseq < flip.
+// With k = 0.5: 5 tseq + 2.25 alpha against 3 tseq + 3 alpha, flip 0.375.
+double twins_flip_ms() {
+  const double k2 = kKeep * kKeep;
+  const double c100 = 2 * (1 - k2) + 3 * k2, c101 = 2 * (1 - kKeep) + 2;
+  return (c101 - c100) / 2;  // alpha = 1 ms
+}
+
 int32_t pick_with_twins_or_disjoint(double tseq_ms) {
   auto sut = make({.policy = Policy::eldr_cost, .step_cost = unit_cost(tseq_ms)}, axis_table(2));
   place(*sut, 100, kR, 1);
@@ -101,10 +114,12 @@ int32_t pick_with_twins_or_disjoint(double tseq_ms) {
 }
 
 TEST(eldr_cost, hand_computed_costs_flip_where_the_step_model_says) {
-  EXPECT_EQ(pick_with_twins_or_disjoint(0.30), 100);  // 3.75 < 3.90 ms
-  EXPECT_EQ(pick_with_twins_or_disjoint(0.36), 100);  // 4.05 < 4.08 ms
-  EXPECT_EQ(pick_with_twins_or_disjoint(0.39), 101);  // 4.20 > 4.17 ms
-  EXPECT_EQ(pick_with_twins_or_disjoint(0.45), 101);  // 4.50 > 4.35 ms
+  const double flip = twins_flip_ms();
+  EXPECT_NEAR(flip, 0.41, 0.01);
+  EXPECT_EQ(pick_with_twins_or_disjoint(flip - 0.1), 100);
+  EXPECT_EQ(pick_with_twins_or_disjoint(flip - 0.01), 100);
+  EXPECT_EQ(pick_with_twins_or_disjoint(flip + 0.01), 101);
+  EXPECT_EQ(pick_with_twins_or_disjoint(flip + 0.1), 101);
 }
 
 TEST(eldr_cost, identical_beats_disjoint_at_equal_load) {

@@ -82,10 +82,6 @@ inline constexpr float kMaxDemand = 0.999f;  // p is capped: 1 - p stays > 0
 float scaled_counts(const int16_t* counts, size_t n, float scale, float* p) noexcept;
 // q[i] = round(-log2(1 - p[i]) * 4096), p[i] in [0, kMaxDemand] (<= 40,822).
 void log_keep_q12(const float* p, size_t n, uint16_t* q) noexcept;
-// s[i] += q[i], or -= q[i] when `subtract`.
-void add_q12(int32_t* s, const uint16_t* q, size_t n, bool subtract) noexcept;
-// keep[i] *= 1 - p[i]; returns the sum of keep.
-float scale_keep(float* keep, const float* p, size_t n) noexcept;
 // keep[i] = 2^(-s[i] / 4096) for s[i] >= 0 (relative error < 2e-5, never
 // above 1); returns the sum of keep.
 float keep_from_q12(const int32_t* s, size_t n, float* keep) noexcept;
