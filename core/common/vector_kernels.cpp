@@ -224,6 +224,39 @@ ELDR_INLINE v8f keep_q12(v8i s) noexcept {
 }  // namespace
 
 ELDR_MULTIVERSION
+float add_codes(int32_t* s, float* keep, const uint8_t* codes, size_t n, const int32_t* level,
+                const float* factor) noexcept {
+  v8f acc = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    v8i add;
+    v8f f;
+    for (int k = 0; k < 8; ++k) {
+      add[k] = level[codes[i + k]];
+      f[k] = factor[codes[i + k]];
+    }
+    v8i sum;
+    __builtin_memcpy(&sum, s + i, sizeof(sum));
+    sum += add;
+    __builtin_memcpy(s + i, &sum, sizeof(sum));
+    const v8f k = load8(keep + i) * f;
+    __builtin_memcpy(keep + i, &k, sizeof(k));
+    acc += k;
+  }
+  float total = sum8(acc);
+  for (; i < n; ++i) {
+    s[i] += level[codes[i]];
+    total += keep[i] *= factor[codes[i]];
+  }
+  return total;
+}
+
+ELDR_MULTIVERSION
+void sub_codes(int32_t* s, const uint8_t* codes, size_t n, const int32_t* level) noexcept {
+  for (size_t i = 0; i < n; ++i) s[i] -= level[codes[i]];
+}
+
+ELDR_MULTIVERSION
 void log_keep_q12(const float* p, size_t n, uint16_t* q) noexcept {
   size_t i = 0;
   float tail_in[8] = {1, 1, 1, 1, 1, 1, 1, 1};

@@ -1,6 +1,7 @@
 #include "live_batch.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "eldr/internal/vector_kernels.hpp"
 #include "eldr/random.hpp"
@@ -28,6 +29,10 @@ Result<std::unique_ptr<LiveBatches>> LiveBatches::create(const Geometry& g, uint
   b->m_keep.assign(size_t{slots} * b->m_cells, 1.0f);
   b->m_demand.assign(b->m_cells, 0.0f);
   b->m_q12.assign(b->m_cells, 0);
+  for (uint32_t k = 0; k < kDemandCodes; ++k) {
+    b->m_level[k] = demand_code_levels()[k];
+    b->m_factor[k] = static_cast<float>(std::exp2(-b->m_level[k] / 4096.0));
+  }
   b->m_records.resize(max_inflight);
   if (b->m_cells) b->m_codes.reset(new uint8_t[size_t{max_inflight} * b->m_cells]);
   for (uint32_t r = 0; r < max_inflight; ++r)
@@ -97,14 +102,17 @@ LiveBatches::Join LiveBatches::admit(uint32_t slot, std::optional<uint64_t> id, 
 
 void LiveBatches::add_codes(uint32_t r) {
   Record& rec = m_records[r];
-  ++m_slots[rec.slot].footprints;
+  SlotState& s = m_slots[rec.slot];
+  ++s.footprints;
   int32_t* sum = &m_sum[size_t{rec.slot} * m_cells];
+  float* keep = &m_keep[size_t{rec.slot} * m_cells];
   const uint8_t* codes = &m_codes[size_t{r} * m_cells];
-  const uint16_t* level = demand_code_levels().data();
-  for (uint32_t c = 0; c < m_cells; ++c) sum[c] += level[codes[c]];
-  // keep from the sums alone, so that the batch is a function of its
-  // requests' codes, however they arrived (a route here, a booking).
-  refresh(rec.slot);
+  // keep *= 2^(-level / 4096): within float rounding of 2^(-sum), which the
+  // next leave restores exactly; no exponentials on the route path. A
+  // booking of the same codes does the same arithmetic.
+  const double total =
+      kernels::add_codes(sum, keep, codes, m_cells, m_level.data(), m_factor.data());
+  s.distinct = std::max(0.0, static_cast<double>(m_cells) - total);
 }
 
 LiveBatches::Join LiveBatches::join(uint32_t slot, std::optional<uint64_t> id, const float* p) {
@@ -143,8 +151,7 @@ void LiveBatches::unlink(uint32_t r) {
     --s.footprints;
     int32_t* sum = &m_sum[size_t{rec.slot} * m_cells];
     const uint8_t* codes = &m_codes[size_t{r} * m_cells];
-    const uint16_t* level = demand_code_levels().data();
-    for (uint32_t c = 0; c < m_cells; ++c) sum[c] -= level[codes[c]];
+    kernels::sub_codes(sum, codes, m_cells, m_level.data());
     refresh(rec.slot);
   }
   rec.has_id = false;

@@ -24,6 +24,7 @@
 // flight, but its footprint is not tracked (counted: untracked()).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -121,10 +122,12 @@ class LiveBatches {
   uint32_t m_cells = 0;
   double m_layer_scale = 1.0;
   std::vector<SlotState> m_slots;
-  std::vector<int32_t> m_sum;   // [slots][cells]: q12 sums
-  std::vector<float> m_keep;    // [slots][cells]
-  std::vector<float> m_demand;  // [cells]
-  std::vector<uint16_t> m_q12;  // [cells]: join's scratch
+  std::vector<int32_t> m_sum;                   // [slots][cells]: q12 sums
+  std::vector<float> m_keep;                    // [slots][cells]
+  std::vector<float> m_demand;                  // [cells]
+  std::vector<uint16_t> m_q12;                  // [cells]: join's scratch
+  std::array<int32_t, kDemandCodes> m_level{};  // per code: its q12 value
+  std::array<float, kDemandCodes> m_factor{};   // and 2^(-level / 4096)
   std::vector<Record> m_records;
   std::unique_ptr<uint8_t[]> m_codes;  // [max_inflight][cells], left untouched until used
   uint32_t m_free = kNoRecord;

@@ -82,6 +82,13 @@ inline constexpr float kMaxDemand = 0.999f;  // p is capped: 1 - p stays > 0
 float scaled_counts(const int16_t* counts, size_t n, float scale, float* p) noexcept;
 // q[i] = round(-log2(1 - p[i]) * 4096), p[i] in [0, kMaxDemand] (<= 40,822).
 void log_keep_q12(const float* p, size_t n, uint16_t* q) noexcept;
+// A request's demand codes join a batch: s[i] += level[codes[i]] and
+// keep[i] *= factor[codes[i]]; returns the sum of keep. (Codes index the
+// tables unchecked: each below their size.)
+float add_codes(int32_t* s, float* keep, const uint8_t* codes, size_t n, const int32_t* level,
+                const float* factor) noexcept;
+// They leave it: s[i] -= level[codes[i]].
+void sub_codes(int32_t* s, const uint8_t* codes, size_t n, const int32_t* level) noexcept;
 // keep[i] = 2^(-s[i] / 4096) for s[i] >= 0 (relative error < 2e-5, never
 // above 1); returns the sum of keep.
 float keep_from_q12(const int32_t* s, size_t n, float* keep) noexcept;
