@@ -2,7 +2,9 @@
 """Multi-node mode benchmarks on loopback (make bench-pool).
 
 Starts a nats-server and two eldrd nodes (a, b) of one pool, then measures:
-  1. a booking routed at a, counted by b's router (eldr bench pool);
+  1. a booking routed at a, counted by b's router (eldr bench pool), and the
+     messages and bytes b received per request routed at a (--bookings
+     compact|full: what the bookings carry);
   2. eldr table publish -> both nodes route with the new revision (five
      publishes, alternating two tables fitted on synthetic footprints);
   3. NATS stopped for --outage-s seconds under load at a: routing requests
@@ -49,6 +51,8 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--outage-s", type=float, default=10.0)
     ap.add_argument("--rate", type=int, default=1000)
+    ap.add_argument("--bookings", choices=["compact", "full"], default="compact",
+                    help="what the nodes' bookings carry ([pool] bookings)")
     args = ap.parse_args()
     cli = os.path.join(args.build, "tools", "eldr")
     eldrd = os.path.join(args.build, "sidecar", "eldrd")
@@ -81,6 +85,9 @@ def main():
                         "-o", table, "--model", "qwen3-30b-a3b", "--seed", str(seed)],
                        check=True, capture_output=True)
         tables.append(table)
+    config = os.path.join(tmp, "eldrd.toml")
+    with open(config, "w") as f:
+        f.write(f'[pool]\nbookings = "{args.bookings}"\n')
     server = start_nats()
     nodes = {}
     try:
@@ -88,16 +95,34 @@ def main():
             inst = f"bench-{tag}-{name}"
             nodes[name] = inst
             procs.append(subprocess.Popen(
-                [eldrd, "--instance", inst, "--table", tables[0], "--nats", url, "--node", name,
+                [eldrd, "--config", config, "--instance", inst, "--table", tables[0], "--nats", url,
+                 "--node", name,
                  "--pool", f"bench{tag}", "--log-level", "warn"],
                 stdout=open(os.path.join(tmp, f"{name}.log"), "w"), stderr=subprocess.STDOUT))
         wait_for(lambda: peer_of(status(cli, nodes["a"]), "b") and peer_of(status(cli, nodes["b"]), "a"),
                  30, "the two nodes seeing each other")
+        def wire(inst):
+            return (status(cli, inst) or {}).get("pool", {}).get("nats", {})
+
+        before = wire(nodes["b"])
+        requests = 4096
         bench = subprocess.run([cli, "bench", "pool", "--from", nodes["a"], "--to", nodes["b"],
-                                "--requests", "4096", "--rate", str(args.rate), "--nats", url,
+                                "--requests", str(requests), "--rate", str(args.rate),
                                 "--json"],
                                capture_output=True, text=True, check=True)
-        result = {"booking": json.loads(bench.stdout)}
+        after = wire(nodes["b"])
+        result = {"bookings": args.bookings, "booking": json.loads(bench.stdout)}
+        # What each request routed at a cost b on the wire: its booking and
+        # release, and its share of a's snapshots.
+        result["received_at_b_per_request"] = {
+            "messages": round((after["received"] - before["received"]) / requests, 2),
+            "bytes": round((after["received_bytes"] - before["received_bytes"]) / requests, 1)}
+        # Again with routing over NATS timed too (its requests also book at b).
+        with_nats = subprocess.run([cli, "bench", "pool", "--from", nodes["a"], "--to", nodes["b"],
+                                    "--requests", str(requests), "--rate", str(args.rate),
+                                    "--nats", url, "--json"],
+                                   capture_output=True, text=True, check=True)
+        result["booking_with_nats_route"] = json.loads(with_nats.stdout)
 
         def revision(inst):
             c = (status(cli, inst) or {}).get("pool", {})

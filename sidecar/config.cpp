@@ -198,6 +198,12 @@ Status read_pool(std::string_view source, const toml::table& table, PoolConfig& 
       ELDR_TRY(read_bool(source, key, node, pool.anticipate));
     } else if (k == "table_replicas") {
       ELDR_TRY(read_uint(source, key, node, pool.table_replicas, 0, 5));
+    } else if (k == "bookings") {
+      std::string text;
+      ELDR_TRY(read_string(source, key, node, text));
+      if (text != "compact" && text != "full")
+        return bad_value(source, key, "must be \"compact\" or \"full\"");
+      pool.compact_bookings = text == "compact";
     } else {
       return bad_value(source, key, "unknown key");
     }

@@ -56,6 +56,10 @@ struct PoolConfig {
   uint32_t peer_timeout_ms = 3000;        // a node silent this long: its bookings expire
   uint32_t max_peer_bookings = 1u << 16;  // all peers' requests in flight, together
   bool anticipate = true;                 // PeerTwins: count the peers' picks not heard of yet
+  // Bookings carry the request's demand codes (compact, O(cost cells)), or
+  // its whole footprint (full: what nodes before compact bookings read, for
+  // a rolling upgrade; the refit holder then also fits on peers' requests).
+  bool compact_bookings = true;
   // Copies of the pool's table bucket (JetStream key-value) when a node
   // creates it; 0: as many as there are NATS servers, at most 3.
   uint32_t table_replicas = 0;

@@ -60,7 +60,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonConfig& config,
   if (config.pool.enabled()) {
     auto node = PoolNode::create(
         config.pool, *d->m_service, d->m_metrics, [h = d->m_host.get()] { h->wake(); },
-        config.refit.enabled);
+        config.refit.enabled ? &config.refit : nullptr);
     if (!node) return node.status();
     d->m_pool = std::move(*node);
   }

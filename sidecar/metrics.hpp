@@ -112,6 +112,7 @@ struct PoolGauge {
   double view_age_ms = 0.0;
   std::array<uint64_t, 4> received{};  // applied, by PeerKind
   uint64_t published = 0, publish_failed = 0, dropped = 0;
+  uint64_t received_bytes = 0, published_bytes = 0;  // NATS payloads, every subject
   std::array<uint64_t, kWireFaults> malformed{};
   uint64_t foreign_subject = 0;  // messages on a subject that is no node's
   uint64_t lost = 0, stale = 0, refused = 0, unknown_release = 0, repaired = 0;
@@ -122,6 +123,9 @@ struct PoolGauge {
   // pool's that were ours and released a request here.
   uint64_t completes_forwarded = 0, completes_received = 0;
   uint64_t join_errors = 0;  // reasons NATS gave for not connecting (refused, unreachable, TLS)
+  // Full bookings sampled to the refit lease holder, and taken into its
+  // refit window here.
+  uint64_t refit_samples_sent = 0, refit_samples_received = 0;
 };
 
 class Metrics {

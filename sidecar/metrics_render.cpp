@@ -80,6 +80,11 @@ void render_pool(std::string& out, const PoolGauge& c) {
        "How old the other nodes' messages are when they arrive (the slowest peer, smoothed).",
        c.view_age_ms / 1000.0},
       {"eldr_pool_messages_published_total", "counter", "Messages this node sent.", d(c.published)},
+      {"eldr_pool_published_bytes_total", "counter", "Payload bytes this node sent over NATS.",
+       d(c.published_bytes)},
+      {"eldr_pool_received_bytes_total", "counter",
+       "Payload bytes this node received over NATS (every subject it listens on).",
+       d(c.received_bytes)},
       {"eldr_pool_publish_failed_total", "counter",
        "Messages NATS refused to send (disconnected past its buffer); snapshots repair them.",
        d(c.publish_failed)},
@@ -121,6 +126,12 @@ void render_pool(std::string& out, const PoolGauge& c) {
       {"eldr_pool_completes_received_total", "counter",
        "Forwarded completes from other nodes that released a request of this node.",
        d(c.completes_received)},
+      {"eldr_pool_refit_samples_sent_total", "counter",
+       "Footprints sent to the node holding the refit lease (compact bookings carry none).",
+       d(c.refit_samples_sent)},
+      {"eldr_pool_refit_samples_received_total", "counter",
+       "Footprints other nodes sent that joined this node's refit window (as lease holder).",
+       d(c.refit_samples_received)},
   };
   for (const Plain& f : plain) {
     family(out, f.name, f.type, f.help);

@@ -46,11 +46,13 @@ PoolNode::PoolNode(const PoolConfig& config, std::string node, Service& service,
       m_prefix("eldr." + config.name + ".node."),
       m_route_subject(route_subject(config.name)),
       m_complete_subject(complete_subject(config.name, m_encoder.node())),
-      m_complete_any_subject(complete_any_subject(config.name)) {}
+      m_complete_any_subject(complete_any_subject(config.name)),
+      m_sample_encoder(m_encoder.node(), m_encoder.incarnation()),
+      m_sample_subject(sample_subject(config.name, m_encoder.node())) {}
 
 Result<std::unique_ptr<PoolNode>> PoolNode::create(const PoolConfig& config, Service& service,
                                                    Metrics& metrics, std::function<void()> wake,
-                                                   bool refit) {
+                                                   const RefitConfig* refit) {
   const std::string node = config.node.empty() ? default_node_name() : config.node;
   ELDR_TRY(validate_pool_name("node", node));
   ELDR_TRY(validate_pool_name("pool", config.name));
@@ -61,7 +63,10 @@ Result<std::unique_ptr<PoolNode>> PoolNode::create(const PoolConfig& config, Ser
   vo.max_bookings = config.max_peer_bookings;
   n->m_view.emplace(service.shared_router(), service.router().table()->geometry, vo,
                     [s = &service](const PeerLoad& l) { s->apply_peer_load(l); });
-  n->m_refit = refit;
+  n->m_refit = refit != nullptr;
+  if (refit)
+    n->m_sample_rate =
+        std::max(1.0, static_cast<double>(refit->window) / std::max<uint32_t>(refit->period_s, 1));
   if (refit)
     n->m_view->on_booked_footprint(
         [s = &service](std::span<const int16_t> counts) { s->keep_for_refit(counts); });
@@ -75,6 +80,7 @@ Result<std::unique_ptr<PoolNode>> PoolNode::create(const PoolConfig& config, Ser
                   {route_subject(config.name), "eldr"},
                   {complete_subject(config.name, node), ""},
                   {complete_any_subject(config.name), ""}};
+  if (refit) lo.subscribe.push_back({sample_subject(config.name, node), ""});
   lo.on_message = std::move(wake);
   auto link = NatsLink::open(lo);
   if (!link) return link.status();
@@ -105,7 +111,41 @@ void PoolNode::send(std::vector<uint8_t> bytes) {
 }
 
 void PoolNode::booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) {
-  send(m_encoder.book(key, worker, m_service.router().table()->geometry, counts));
+  const Router& router = m_service.router();
+  const Geometry& geometry = router.table()->geometry;
+  if (m_config.compact_bookings) {
+    if (m_refit) sample_to_holder(key, worker, counts);
+    const CostCells cells = router.cost_cells();
+    m_demand.resize(cells.count());
+    // counts passed the ring's checks; a refusal here would be a bug, and
+    // the full booking still carries the request.
+    if (router.demand_codes(counts, m_demand)) {
+      send(m_encoder.book(key, worker, geometry, cells, m_demand));
+      return;
+    }
+  }
+  send(m_encoder.book(key, worker, geometry, counts));
+}
+
+void PoolNode::sample_to_holder(uint64_t key, int32_t worker, std::span<const int16_t> counts) {
+  std::string holder;
+  {
+    std::lock_guard lock(m_table_mutex);
+    holder = m_lease_holder;
+  }
+  if (holder.empty() || holder == "?" || holder == node()) return;
+  const uint64_t now = monotonic_ns();
+  // The pool's rate is shared among the nodes this one hears of.
+  const double rate = m_sample_rate / static_cast<double>(m_view->peers() + 1);
+  const double burst = std::max(1.0, rate);
+  m_sample_tokens =
+      std::min(burst, m_sample_tokens + rate * static_cast<double>(now - m_sample_last_ns) / 1e9);
+  m_sample_last_ns = now;
+  if (m_sample_tokens < 1.0) return;
+  m_sample_tokens -= 1.0;
+  const auto bytes =
+      m_sample_encoder.book(key, worker, m_service.router().table()->geometry, counts);
+  if (m_link->publish(sample_subject(m_config.name, holder), bytes)) ++m_samples_sent;
 }
 
 void PoolNode::released(uint64_t key) { send(m_encoder.release(key)); }
@@ -133,11 +173,25 @@ void PoolNode::send_snapshot() {
 size_t PoolNode::drain() {
   if (m_link->take(m_batch) == 0) return 0;
   const Geometry& geometry = m_service.router().table()->geometry;
+  const CostCells cells = m_service.router().cost_cells();
   const uint64_t now = monotonic_ns();
   const uint64_t now_real = realtime_ns();
   for (const InboxMessage& in : m_batch) {
     if (in.subject == m_route_subject) {
       serve_route(in);
+      continue;
+    }
+    if (in.subject == m_sample_subject) {
+      // A full booking for the refit window, while this node holds the lease.
+      const Decoded d = decode_peer_message(in.data, geometry, cells, "");
+      if (!d.ok || d.message.kind != PeerKind::book || d.message.counts.empty()) {
+        ++m_malformed[static_cast<size_t>(d.ok ? WireFault::bad_field : d.error.fault)];
+        continue;
+      }
+      if (m_lease_held.load()) {
+        m_service.keep_for_refit(d.message.counts);
+        ++m_samples_received;
+      }
       continue;
     }
     if (in.subject == m_complete_subject || in.subject == m_complete_any_subject) {
@@ -151,7 +205,7 @@ size_t PoolNode::drain() {
     }
     const std::string_view subject_node = std::string_view(in.subject).substr(m_prefix.size());
     if (subject_node == node()) continue;  // our own
-    Decoded d = decode_peer_message(in.data, geometry, subject_node);
+    Decoded d = decode_peer_message(in.data, geometry, cells, subject_node);
     if (!d.ok) {
       ++m_malformed[static_cast<size_t>(d.error.fault)];
       if (std::has_single_bit(++m_faults_logged))
@@ -283,6 +337,8 @@ std::string PoolNode::maintain() {
   g.view_age_ms = m_view->view_age_ms();
   for (size_t k = 0; k < 4; ++k) g.received[k] = c.applied[k];
   g.published = l.published;
+  g.published_bytes = l.published_bytes;
+  g.received_bytes = l.received_bytes;
   g.publish_failed = l.publish_failed;
   g.dropped = l.dropped;
   g.malformed = m_malformed;
@@ -302,6 +358,8 @@ std::string PoolNode::maintain() {
   g.completes_forwarded = m_completes_forwarded;
   g.completes_received = m_completes_received;
   g.join_errors = m_join_errors;
+  g.refit_samples_sent = m_samples_sent;
+  g.refit_samples_received = m_samples_received;
   m_metrics.set_pool(g);
   return status_json(now);
 }
@@ -328,6 +386,12 @@ std::string PoolNode::status_json(uint64_t now_ns) const {
   j["view_age_ms"] = m_view->view_age_ms();
   j["peer_bookings"] = m_view->bookings();
   j["twins"] = m_service.twins_pending();
+  // What the pool costs this node on the wire (eldr bench cluster reads it).
+  const NatsLinkCounters l = m_link->counters();
+  j["nats"] = {{"received", l.received},
+               {"received_bytes", l.received_bytes},
+               {"published", l.published},
+               {"published_bytes", l.published_bytes}};
   const uint64_t revision = m_table_revision.load();
   j["table_source"] = revision != 0 ? "pool" : "local";
   j["table_revision"] = revision != 0 ? nlohmann::json(revision) : nlohmann::json(nullptr);

@@ -31,11 +31,12 @@ class PoolNode final : public PoolPublisher {
  public:
   // Starts connecting (unreachable servers are retried in the background:
   // the node routes alone meanwhile). `wake` ends the consumer's idle wait.
-  // refit: the daemon's online refit is on; then this node competes for the
-  // pool's refit lease, and only its holder refits (publish_table).
+  // refit: the daemon's online refit, when on; then this node competes for
+  // the pool's refit lease, only its holder refits (publish_table), and with
+  // compact bookings every node samples its footprints to the holder.
   static Result<std::unique_ptr<PoolNode>> create(const PoolConfig& config, Service& service,
                                                   Metrics& metrics, std::function<void()> wake,
-                                                  bool refit = false);
+                                                  const RefitConfig* refit = nullptr);
   ~PoolNode() override;  // leaves the service's pool first
 
   // ---- consumer thread ----
@@ -97,6 +98,7 @@ class PoolNode final : public PoolPublisher {
   std::unique_ptr<NatsLink> m_link;
   std::optional<PeerView> m_view;
   std::vector<InboxMessage> m_batch;
+  std::vector<uint8_t> m_demand;  // a compact booking's codes
   uint64_t m_next_snapshot_ns = 0;
   std::array<uint64_t, kWireFaults> m_malformed{};
   uint64_t m_foreign_subject = 0;
@@ -119,6 +121,18 @@ class PoolNode final : public PoolPublisher {
   // TTL, and this needs no synchronised clocks).
   static constexpr uint64_t kLeaseMs = 5000;
   bool m_refit = false;
+  // Samples to the lease holder: a token bucket of window / period_s / nodes
+  // a second (at least one), so the holder hears about window per period.
+  double m_sample_rate = 0.0;
+  double m_sample_tokens = 0.0;
+  uint64_t m_sample_last_ns = 0;
+  PeerEncoder m_sample_encoder;  // its own sequence: samples skip the node subject
+  std::string m_sample_subject;  // ours
+  uint64_t m_samples_sent = 0;
+  uint64_t m_samples_received = 0;
+  // Publishes counts to the lease holder when it is another node and the
+  // bucket has a token.
+  void sample_to_holder(uint64_t key, int32_t worker, std::span<const int16_t> counts);
   std::unique_ptr<KeyValue> m_lease_kv;
   std::atomic<bool> m_lease_held{false};
   uint64_t m_lease_revision = 0;  // ours while held, else the last seen

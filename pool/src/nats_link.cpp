@@ -43,6 +43,7 @@ struct NatsLink::Impl {
   std::deque<InboxMessage> inbox;
 
   std::atomic<uint64_t> received{0}, dropped{0}, published{0}, publish_failed{0};
+  std::atomic<uint64_t> received_bytes{0}, published_bytes{0};
   std::atomic<uint64_t> disconnects{0}, reconnects{0};
   std::atomic<int64_t> max_payload{0};
 
@@ -62,6 +63,7 @@ struct NatsLink::Impl {
     m.data.assign(data, data + natsMsg_GetDataLength(msg));
     natsMsg_Destroy(msg);
     self->received.fetch_add(1, std::memory_order_relaxed);
+    self->received_bytes.fetch_add(m.data.size(), std::memory_order_relaxed);
     {
       std::lock_guard lock(self->inbox_mutex);
       if (self->inbox.size() >= self->options.inbox_limit) {
@@ -194,6 +196,7 @@ Status NatsLink::publish(std::string_view subject, std::span<const uint8_t> data
     return nats_error("publish on " + subj, s);
   }
   m_impl->published.fetch_add(1, std::memory_order_relaxed);
+  m_impl->published_bytes.fetch_add(data.size(), std::memory_order_relaxed);
   return Status::ok();
 }
 
@@ -219,6 +222,8 @@ NatsLinkCounters NatsLink::counters() const noexcept {
     if (natsSubscription_GetDropped(sub, &d) == NATS_OK) lib_dropped += d;
   }
   return {m.received.load(r),
+          m.received_bytes.load(r),
+          m.published_bytes.load(r),
           m.dropped.load(r) + static_cast<uint64_t>(std::max<int64_t>(lib_dropped, 0)),
           m.published.load(r),
           m.publish_failed.load(r),

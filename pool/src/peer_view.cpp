@@ -44,9 +44,9 @@ void PeerView::apply(const PeerMessage& m, uint64_t now_ns, uint64_t now_real_ns
   ++m_counters.applied[static_cast<size_t>(m.kind)];
   switch (m.kind) {
     case PeerKind::book:
-      book(peer, m.key, m.worker, m.counts);
+      book(peer, m.key, m.worker, m.counts, m.demand);
       ++peer.books;
-      if (m_footprints) m_footprints(m.counts);
+      if (m_footprints && !m.counts.empty()) m_footprints(m.counts);
       if (m_delays.size() < kDelaySamples)
         m_delays.push_back(static_cast<float>(age_ms));
       else
@@ -64,13 +64,16 @@ void PeerView::apply(const PeerMessage& m, uint64_t now_ns, uint64_t now_real_ns
   }
 }
 
-void PeerView::book(Peer& peer, uint64_t key, int32_t worker, std::span<const int16_t> counts) {
+void PeerView::book(Peer& peer, uint64_t key, int32_t worker, std::span<const int16_t> counts,
+                    std::span<const uint8_t> demand) {
   if (peer.bookings.contains(key) || m_total >= m_options.max_bookings) {
     ++m_counters.refused;
     return;
   }
   const uint64_t id = m_next_id++;
-  if (!m_router.book(worker, counts, id)) {
+  const Status booked =
+      demand.empty() ? m_router.book(worker, counts, id) : m_router.book_demand(worker, demand, id);
+  if (!booked) {
     ++m_counters.refused;  // a worker this node's table does not have
     return;
   }
@@ -115,7 +118,7 @@ void PeerView::reconcile(Peer& peer, const std::vector<std::pair<uint64_t, int32
   for (const auto& [key, worker] : want) {
     if (peer.bookings.contains(key)) continue;
     const uint64_t refused = m_counters.refused;
-    book(peer, key, worker, m_zero_counts);
+    book(peer, key, worker, m_zero_counts, {});
     if (m_counters.refused == refused) ++m_counters.repaired;
   }
 }

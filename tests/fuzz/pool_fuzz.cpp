@@ -46,7 +46,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t at = 0; at + 2 <= size;) {
       const size_t n =
           std::min<size_t>(size - at - 2, size_t{data[at]} | size_t{data[at + 1]} << 8);
-      const Decoded d = decode_peer_message({data + at + 2, n}, table->geometry, "");
+      const Decoded d =
+          decode_peer_message({data + at + 2, n}, table->geometry,
+                              cost_cells_of(table->geometry, RouterOptions{}.cost_cells), "");
       at += 2 + n;
       if (!d.ok) continue;
       if (d.message.kind == PeerKind::book) {

@@ -20,9 +20,10 @@ using eldr::testing::layer0;
 
 constexpr uint64_t kMs = 1'000'000;
 const Geometry kGeometry{2, 4, 1};
+const CostCells kCells = cost_cells_of(kGeometry, RouterOptions{}.cost_cells);
 
 Decoded decode(const std::vector<uint8_t>& bytes, std::string_view node = "a") {
-  return decode_peer_message(bytes, kGeometry, node);
+  return decode_peer_message(bytes, kGeometry, kCells, node);
 }
 
 // ---- wire --------------------------------------------------------------------
@@ -55,6 +56,58 @@ TEST(PeerWire, every_kind_round_trips_with_its_header) {
   ASSERT_TRUE(s.ok);
   EXPECT_EQ(s.message.held, held);
   EXPECT_EQ(e.sequence(), 4u);
+}
+
+TEST(PeerWire, a_compact_booking_carries_every_code_in_six_bits) {
+  // Every length up to a few groups of four, every code value.
+  for (uint32_t n = 1; n <= 13; ++n) {
+    const Geometry g{n, 1, 1};
+    const CostCells cells{1, n, 1};
+    std::vector<uint8_t> codes(n);
+    for (uint32_t i = 0; i < n; ++i) codes[i] = static_cast<uint8_t>((i * 37 + n) % kDemandCodes);
+    codes[0] = kDemandCodes - 1;
+    PeerEncoder e("a", 1);
+    const Decoded d = decode_peer_message(e.book(9, 3, g, cells, codes), g, cells, "a");
+    ASSERT_TRUE(d.ok) << d.error.message;
+    EXPECT_EQ(d.message.demand, codes) << n;
+    EXPECT_TRUE(d.message.counts.empty());
+    EXPECT_EQ(d.message.worker, 3);
+  }
+}
+
+// The bound: a booking's bytes at the two model shapes, with the
+// longest node name a pool allows.
+TEST(PeerWire, a_compact_booking_fits_a_kilobyte_at_48x128_and_two_at_61x384) {
+  PeerEncoder e(std::string(kMaxPoolName, 'n'), ~uint64_t{0});
+  for (const auto& [g, limit] : {std::pair{Geometry{48, 128, 8}, size_t{1024}},
+                                 std::pair{Geometry{61, 384, 8}, size_t{2048}}}) {
+    const CostCells cells = cost_cells_of(g, RouterOptions{}.cost_cells);
+    const std::vector<uint8_t> codes(cells.count(), kDemandCodes - 1);
+    const auto bytes = e.book(~uint64_t{0}, INT32_MAX, g, cells, codes);
+    EXPECT_LE(bytes.size(), limit) << g.to_string();
+    const std::vector<int16_t> counts(g.cells(), 1);
+    EXPECT_GT(e.book(1, 1, g, counts).size(), 2 * g.cells());  // what it replaces
+    const Decoded d = decode_peer_message(bytes, g, cells, std::string(kMaxPoolName, 'n'));
+    ASSERT_TRUE(d.ok) << d.error.message;
+    EXPECT_EQ(d.message.demand, codes);
+  }
+}
+
+TEST(PeerWire, a_compact_booking_of_other_cost_cells_is_refused) {
+  const Geometry g{48, 128, 8};
+  const CostCells cells = cost_cells_of(g, 1024), fewer = cost_cells_of(g, 512);
+  ASSERT_NE(cells.stride, fewer.stride);
+  PeerEncoder e("a", 1);
+  const std::vector<uint8_t> codes(fewer.count(), 1);
+  const Decoded d = decode_peer_message(e.book(1, 1, g, fewer, codes), g, cells, "a");
+  ASSERT_FALSE(d.ok);
+  EXPECT_EQ(d.error.fault, WireFault::shape);
+  EXPECT_NE(d.error.message.find("cost_cells"), std::string::npos) << d.error.message;
+  // The same stride, a code short: the demand's length is wrong.
+  const std::vector<uint8_t> short_codes(cells.count() - 4, 1);
+  const Decoded s = decode_peer_message(e.book(2, 1, g, cells, short_codes), g, cells, "a");
+  ASSERT_FALSE(s.ok);
+  EXPECT_EQ(s.error.fault, WireFault::bad_field);
 }
 
 TEST(PeerWire, bad_fields_are_refused_with_their_fault) {
@@ -164,7 +217,7 @@ class PeerViewTest : public ::testing::Test {
     return -1;
   }
   void apply(const std::vector<uint8_t>& bytes, std::string_view node) {
-    const Decoded d = decode_peer_message(bytes, kGeometry, node);
+    const Decoded d = decode(bytes, node);
     ASSERT_TRUE(d.ok) << d.error.message;
     // Each message arrives exactly 5 ms after it was sent.
     view->apply(d.message, now, d.message.head.sent_ns + 5 * kMs);
@@ -192,6 +245,43 @@ TEST_F(PeerViewTest, a_peers_booking_counts_until_its_release) {
   EXPECT_EQ(view->info(now)[0].bookings, 1u);
   EXPECT_NEAR(view->view_age_ms(), 5.0, 1e-6);
   EXPECT_EQ(view->bookings_by_worker().at(101), 1u);
+}
+
+// A compact booking and a full one of the same request leave the same batch
+// at the receiving node; only the full one reaches the refit window.
+TEST(PeerViewBatches, a_compact_booking_builds_the_batch_a_full_one_builds) {
+  const auto table = std::make_shared<const ClusterTable>(axis_table());
+  auto compact_router = Router::create(table).value();
+  auto full_router = Router::create(table).value();
+  size_t refit_footprints = 0;
+  PeerViewOptions vo;
+  vo.self = "me";
+  PeerView compact(*compact_router, kGeometry, vo, nullptr);
+  PeerView full(*full_router, kGeometry, vo, nullptr);
+  compact.on_booked_footprint([&](std::span<const int16_t>) { ++refit_footprints; });
+  PeerEncoder a("a", 1), b("a", 1);
+  std::vector<uint8_t> codes(kCells.count());
+  const uint64_t now = 1000 * kMs;
+  const auto apply = [&](PeerView& view, const std::vector<uint8_t>& bytes) {
+    const Decoded d = decode(bytes);
+    ASSERT_TRUE(d.ok) << d.error.message;
+    view.apply(d.message, now, d.message.head.sent_ns);
+  };
+  for (uint64_t key = 1; key <= 6; ++key) {
+    const auto f = layer0({int16_t(key % 3), 4, int16_t(key), 1});
+    ASSERT_TRUE(compact_router->demand_codes(f, codes).is_ok());
+    apply(compact, a.book(key, 100 + int32_t(key % 2), kGeometry, kCells, codes));
+    apply(full, b.book(key, 100 + int32_t(key % 2), kGeometry, f));
+  }
+  apply(compact, a.release(3));
+  apply(full, b.release(3));
+  const auto cw = compact_router->workers(), fw = full_router->workers();
+  for (size_t i = 0; i < cw.size(); ++i) {
+    EXPECT_EQ(cw[i].inflight, fw[i].inflight);
+    EXPECT_EQ(cw[i].batch_experts, fw[i].batch_experts) << cw[i].id;
+  }
+  EXPECT_GT(cw[0].batch_experts, 0.0);
+  EXPECT_EQ(refit_footprints, 0u);
 }
 
 TEST_F(PeerViewTest, our_own_messages_and_stale_sequences_change_nothing) {

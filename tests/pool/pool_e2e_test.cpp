@@ -352,6 +352,32 @@ TEST_F(PoolTest, bookings_and_load_reports_reach_every_node_of_a_three_server_cl
   EXPECT_TRUE(eventually([&] { return metric(b, "eldr_pool_connected") == 1; }));
 }
 
+// A node on compact bookings and one still on full ones (a rolling upgrade):
+// each counts the other's requests, nothing is refused.
+TEST_F(PoolTest, compact_and_full_bookings_mix_in_one_pool) {
+  start_servers(1);
+  const std::string full_config = dir.file("full.toml");
+  std::ofstream(full_config) << read_file(config_path) << "bookings = \"full\"\n";  // in [pool]
+  nodes.reserve(2);
+  Node& a = start_node("a");
+  Node& b = start_node("b", full_config);
+  ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
+  for (Node* n : {&a, &b}) {
+    auto client = client_of(*n);
+    ASSERT_TRUE(client);
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(route(*client, n->name + std::to_string(i), i).is_ok());
+  }
+  for (const Node* n : {&a, &b})
+    EXPECT_TRUE(eventually([&] {
+      return inflight(*n) == std::pair<uint64_t, uint64_t>{8, 4};
+    })) << n->name
+        << " counts " << inflight(*n).first;
+  for (const Node* n : {&a, &b}) {
+    EXPECT_EQ(metric(*n, "eldr_pool_malformed_total{fault=\"shape\"}"), 0u) << n->name;
+    EXPECT_EQ(metric(*n, "eldr_pool_bookings_refused_total"), 0u) << n->name;
+  }
+}
+
 TEST_F(PoolTest, one_server_of_three_down_interrupts_nothing) {
   start_servers(3);
   nodes.reserve(2);

@@ -31,6 +31,8 @@ TEST(daemon_config, the_shipped_eldrd_toml_parses_and_validates) {
   EXPECT_EQ(sut.pool.peer_timeout_ms, defaults.pool.peer_timeout_ms);
   EXPECT_EQ(sut.pool.max_peer_bookings, defaults.pool.max_peer_bookings);
   EXPECT_EQ(sut.pool.anticipate, defaults.pool.anticipate);
+  EXPECT_TRUE(sut.pool.compact_bookings);
+  EXPECT_EQ(sut.pool.compact_bookings, defaults.pool.compact_bookings);
 }
 
 TEST(daemon_config, the_pool_table_takes_urls_as_a_list_or_an_array) {
@@ -59,6 +61,11 @@ TEST(daemon_config, bad_pool_values_name_their_key) {
   EXPECT_NE(s.message().find("pool.snapshot_ms"), std::string::npos) << s.message();
   s = parse_config_toml("[pool]\nbogus = 1\n", sut);
   EXPECT_NE(s.message().find("pool.bogus"), std::string::npos) << s.message();
+  s = parse_config_toml("[pool]\nbookings = \"tiny\"\n", sut);
+  EXPECT_NE(s.message().find("pool.bookings"), std::string::npos) << s.message();
+  DaemonConfig full;
+  ASSERT_TRUE(parse_config_toml("[pool]\nbookings = \"full\"\n", full).is_ok());
+  EXPECT_FALSE(full.pool.compact_bookings);
   DaemonConfig dotted;
   ASSERT_TRUE(parse_config_toml("[pool]\nnats = \"nats://a:1\"\nname = \"a.b\"\n", dotted).is_ok());
   s = dotted.validate();

@@ -48,7 +48,9 @@ struct InboxMessage {
 
 struct NatsLinkCounters {
   uint64_t received = 0;
-  uint64_t dropped = 0;  // inbox full, or the library's slow-consumer drops
+  uint64_t received_bytes = 0;   // payloads of the messages received
+  uint64_t published_bytes = 0;  // payloads published
+  uint64_t dropped = 0;          // inbox full, or the library's slow-consumer drops
   uint64_t published = 0;
   uint64_t publish_failed = 0;
   uint64_t disconnects = 0;

@@ -56,7 +56,8 @@ class PeerView {
 
   // now_ns: CLOCK_MONOTONIC (last seen); now_real_ns: CLOCK_REALTIME (view age).
   void apply(const PeerMessage& message, uint64_t now_ns, uint64_t now_real_ns);
-  // Each applied booking's footprint also goes here (the refit window).
+  // Each applied full booking's footprint also goes here (the refit window;
+  // a compact booking carries none).
   using FootprintSink = std::function<void(std::span<const int16_t>)>;
   void on_booked_footprint(FootprintSink sink) { m_footprints = std::move(sink); }
   // Drops the peers silent for peer_timeout and releases their bookings.
@@ -90,7 +91,9 @@ class PeerView {
     uint64_t books = 0;                              // bookings applied
     std::unordered_map<uint64_t, Booking> bookings;  // the peer's key -> ours
   };
-  void book(Peer& peer, uint64_t key, int32_t worker, std::span<const int16_t> counts);
+  // A booking's demand: codes (compact), else the footprint's counts.
+  void book(Peer& peer, uint64_t key, int32_t worker, std::span<const int16_t> counts,
+            std::span<const uint8_t> demand);
   void release(Peer& peer, uint64_t key);
   void release_all(Peer& peer);
   void reconcile(Peer& peer, const std::vector<std::pair<uint64_t, int32_t>>& held);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "eldr/demand_code.hpp"
 #include "eldr/geometry.hpp"
 #include "eldr/status.hpp"
 
@@ -32,6 +33,10 @@ std::string complete_subject(std::string_view pool, std::string_view node);
 // engines send for requests another node routed, so a decode engine may
 // complete through its own node whatever node decided.
 std::string complete_any_subject(std::string_view pool);
+// eldr.<pool>.sample.<node>: full bookings sent to the node that holds the
+// pool's refit lease, a few a second from each node, so that its refit
+// window holds the pool's traffic while bookings are compact.
+std::string sample_subject(std::string_view pool, std::string_view node);
 
 enum class PeerKind : uint8_t { book = 0, release = 1, load = 2, snapshot = 3 };
 const char* peer_kind_name(PeerKind kind) noexcept;
@@ -41,7 +46,7 @@ enum class WireFault : uint8_t {
   not_a_message = 0,  // not a verifiable PeerMsg
   version = 1,        // another kPoolWireVersion
   bad_field = 2,      // a field out of its range (name, key, worker, counts, arrays)
-  shape = 3,          // a footprint of another geometry than this node's table
+  shape = 3,          // a footprint of another geometry (or cost cells) than this node's
   subject = 4,        // the node named inside is not the one of the subject
 };
 inline constexpr size_t kWireFaults = 5;
@@ -67,7 +72,8 @@ struct PeerMessage {
   PeerKind kind = PeerKind::book;
   uint64_t key = 0;                                // book, release
   int32_t worker = -1;                             // book
-  std::vector<int16_t> counts;                     // book: [L][E] of the geometry
+  std::vector<uint8_t> demand;                     // book, compact: a code per cost cell
+  std::vector<int16_t> counts;                     // book, full: [L][E] of the geometry
   PeerLoad load;                                   // load
   std::vector<std::pair<uint64_t, int32_t>> held;  // snapshot: key, worker
 };
@@ -77,16 +83,21 @@ struct DecodeError {
   std::string message;
 };
 
-// Decodes and checks one message. `geometry`: the table's (a footprint must
-// match it); `subject_node`: the node token of the subject it came on
-// (empty: not checked).
+// Decodes and checks one message. `geometry` and `cells`: the table's and the
+// router's (a booking must match them); `subject_node`: the node token of the
+// subject it came on (empty: not checked).
 struct Decoded {
   bool ok = false;
   PeerMessage message;
   DecodeError error{WireFault::not_a_message, {}};
 };
 Decoded decode_peer_message(std::span<const uint8_t> bytes, const Geometry& geometry,
-                            std::string_view subject_node);
+                            const CostCells& cells, std::string_view subject_node);
+
+// Demand codes on the wire: kDemandCodeBits each, packed little-endian.
+inline size_t packed_demand_bytes(size_t codes) noexcept {
+  return (codes * kDemandCodeBits + 7) / 8;
+}
 
 // Encodes messages of one sender: the header fields are its own, the
 // sequence counts up from 1.
@@ -94,6 +105,10 @@ class PeerEncoder {
  public:
   PeerEncoder(std::string node, uint64_t incarnation) noexcept
       : m_node(std::move(node)), m_incarnation(incarnation) {}
+  // A compact booking: the request's demand codes (Router::demand_codes).
+  std::vector<uint8_t> book(uint64_t key, int32_t worker, const Geometry& geometry,
+                            const CostCells& cells, std::span<const uint8_t> demand);
+  // A full one: its footprint (what nodes before compact bookings read).
   std::vector<uint8_t> book(uint64_t key, int32_t worker, const Geometry& geometry,
                             std::span<const int16_t> counts);
   std::vector<uint8_t> release(uint64_t key);
