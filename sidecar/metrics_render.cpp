@@ -120,11 +120,16 @@ void render_pool(std::string& out, const PoolGauge& c) {
        "Route or complete requests over NATS refused as malformed (answered with the error).",
        d(c.remote_malformed)},
       {"eldr_pool_completes_forwarded_total", "counter",
-       "Completes (with a token) of requests this node does not hold, forwarded to the pool "
-       "(eldr.<pool>.complete) for the node that routed them.",
+       "Completes (with a token) of requests this node does not hold, sent to every node "
+       "(eldr.<pool>.complete): their token names no single peer (a node before token tags).",
        d(c.completes_forwarded)},
+      {"eldr_pool_completes_direct_total", "counter",
+       "Completes of requests this node does not hold, sent to the one node their token names "
+       "(eldr.<pool>.complete.<node>).",
+       d(c.completes_direct)},
       {"eldr_pool_completes_received_total", "counter",
-       "Forwarded completes from other nodes that released a request of this node.",
+       "Completes over NATS (another node's forward, a gateway's) that released a request of "
+       "this node.",
        d(c.completes_received)},
       {"eldr_pool_refit_samples_sent_total", "counter",
        "Footprints sent to the node holding the refit lease (compact bookings carry none).",

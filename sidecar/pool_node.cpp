@@ -47,6 +47,7 @@ PoolNode::PoolNode(const PoolConfig& config, std::string node, Service& service,
       m_route_subject(route_subject(config.name)),
       m_complete_subject(complete_subject(config.name, m_encoder.node())),
       m_complete_any_subject(complete_any_subject(config.name)),
+      m_tag(pool::node_tag(m_encoder.node())),
       m_sample_encoder(m_encoder.node(), m_encoder.incarnation()),
       m_sample_subject(sample_subject(config.name, m_encoder.node())) {}
 
@@ -283,12 +284,36 @@ void PoolNode::serve_complete(const InboxMessage& in, bool pool_wide) {
     if (m_service.complete_for_pool(c->request_id, c->completion_token)) ++m_completes_received;
     return;
   }
+  // Sent to us: a gateway's (routed here), or another node's forward of a
+  // token that names us. One whose token names another node (a tag this
+  // node's peers shared a moment ago) goes on to every node.
+  if (const auto tag = pool::token_tag(c->completion_token)) {
+    if (m_service.complete_for_pool(c->request_id, c->completion_token)) {
+      ++m_completes_received;
+      return;
+    }
+    if (*tag != m_tag) {
+      ++m_completes_forwarded;
+      (void)m_link->publish(m_complete_any_subject, in.data);
+      return;
+    }
+  }
   m_service.on_complete_ex({kRemoteClient, 0, c->request_id, c->completion_token});
 }
 
 void PoolNode::forward_complete(std::string_view request_id, uint64_t token) {
   // The RouteComplete a pool handle sends (serve_complete checks it the same way).
   const std::vector<uint8_t> bytes = pool::encode_route_complete(request_id, token);
+  // To the node the token names, when exactly one peer has its tag; else
+  // (a token of a node before tags, an unknown or shared tag) to every node.
+  if (const auto tag = pool::token_tag(token)) {
+    const auto it = m_peer_by_tag.find(*tag);
+    if (it != m_peer_by_tag.end() && !it->second.empty()) {
+      ++m_completes_direct;
+      (void)m_link->publish(pool::complete_subject(m_config.name, it->second), bytes);
+      return;
+    }
+  }
   ++m_completes_forwarded;
   (void)m_link->publish(m_complete_any_subject, bytes);
 }
@@ -327,6 +352,11 @@ std::string PoolNode::maintain() {
              m_config.peer_timeout_ms);
   m_service.anticipate_peers(m_config.anticipate ? static_cast<uint32_t>(m_view->peers()) : 0,
                              m_view->view_age_ms());
+  m_peer_by_tag.clear();
+  for (std::string& name : m_view->names()) {
+    const auto [it, fresh] = m_peer_by_tag.try_emplace(pool::node_tag(name), name);
+    if (!fresh) it->second.clear();  // shared: nobody's
+  }
   PoolGauge g;
   const PeerViewCounters& c = m_view->counters();
   const NatsLinkCounters l = m_link->counters();
@@ -356,6 +386,7 @@ std::string PoolNode::maintain() {
   g.remote_routes = m_remote_routes;
   g.remote_malformed = m_remote_malformed;
   g.completes_forwarded = m_completes_forwarded;
+  g.completes_direct = m_completes_direct;
   g.completes_received = m_completes_received;
   g.join_errors = m_join_errors;
   g.refit_samples_sent = m_samples_sent;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "config.hpp"
@@ -51,6 +52,7 @@ class PoolNode final : public PoolPublisher {
   void released(uint64_t key) override;
   void reported(const PeerLoad& load) override;
   void forward_complete(std::string_view request_id, uint64_t token) override;
+  uint32_t node_tag() const noexcept override { return m_tag; }
 
   const std::string& node() const noexcept { return m_encoder.node(); }
   // Whether this node holds the pool's refit lease now (any thread).
@@ -91,6 +93,11 @@ class PoolNode final : public PoolPublisher {
   std::string m_route_subject;
   std::string m_complete_subject;  // ours
   std::string m_complete_any_subject;
+  uint32_t m_tag;  // node_tag(node): in our completion tokens
+  // The peers by the tag of their tokens, rebuilt every maintenance tick;
+  // "" where two peers share a tag (their completes go to every node).
+  std::unordered_map<uint32_t, std::string> m_peer_by_tag;
+  uint64_t m_completes_direct = 0;     // forwarded to the node named by the token
   uint64_t m_completes_forwarded = 0;  // sent to eldr.<pool>.complete
   uint64_t m_completes_received = 0;   // forwarded by others, released here
   uint64_t m_remote_routes = 0;        // footprints routed over NATS

@@ -274,6 +274,9 @@ uint64_t Service::completion_token(uint64_t key) const noexcept {
   // Keyed by a secret drawn at start: a client cannot derive one request's
   // token from another's, and a key reused after a restart gets another token.
   const uint64_t t = XXH3_64bits_withSeed(&key, sizeof(key), m_token_secret);
+  // In a pool the token names this node: a complete for it that reaches
+  // another node comes here, not to every node.
+  if (m_publisher) return pool::tagged_token(m_publisher->node_tag(), t);
   return t != 0 ? t : 1;  // 0 means "no token"
 }
 

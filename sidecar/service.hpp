@@ -50,6 +50,9 @@ class PoolPublisher {
   // A complete with a token for a request this node does not hold: another
   // node of the pool may have routed it (its engine completes through us).
   virtual void forward_complete(std::string_view request_id, uint64_t token) = 0;
+  // This node's tag in the pool, which its completion tokens carry
+  // (peer_wire.hpp), so that a complete sent to another node comes here.
+  virtual uint32_t node_tag() const noexcept = 0;
 };
 
 struct ServiceOptions {

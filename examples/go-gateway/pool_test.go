@@ -166,10 +166,12 @@ func TestAGatewayWithoutEldrdRoutesByThePrefillEnginesDecision(t *testing.T) {
 			t.Fatalf("%s: answered %v, the prefill engine decided %+v", id, body, decided[id])
 		}
 	}
-	// Node b held none of them: it forwarded each complete, and node a, which
-	// routed them, released every one (so did b's view of a's bookings).
+	// Node b held none of them: it sent each complete to node a, which its
+	// token names (not to every node), and a, which routed them, released
+	// every one (so did b's view of a's bookings).
 	eventually(t, "every request released on both nodes", func() bool {
-		return metric(t, portB, "eldr_pool_completes_forwarded_total") == requests &&
+		return metric(t, portB, "eldr_pool_completes_direct_total") == requests &&
+			metric(t, portB, "eldr_pool_completes_forwarded_total") == 0 &&
 			metric(t, portA, "eldr_pool_completes_received_total") == requests &&
 			metric(t, portA, "eldr_worker_inflight") == 0 && metric(t, portB, "eldr_worker_inflight") == 0
 	})
@@ -180,8 +182,9 @@ func TestAGatewayWithoutEldrdRoutesByThePrefillEnginesDecision(t *testing.T) {
 	if err := decodeNode.Complete("pool-gw-forged", 12345); err != nil {
 		t.Fatal(err)
 	}
+	// A token that names no node goes to every node.
 	eventually(t, "the forged complete forwarded", func() bool {
-		return metric(t, portB, "eldr_pool_completes_forwarded_total") == requests+1
+		return metric(t, portB, "eldr_pool_completes_forwarded_total") == 1
 	})
 	time.Sleep(300 * time.Millisecond)
 	if got := metric(t, portA, "eldr_worker_inflight"); got != 1 {

@@ -123,6 +123,13 @@ void PeerView::reconcile(Peer& peer, const std::vector<std::pair<uint64_t, int32
   }
 }
 
+std::vector<std::string> PeerView::names() const {
+  std::vector<std::string> out;
+  out.reserve(m_peers.size());
+  for (const auto& [name, peer] : m_peers) out.push_back(name);
+  return out;
+}
+
 std::vector<std::string> PeerView::expire(uint64_t now_ns) {
   std::vector<std::string> dropped;
   for (auto it = m_peers.begin(); it != m_peers.end();) {

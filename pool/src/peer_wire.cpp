@@ -1,6 +1,7 @@
 #include "eldr/pool/peer_wire.hpp"
 
 #include <time.h>
+#include <xxhash.h>
 
 #include <cstring>
 
@@ -56,6 +57,21 @@ std::string complete_subject(std::string_view pool, std::string_view node) {
 
 std::string complete_any_subject(std::string_view pool) {
   return "eldr." + std::string(pool) + ".complete";
+}
+
+uint32_t node_tag(std::string_view node) noexcept {
+  return static_cast<uint32_t>(XXH3_64bits(node.data(), node.size()) & 0xffffff);
+}
+
+uint64_t tagged_token(uint32_t tag, uint64_t hash) noexcept {
+  // The low 32 bits never 0, so no token is 0 ("no token").
+  const uint64_t low = (hash & 0xffffffffu) != 0 ? hash & 0xffffffffu : 1;
+  return kTokenMagic << 56 | uint64_t{tag & 0xffffffu} << 32 | low;
+}
+
+std::optional<uint32_t> token_tag(uint64_t token) noexcept {
+  if (token >> 56 != kTokenMagic) return std::nullopt;
+  return static_cast<uint32_t>(token >> 32 & 0xffffff);
 }
 
 std::string sample_subject(std::string_view pool, std::string_view node) {

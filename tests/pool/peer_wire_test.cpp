@@ -110,6 +110,18 @@ TEST(PeerWire, a_compact_booking_of_other_cost_cells_is_refused) {
   EXPECT_EQ(s.error.fault, WireFault::bad_field);
 }
 
+TEST(PeerWire, a_tagged_token_names_its_node_and_is_never_zero) {
+  const uint32_t tag = node_tag("gpu-node-17");
+  EXPECT_LT(tag, 1u << 24);
+  EXPECT_NE(tag, node_tag("gpu-node-18"));
+  const uint64_t t = tagged_token(tag, 0x1234567800000000ull);  // low 32 bits 0
+  EXPECT_EQ(token_tag(t), tag);
+  EXPECT_NE(t & 0xffffffffu, 0u);
+  EXPECT_EQ(token_tag(tagged_token(tag, 0xdeadbeefull)), tag);
+  EXPECT_EQ(token_tag(0x1234), std::nullopt);  // a node alone, or before tags
+  EXPECT_EQ(token_tag(0), std::nullopt);
+}
+
 TEST(PeerWire, bad_fields_are_refused_with_their_fault) {
   PeerEncoder e("a", 1);
   EXPECT_EQ(decode(e.book(1, 100, kGeometry, layer0({1})), "b").error.fault, WireFault::subject);

@@ -31,6 +31,7 @@ struct RecordingPublisher final : PoolPublisher {
   void forward_complete(std::string_view request_id, uint64_t token) override {
     forwarded_.emplace_back(std::string(request_id), token);
   }
+  uint32_t node_tag() const noexcept override { return 0xabcdef; }
 };
 
 struct TokenSink final : DecisionSink {
@@ -115,6 +116,9 @@ TEST_F(ServiceInPool, completes_this_node_cannot_match_go_to_the_pool_where_only
   push_top("r1", 1);
   const uint64_t token = sink.tokens.at("r1");
   ASSERT_NE(token, 0u);
+  // In a pool the token names this node, so other nodes send its completes here.
+  EXPECT_EQ(pool::token_tag(token), 0xabcdefu);
+  EXPECT_NE(sink.tokens.at("r1") & 0xffffffffu, 0u);
   // A decode engine completing, through us, a request another node routed.
   sut->on_complete_ex({1, 99, "elsewhere", 12345});
   // Ids need not be unique across nodes: a known id with another token too.

@@ -65,6 +65,7 @@ class PeerView {
   std::vector<std::string> expire(uint64_t now_ns);
 
   size_t peers() const noexcept { return m_peers.size(); }
+  std::vector<std::string> names() const;
   size_t bookings() const noexcept { return m_total; }
   std::vector<PeerInfo> info(uint64_t now_ns) const;
   // The oldest peer's view age (ms): how late this node hears of the others.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,6 +38,17 @@ std::string complete_any_subject(std::string_view pool);
 // pool's refit lease, a few a second from each node, so that its refit
 // window holds the pool's traffic while bookings are compact.
 std::string sample_subject(std::string_view pool, std::string_view node);
+
+// Completion tokens of a pool node name the node (so that a complete that
+// reaches another node goes to this one alone, not to the whole pool): the
+// top byte kTokenMagic, then the node's 24-bit tag, then 32 bits of the
+// node's keyed hash. Tokens without the magic (nodes before it, a node
+// alone) are sent to every node.
+inline constexpr uint64_t kTokenMagic = 0xe7;
+uint32_t node_tag(std::string_view node) noexcept;  // 24 bits
+uint64_t tagged_token(uint32_t tag, uint64_t hash) noexcept;
+// The tag a token carries, if it carries one.
+std::optional<uint32_t> token_tag(uint64_t token) noexcept;
 
 enum class PeerKind : uint8_t { book = 0, release = 1, load = 2, snapshot = 3 };
 const char* peer_kind_name(PeerKind kind) noexcept;
