@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -112,6 +113,7 @@ void PoolNode::send(std::vector<uint8_t> bytes) {
 }
 
 void PoolNode::booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) {
+  ++m_own_picks;
   const Router& router = m_service.router();
   const Geometry& geometry = router.table()->geometry;
   if (m_config.compact_bookings) {
@@ -150,6 +152,28 @@ void PoolNode::sample_to_holder(uint64_t key, int32_t worker, std::span<const in
 }
 
 void PoolNode::released(uint64_t key) { send(m_encoder.release(key)); }
+
+double PoolNode::twins_per_pick(uint64_t now_ns) {
+  // The peers' booking rate over ours, each smoothed over about 2 s: a
+  // gateway node that takes most of the traffic expects few unseen peer
+  // picks per pick of its own, a node that takes little expects many.
+  const uint64_t peer_books = m_view->counters().applied[static_cast<size_t>(PeerKind::book)];
+  if (m_rate_last_ns != 0 && now_ns > m_rate_last_ns) {
+    const double dt = static_cast<double>(now_ns - m_rate_last_ns) / 1e9;
+    const double keep = std::exp(-dt / 2.0);
+    m_own_rate =
+        keep * m_own_rate + (1 - keep) * static_cast<double>(m_own_picks - m_own_seen) / dt;
+    m_peer_rate =
+        keep * m_peer_rate + (1 - keep) * static_cast<double>(peer_books - m_peer_seen) / dt;
+  }
+  m_rate_last_ns = now_ns;
+  m_own_seen = m_own_picks;
+  m_peer_seen = peer_books;
+  // Until this node routes, every node is taken to route as much as it
+  // will: a twin per peer.
+  if (m_own_rate < 0.5) return static_cast<double>(m_view->peers());
+  return m_peer_rate / m_own_rate;
+}
 
 void PoolNode::reported(const PeerLoad& load) { send(m_encoder.load(load)); }
 
@@ -350,7 +374,7 @@ std::string PoolNode::maintain() {
   for (const std::string& gone : m_view->expire(now))
     ELDR_LOG(warn, "pool: node %s silent for %u ms: its bookings expired", gone.c_str(),
              m_config.peer_timeout_ms);
-  m_service.anticipate_peers(m_config.anticipate ? static_cast<uint32_t>(m_view->peers()) : 0,
+  m_service.anticipate_peers(m_config.anticipate ? twins_per_pick(now) : 0.0,
                              m_view->view_age_ms());
   m_peer_by_tag.clear();
   for (std::string& name : m_view->names()) {
@@ -417,6 +441,9 @@ std::string PoolNode::status_json(uint64_t now_ns) const {
   j["view_age_ms"] = m_view->view_age_ms();
   j["peer_bookings"] = m_view->bookings();
   j["twins"] = m_service.twins_pending();
+  // Routing rates (smoothed, per second) and the twins each pick books.
+  j["rate"] = {{"own", m_own_rate}, {"peers", m_peer_rate}};
+  j["twins_per_pick"] = m_service.twins_per_pick();
   // What the pool costs this node on the wire (eldr bench cluster reads it).
   const NatsLinkCounters l = m_link->counters();
   j["nats"] = {{"received", l.received},

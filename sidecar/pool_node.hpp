@@ -128,6 +128,10 @@ class PoolNode final : public PoolPublisher {
   // TTL, and this needs no synchronised clocks).
   static constexpr uint64_t kLeaseMs = 5000;
   bool m_refit = false;
+  // The twins per pick from the peers' booking rate over ours (maintain).
+  double twins_per_pick(uint64_t now_ns);
+  uint64_t m_own_picks = 0, m_own_seen = 0, m_peer_seen = 0, m_rate_last_ns = 0;
+  double m_own_rate = 0.0, m_peer_rate = 0.0;  // per second, smoothed
   // Samples to the lease holder: a token bucket of window / period_s / nodes
   // a second (at least one), so the holder hears about window per period.
   double m_sample_rate = 0.0;

@@ -263,8 +263,8 @@ std::vector<std::pair<uint64_t, int32_t>> Service::local_requests() const {
   return out;
 }
 
-void Service::anticipate_peers(uint32_t peers, double view_age_ms) noexcept {
-  m_twins.set_peers(peers);
+void Service::anticipate_peers(double twins_per_pick, double view_age_ms) noexcept {
+  m_twins.set_twins_per_pick(twins_per_pick);
   m_twins.set_view_delay_ms(view_age_ms);
 }
 

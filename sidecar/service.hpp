@@ -139,8 +139,10 @@ class Service final : public shm::RecordHandler {
   // Every request this node has in flight (router key, worker), oldest first.
   std::vector<std::pair<uint64_t, int32_t>> local_requests() const;
   // Anticipation of the peers' unseen picks (eldr::PeerTwins): each route
-  // books `peers` twins on its worker until view_age_ms has passed.
-  void anticipate_peers(uint32_t peers, double view_age_ms) noexcept;
+  // books twins_per_pick twins (fractions carried) on its worker until
+  // view_age_ms has passed.
+  void anticipate_peers(double twins_per_pick, double view_age_ms) noexcept;
+  double twins_per_pick() const noexcept { return m_twins.twins_per_pick(); }
   size_t twins_pending() const noexcept { return m_twins.pending(); }
   // The pool's bookings go into the same router.
   Router& shared_router() noexcept { return *m_router; }

@@ -378,6 +378,31 @@ TEST_F(PoolTest, compact_and_full_bookings_mix_in_one_pool) {
   }
 }
 
+// Twins follow the nodes' rates: a node that takes all the traffic expects
+// no unseen peer picks; one that routes nothing yet assumes a twin per peer.
+TEST_F(PoolTest, twins_follow_how_much_each_node_routes) {
+  start_servers(1);
+  nodes.reserve(2);
+  Node& a = start_node("a");
+  Node& b = start_node("b");
+  ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
+  const auto per_pick = [](const Node& n) {
+    const auto c = pool_of(n);
+    return c.is_object() && c["twins_per_pick"].is_number() ? c["twins_per_pick"].get<double>()
+                                                            : -1.0;
+  };
+  EXPECT_EQ(per_pick(a), 1.0);  // nobody has routed yet
+  auto client = client_of(a);
+  ASSERT_TRUE(client);
+  for (int i = 0; i < 60; ++i) {
+    ASSERT_TRUE(route(*client, "t" + std::to_string(i), i % 4).is_ok());
+    std::this_thread::sleep_for(25ms);
+  }
+  EXPECT_TRUE(eventually([&] { return per_pick(a) >= 0.0 && per_pick(a) < 0.1; }))
+      << pool_of(a).dump();
+  EXPECT_EQ(per_pick(b), 1.0) << pool_of(b).dump();
+}
+
 TEST_F(PoolTest, one_server_of_three_down_interrupts_nothing) {
   start_servers(3);
   nodes.reserve(2);

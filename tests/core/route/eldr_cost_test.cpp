@@ -215,6 +215,31 @@ TEST(peer_twins, each_pick_books_a_twin_per_peer_until_the_view_catches_up) {
   EXPECT_EQ(sut->stats().completes_unknown, 0u);
 }
 
+// A node that routes a quarter as much as its peers together books four
+// twins a pick; one that routes four times as much books one every fourth
+// pick; the fractions are carried, never lost or doubled.
+TEST(peer_twins, twins_follow_the_peers_rate_over_this_routers) {
+  auto sut = make({.policy = Policy::jsq});
+  PeerTwins twins(0, 1000.0);
+  twins.set_twins_per_pick(4.0);
+  ASSERT_TRUE(twins.after_route(*sut, 100, kR, 0.0).is_ok());
+  EXPECT_EQ(twins.pending(), 4u);
+  twins.set_twins_per_pick(0.25);
+  for (int i = 1; i <= 8; ++i) ASSERT_TRUE(twins.after_route(*sut, 100, kR, i).is_ok());
+  EXPECT_EQ(twins.pending(), 6u);  // two more in eight picks
+  twins.set_twins_per_pick(1.5);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(twins.after_route(*sut, 101, kR, 10.0).is_ok());
+  EXPECT_EQ(twins.pending(), 12u);  // 1 + 2 + 1 + 2
+  twins.set_twins_per_pick(1e9);    // capped
+  EXPECT_EQ(twins.twins_per_pick(), PeerTwins::kMaxTwinsPerPick);
+  twins.set_twins_per_pick(-1.0);
+  ASSERT_TRUE(twins.after_route(*sut, 101, kR, 11.0).is_ok());
+  EXPECT_EQ(twins.pending(), 12u);
+  twins.release_due(*sut, 2000.0);
+  EXPECT_EQ(twins.pending(), 0u);
+  EXPECT_EQ(sut->stats().completes_unknown, 0u);
+}
+
 TEST(peer_twins, nothing_is_anticipated_alone_or_with_a_live_view_and_due_times_stay_ordered) {
   auto sut = make({.policy = Policy::jsq});
   PeerTwins alone(0, 50.0), live(3, 0.0), nan(3, std::nan(""));
