@@ -167,6 +167,8 @@ SimOptions sim_options(const SimArgs& a, const SimSetup& s, const Run& run, doub
   so.view_delay_ms = a.view_delay_ms;
   so.bookings_carry_footprints = a.bookings == "footprints";
   so.anticipate_peers = a.anticipate;
+  so.lead_share = a.lead_share;
+  so.rate_aware_twins = !a.even_twins;
   so.route_from = run.from;
   so.learn = a.learn;
   so.learn_delay_ms = a.learn_delay_ms;
@@ -276,8 +278,15 @@ void add_router_options(CLI::App* sim, SimArgs* a) {
                   "what a router tells the others: footprints (counted and in the batch) | counts")
       ->check(CLI::IsMember({"footprints", "counts"}));
   sim->add_flag("--anticipate,!--no-anticipate", a->anticipate,
-                "against herding (default on): each pick also books routers - 1 twins there "
-                "until the others' bookings can have arrived");
+                "against herding (default on): each pick also books a twin for each pick the "
+                "others make meanwhile (their rate over this router's) until their bookings can "
+                "have arrived");
+  sim->add_option("--lead-share", a->lead_share,
+                  "router 0 takes this share of the arrivals, the others the rest evenly (0: even)")
+      ->check(CLI::Range(0.0, 0.99));
+  sim->add_flag("--even-twins", a->even_twins,
+                "book routers - 1 twins a pick whatever the routers' rates (before rate-aware "
+                "twins)");
 }
 
 // The policies and the constants of the step model.

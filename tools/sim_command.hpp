@@ -33,6 +33,8 @@ struct SimArgs {
   double view_delay_ms = 0.0;           // how old each router's view of the others' bookings is
   std::string bookings = "footprints";  // what a booking carries: footprints | counts
   bool anticipate = true;   // book routers - 1 twins of each pick until the view catches up
+  double lead_share = 0.0;  // router 0's share of the arrivals (0: even)
+  bool even_twins = false;  // routers - 1 twins a pick whatever the routers' rates
   uint32_t cost_cells = 0;  // eldr_cost: cells it reads (0 = the router's default)  // the router's
                             // alpha = this * the simulator's
   SyntheticSimOptions synth;

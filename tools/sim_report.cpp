@@ -108,6 +108,8 @@ nlohmann::json cell_entry(const SimArgs& a, const SimSetup& s, const Run& run, d
           {"view_delay_ms", a.view_delay_ms},
           {"bookings", a.bookings},
           {"anticipate", a.anticipate},
+          {"lead_share", a.lead_share},
+          {"even_twins", a.even_twins},
           {"route_from", route_from_name(run.from)},
           {"learn", a.learn && run.from != RouteFrom::footprint},
           {"prelearn", run.prelearn},

@@ -66,6 +66,8 @@ Status check_inputs(const SimWorkload& wl, const ClusterTable* table, const SimO
   if (o.model.cost.max_batch == 0) return Status{Errc::invalid_argument, "max_batch must be >= 1"};
   if (o.routers == 0 || o.routers > 64)
     return Status{Errc::invalid_argument, "routers must be in [1, 64]"};
+  if (!(o.lead_share >= 0.0 && o.lead_share < 1.0) || (o.lead_share > 0.0 && o.routers < 2))
+    return Status{Errc::invalid_argument, "lead_share must be in [0, 1), with 2 or more routers"};
   if (!(o.view_delay_ms >= 0.0) || !std::isfinite(o.view_delay_ms))
     return Status{Errc::invalid_argument, "view_delay_ms must be finite and >= 0"};
   if (o.routers > 1 && o.report_steps)
@@ -112,6 +114,12 @@ class Simulation {
         m_next_report(m_n / 100 + 1) {}
 
   Status create_routers();
+  // The share of the arrivals router i takes.
+  double share_of(uint32_t i) const noexcept {
+    const double n = m_o.routers;
+    if (m_o.lead_share <= 0.0) return 1.0 / n;
+    return i == 0 ? m_o.lead_share : (1.0 - m_o.lead_share) / (n - 1);
+  }
   Status run();
   SimResult report();
 
@@ -177,6 +185,11 @@ Status Simulation::create_routers() {
   // No anticipation with count-only bookings: a twin is a footprint.
   const bool anticipate = m_o.anticipate_peers && m_o.bookings_carry_footprints && m_o.routers > 1;
   m_twins.assign(m_o.routers, PeerTwins(anticipate ? m_o.routers - 1 : 0, m_o.view_delay_ms));
+  if (anticipate && m_o.rate_aware_twins)
+    for (uint32_t i = 0; i < m_o.routers; ++i) {
+      const double share = share_of(i);
+      m_twins[i].set_twins_per_pick((1.0 - share) / share);
+    }
   for (auto& w : m_workers) w.keep_product.assign(m_cells, 1.0f);
   return {};
 }
@@ -254,8 +267,16 @@ Status Simulation::arrive(uint32_t r, double now) {
   if (m_wl.requests[r].domain < m_wl.domain_names.size())
     hints.label = m_wl.domain_names[m_wl.requests[r].domain];
   hints.request_id = r;
-  const uint32_t by =
-      m_o.routers > 1 ? static_cast<uint32_t>(m_pick_router.next() % m_o.routers) : 0;
+  uint32_t by = 0;
+  if (m_o.routers > 1 && m_o.lead_share <= 0.0) {
+    by = static_cast<uint32_t>(m_pick_router.next() % m_o.routers);
+  } else if (m_o.routers > 1) {
+    // Router 0 takes lead_share of the arrivals, the others the rest evenly.
+    const double u = static_cast<double>(m_pick_router.next() >> 11) * 0x1p-53;
+    by = u < share_of(0) ? 0
+                         : 1 + std::min(m_o.routers - 2,
+                                        static_cast<uint32_t>((u - share_of(0)) / share_of(1)));
+  }
   m_twins[by].release_due(*m_routers[by], now * 1000.0);
   auto d = route(*m_routers[by], r, hints);
   if (!d) return d.status();

@@ -176,6 +176,9 @@ struct SimOptions {
   // live view of one process.
   uint32_t routers = 1;
   double view_delay_ms = 0.0;
+  // The share of the arrivals router 0 takes (a gateway node that takes most
+  // traffic), the rest spread evenly over the others; 0: all even.
+  double lead_share = 0.0;
   // What a booking tells the other routers: the request's footprint
   // (Router::book: counted, and in the worker's batch for eldr_cost), or only
   // that the worker has one request more (Router::set_load).
@@ -185,6 +188,9 @@ struct SimOptions {
   // of yet, and books routers - 1 copies of it there until the others' real
   // bookings can have arrived (view_delay_ms later). Needs footprint bookings.
   bool anticipate_peers = true;
+  // Twins per pick from the routers' rates (the others' over this one's, as
+  // eldrd measures them), or routers - 1 whatever the rates (false).
+  bool rate_aware_twins = true;
   // Routing from the prompt needs the table's predictor and the workload's
   // prompts (one router). With learn, each such request's real prefill
   // footprint reaches Router::learn learn_delay_ms after its routing (its
