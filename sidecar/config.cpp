@@ -198,6 +198,20 @@ Status read_pool(std::string_view source, const toml::table& table, PoolConfig& 
       ELDR_TRY(read_bool(source, key, node, pool.anticipate));
     } else if (k == "table_replicas") {
       ELDR_TRY(read_uint(source, key, node, pool.table_replicas, 0, 5));
+    } else if (k == "tls_ca") {
+      ELDR_TRY(read_string(source, key, node, pool.auth.ca_file));
+    } else if (k == "tls_cert") {
+      ELDR_TRY(read_string(source, key, node, pool.auth.cert_file));
+    } else if (k == "tls_key") {
+      ELDR_TRY(read_string(source, key, node, pool.auth.key_file));
+    } else if (k == "creds") {
+      ELDR_TRY(read_string(source, key, node, pool.auth.creds_file));
+    } else if (k == "user") {
+      ELDR_TRY(read_string(source, key, node, pool.auth.user));
+    } else if (k == "password_file") {
+      ELDR_TRY(read_string(source, key, node, pool.auth.password_file));
+    } else if (k == "token_file") {
+      ELDR_TRY(read_string(source, key, node, pool.auth.token_file));
     } else if (k == "bookings") {
       std::string text;
       ELDR_TRY(read_string(source, key, node, text));
@@ -350,6 +364,7 @@ Status DaemonConfig::validate() const {
                 "pool.nats: '" + pool::redact_url(url) + "' is not a server URL"};
     ELDR_TRY(validate_pool_name("pool.name", pool.name));
     if (!pool.node.empty()) ELDR_TRY(validate_pool_name("pool.node", pool.node));
+    if (Status s = pool.auth.check(); !s) return {s.code(), "[pool] " + s.message()};
     if (pool.peer_timeout_ms < 2 * pool.snapshot_ms)
       return {Errc::invalid_argument,
               "pool.peer_timeout_ms must be at least twice pool.snapshot_ms (a live node "

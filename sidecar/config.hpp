@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "eldr/pool/nats_auth.hpp"
 #include "eldr/router.hpp"
 #include "eldr/shm.hpp"
 #include "eldr/signature_cache.hpp"
@@ -50,6 +51,7 @@ struct RouterConfig {
 // together over NATS (multi-node mode).
 struct PoolConfig {
   std::vector<std::string> nats;          // server URLs; empty: this node routes alone
+  pool::NatsAuth auth;                    // TLS and credentials for those servers
   std::string node;                       // this node's name; empty: the host name
   std::string name = "default";           // the pool's name
   uint32_t snapshot_ms = 500;             // our in-flight requests, for every node, this often

@@ -28,6 +28,7 @@
 #include "config.hpp"
 #include "daemon.hpp"
 #include "eldr/cluster_table.hpp"
+#include "eldr/pool/nats_auth_cli.hpp"
 #include "log.hpp"
 #include "service.hpp"
 #include "synthetic_table.hpp"
@@ -40,6 +41,7 @@ using namespace eldr::sidecar;
 struct Flags {
   std::string config_path, instance, table, synthetic_table, policy, log_level, group;
   std::string nats, node, pool;
+  pool::NatsAuth auth;
   uint32_t metrics_port = 0, worker_report_timeout_ms = 0;
 };
 
@@ -66,6 +68,13 @@ Result<DaemonConfig> build_config(const Flags& f, const CLI::App& app) {
   if (given("--group")) c.group = f.group;
   if (given("--worker-report-timeout-ms")) c.worker_report_timeout_ms = f.worker_report_timeout_ms;
   if (given("--nats")) c.pool.nats = split_urls(f.nats);
+  if (given("--nats-ca")) c.pool.auth.ca_file = f.auth.ca_file;
+  if (given("--nats-cert")) c.pool.auth.cert_file = f.auth.cert_file;
+  if (given("--nats-key")) c.pool.auth.key_file = f.auth.key_file;
+  if (given("--nats-creds")) c.pool.auth.creds_file = f.auth.creds_file;
+  if (given("--nats-user")) c.pool.auth.user = f.auth.user;
+  if (given("--nats-password-file")) c.pool.auth.password_file = f.auth.password_file;
+  if (given("--nats-token-file")) c.pool.auth.token_file = f.auth.token_file;
   if (given("--node")) c.pool.node = f.node;
   if (given("--pool")) c.pool.name = f.pool;
   if ((given("--node") || given("--pool")) && !c.pool.enabled())
@@ -200,6 +209,7 @@ int main(int argc, char** argv) {
                  "URL[,URL...]: route one pool with the eldrd of other nodes over NATS");
   app.add_option("--node", f.node, "this node's name in the pool (default: the host name)");
   app.add_option("--pool", f.pool, "the pool's name (default: default)");
+  pool::add_nats_auth_options(app, f.auth);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

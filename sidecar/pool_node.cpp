@@ -74,6 +74,7 @@ Result<std::unique_ptr<PoolNode>> PoolNode::create(const PoolConfig& config, Ser
         [s = &service](std::span<const int16_t> counts) { s->keep_for_refit(counts); });
   NatsLinkOptions lo;
   lo.urls = config.nats;
+  lo.auth = config.auth;
   lo.name = "eldrd " + config.name + "/" + node;
   // The nodes' messages; requests to route (one node of the pool answers
   // each: a queue group); completes of the requests this node routed so,
@@ -89,9 +90,9 @@ Result<std::unique_ptr<PoolNode>> PoolNode::create(const PoolConfig& config, Ser
   n->m_link = std::move(*link);
   service.join_pool(n.get());
   n->m_table_thread = std::thread([p = n.get()] { p->table_loop(); });
-  ELDR_LOG(info, "pool: node %s of pool %s, NATS %s%s", node.c_str(), config.name.c_str(),
+  ELDR_LOG(info, "pool: node %s of pool %s, NATS %s%s, %s", node.c_str(), config.name.c_str(),
            pool::redact_url(config.nats.front()).c_str(),
-           config.nats.size() > 1 ? " (and others)" : "");
+           config.nats.size() > 1 ? " (and others)" : "", config.auth.describe().c_str());
   return n;
 }
 

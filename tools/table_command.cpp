@@ -8,6 +8,7 @@
 
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "eldr/pool/nats_auth_cli.hpp"
 #include "eldr/pool/nats_link.hpp"
 #include "eldr/pool/peer_wire.hpp"
 #include "eldr/pool/pool_table.hpp"
@@ -21,6 +22,7 @@ using pool::NatsLink;
 
 struct TableArgs {
   std::string nats, pool = "default", file;
+  pool::NatsAuth auth;
   int64_t expect_revision = -1;  // -1: the revision read just before
   uint32_t replicas = 0;
   uint32_t timeout_ms = 10000;
@@ -34,6 +36,7 @@ Result<std::pair<std::unique_ptr<NatsLink>, std::unique_ptr<KeyValue>>> open_buc
   ELDR_TRY(pool::validate_pool_name("pool", a.pool));
   pool::NatsLinkOptions o;
   o.urls = pool::split_urls(a.nats);
+  o.auth = a.auth;
   o.name = "eldr table";
   auto link = NatsLink::open(o);
   if (!link) return link.status();
@@ -49,8 +52,12 @@ Result<std::pair<std::unique_ptr<NatsLink>, std::unique_ptr<KeyValue>>> open_buc
   for (;;) {
     auto kv = (*link)->key_value(pool::pool_bucket(a.pool), static_cast<int>(a.replicas));
     if (kv) return std::pair{std::move(*link), std::move(*kv)};
-    if (kv.status().code() != Errc::io || std::chrono::steady_clock::now() >= deadline)
-      return kv.status();
+    if (kv.status().code() != Errc::io || std::chrono::steady_clock::now() >= deadline) {
+      // A refused subject (a user without the permission) times out: say what NATS said.
+      const std::string why = (*link)->last_error();
+      if (why.empty()) return kv.status();
+      return Status{kv.status().code(), kv.status().message() + " (NATS said: " + why + ")"};
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }
@@ -123,6 +130,7 @@ void register_table_commands(CLI::App& app) {
                       "copies of the bucket if it is created now (0: min(3, servers))");
   publish->add_option("--timeout-ms", a->timeout_ms, "how long to wait for a NATS server");
   publish->add_option("file", a->file, "cluster table file (eldr fit)")->required();
+  pool::add_nats_auth_options(*publish, a->auth);
   publish->callback([a] {
     g_exit_code = run_publish(*a);
     pool::nats_shutdown();
@@ -131,6 +139,7 @@ void register_table_commands(CLI::App& app) {
   show->add_option("--nats", a->nats, "URL[,URL...] of the pool's NATS servers")->required();
   show->add_option("--pool", a->pool, "the pool's name");
   show->add_option("--timeout-ms", a->timeout_ms, "how long to wait for a NATS server");
+  pool::add_nats_auth_options(*show, a->auth);
   show->callback([a] {
     g_exit_code = run_show(*a);
     pool::nats_shutdown();

@@ -125,10 +125,23 @@ class PoolTest : public ::testing::Test {
     n.instance = "cl-" + tag + "-" + name;
     n.log = dir.file(name + ".log");
     n.metrics_port = free_loopback_port();
-    n.pid = spawn({ELDRD_PATH, "--config", config, "--instance", n.instance, "--table", table_path,
-                   "--nats", node_urls.empty() ? urls() : node_urls, "--node", name, "--pool",
-                   "p" + tag, "--metrics-port", n.metrics_port},
-                  n.log);
+    std::vector<std::string> args = {ELDRD_PATH,
+                                     "--config",
+                                     config,
+                                     "--instance",
+                                     n.instance,
+                                     "--table",
+                                     table_path,
+                                     "--nats",
+                                     node_urls.empty() ? urls() : node_urls,
+                                     "--node",
+                                     name,
+                                     "--pool",
+                                     "p" + tag,
+                                     "--metrics-port",
+                                     n.metrics_port};
+    args.insert(args.end(), node_args.begin(), node_args.end());
+    n.pid = spawn(args, n.log);
     EXPECT_GT(n.pid, 0);
     EXPECT_TRUE(eventually([&] {
       auto s = shm::read_snapshot(n.instance);
@@ -235,6 +248,7 @@ class PoolTest : public ::testing::Test {
   bool jetstream = false;
   std::vector<std::string> server_args;  // more nats-server flags (e.g. --user/--pass)
   std::string node_urls;                 // the nodes' --nats, when not urls()
+  std::vector<std::string> node_args;    // more eldrd flags (e.g. TLS and credentials)
   Watchdog watchdog{80s};
   eldr::testing::TempDir dir{"eldr_pool_e2e"};
   std::string table_path = dir.file("table.eldr");
@@ -301,6 +315,110 @@ TEST_F(PoolTest, a_node_out_of_its_pool_says_why_and_credentials_stay_out_of_log
             std::string::npos)
       << status;
   EXPECT_EQ(status.find("s3cret"), std::string::npos) << status;
+}
+
+// A secured pool: the servers speak TLS only and verify client certificates
+// (all made here by openssl), and two users have the permissions
+// docs/design.md §10 gives: "node" publishes and subscribes on its pool's
+// subjects (and JetStream's), "gateway" may only request a route and send a
+// complete. Nodes with their certificate and credentials route together; a
+// client without credentials is refused; the gateway's credentials cannot
+// publish a table; the nodes keep routing.
+TEST_F(PoolTest, a_secured_pool_routes_and_refuses_outsiders_and_gateways_the_nodes_subjects) {
+  const auto sh = [](const std::string& cmd) {
+    int code = 0;
+    const std::string out = run(cmd, &code);
+    EXPECT_EQ(code, 0) << cmd << "\n" << out;
+  };
+  const std::string d = dir.file("tls");
+  std::filesystem::create_directories(d);
+  const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  sh("cd " + d + " && openssl req -x509" + ec +
+     " -days 1 -subj /CN=eldr-test-ca -keyout ca.key -out ca.pem");
+  sh("cd " + d + " && openssl req" + ec +
+     " -subj /CN=127.0.0.1 -keyout server.key -out server.csr && "
+     "printf 'subjectAltName=IP:127.0.0.1' > san.ext && "
+     "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
+     "-extfile san.ext -out server.pem");
+  sh("cd " + d + " && openssl req" + ec +
+     " -subj /CN=eldr-node -keyout client.key -out client.csr && "
+     "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
+     "-out client.pem");
+  std::ofstream(d + "/node.pw") << "node-pw-" << tag << "\n";
+  std::ofstream(d + "/gateway.pw") << "gateway-pw-" << tag << "\n";
+  const std::string pool = "p" + tag;
+  std::ofstream(d + "/nats.conf")
+      << "tls {\n  cert_file: \"" << d << "/server.pem\"\n  key_file: \"" << d
+      << "/server.key\"\n  ca_file: \"" << d << "/ca.pem\"\n  verify: true\n  timeout: 2\n}\n"
+      << "authorization {\n  users = [\n"
+      << "    { user: node, password: \"node-pw-" << tag << "\", permissions: {\n"
+      << "        publish: [\"eldr." << pool << ".>\", \"$JS.>\", \"$KV.eldr_" << pool
+      << ".>\", \"$KV.eldr_" << pool << "_lease.>\", \"_INBOX.>\"]\n"
+      << "        subscribe: [\"eldr." << pool << ".>\", \"_INBOX.>\"] } }\n"
+      << "    { user: gateway, password: \"gateway-pw-" << tag << "\", permissions: {\n"
+      << "        publish: [\"eldr." << pool << ".route\", \"eldr." << pool
+      << ".complete.*\"]\n        subscribe: [\"_INBOX.>\"] } }\n  ]\n}\n";
+  server_args = {"-c", d + "/nats.conf"};
+  start_servers(1, true);
+  const std::vector<std::string> tls = {"--nats-ca",       d + "/ca.pem", "--nats-cert",
+                                        d + "/client.pem", "--nats-key",  d + "/client.key"};
+  node_args = tls;
+  node_args.insert(node_args.end(),
+                   {"--nats-user", "node", "--nats-password-file", d + "/node.pw"});
+  nodes.reserve(2);
+  Node& a = start_node("a");
+  Node& b = start_node("b");
+  ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s))
+      << pool_of(a).dump() << read_file(servers[0].log);
+  {
+    auto client = client_of(a);
+    ASSERT_TRUE(client);
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(route(*client, "s" + std::to_string(i), i).is_ok());
+  }
+  EXPECT_TRUE(eventually([&] { return inflight(b).first == 4; })) << pool_of(b).dump();
+  for (const Node* n : {&a, &b}) {
+    const std::string log = read_file(n->log);
+    EXPECT_NE(log.find("TLS (CA "), std::string::npos) << log;
+    EXPECT_EQ(log.find("node-pw-"), std::string::npos) << log;  // the password stays in its file
+  }
+  if (std::string_view(ELDR_CLI_PATH).empty()) return;  // no CLI in this build
+  const std::string table2 = reversed_table();
+  const auto table = [&](const std::vector<std::string>& auth, int* code) {
+    std::vector<std::string> args = {"publish", "--timeout-ms", "3000"};
+    args.insert(args.end(), auth.begin(), auth.end());
+    args.push_back(table2);
+    return table_cli(args, code);
+  };
+  int code = 0;
+  // No TLS, no credentials: refused.
+  std::string out = table({}, &code);
+  EXPECT_NE(code, 0) << out;
+  // TLS but no credentials: refused.
+  out = table(tls, &code);
+  EXPECT_NE(code, 0) << out;
+  // The gateway's credentials: connected, but not allowed to write a table.
+  std::vector<std::string> gateway = tls;
+  gateway.insert(gateway.end(),
+                 {"--nats-user", "gateway", "--nats-password-file", d + "/gateway.pw"});
+  out = table(gateway, &code);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("Permissions Violation"), std::string::npos) << out;
+  std::this_thread::sleep_for(300ms);
+  for (const Node* n : {&a, &b}) EXPECT_EQ(table_revision(*n), 0u) << n->name;
+  // The nodes keep routing, and see each other's requests.
+  {
+    auto client = client_of(b);
+    ASSERT_TRUE(client);
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(route(*client, "t" + std::to_string(i), i).is_ok());
+  }
+  EXPECT_TRUE(eventually([&] { return inflight(a).first == 8; })) << pool_of(a).dump();
+  // A node's credentials may: the table reaches both nodes.
+  std::vector<std::string> node = tls;
+  node.insert(node.end(), {"--nats-user", "node", "--nats-password-file", d + "/node.pw"});
+  out = table(node, &code);
+  EXPECT_EQ(code, 0) << out;
+  for (const Node* n : {&a, &b})
+    EXPECT_TRUE(eventually([&] { return table_revision(*n) != 0; }, 10s)) << n->name;
 }
 
 TEST_F(PoolTest, bookings_and_load_reports_reach_every_node_of_a_three_server_cluster) {

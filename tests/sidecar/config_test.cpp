@@ -175,6 +175,37 @@ save_on_exit = false
   EXPECT_EQ(sut.router().policy, Policy::eldr_guard);
 }
 
+TEST(daemon_config, the_pool_takes_tls_and_credentials_by_file_and_checks_them) {
+  DaemonConfig sut;
+  ASSERT_TRUE(parse_config_toml(R"(
+[pool]
+nats = "nats://a:4222"
+tls_ca = "/etc/eldr/nats-ca.pem"
+tls_cert = "/etc/eldr/node.pem"
+tls_key = "/etc/eldr/node.key"
+user = "node"
+password_file = "/etc/eldr/nats.pw"
+)",
+                                sut)
+                  .is_ok());
+  EXPECT_EQ(sut.pool.auth.ca_file, "/etc/eldr/nats-ca.pem");
+  EXPECT_EQ(sut.pool.auth.cert_file, "/etc/eldr/node.pem");
+  EXPECT_EQ(sut.pool.auth.key_file, "/etc/eldr/node.key");
+  EXPECT_EQ(sut.pool.auth.user, "node");
+  EXPECT_EQ(sut.pool.auth.password_file, "/etc/eldr/nats.pw");
+  // Files that are not there: validate names the section and the file.
+  const Status s = sut.validate();
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("[pool]"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("/etc/eldr/"), std::string::npos) << s.message();
+  DaemonConfig other;
+  ASSERT_TRUE(parse_config_toml("[pool]\nnats = \"nats://a:1\"\ncreds = \"/x.creds\"\n"
+                                "token_file = \"/t\"\n",
+                                other)
+                  .is_ok());
+  EXPECT_EQ(other.validate().code(), Errc::invalid_argument);  // two kinds of credentials
+}
+
 TEST(daemon_config, unknown_keys_and_bad_values_are_errors_that_name_the_key) {
   const std::pair<const char*, const char*> cases[] = {
       {"instanse = \"x\"", "instanse"},
