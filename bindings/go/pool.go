@@ -6,9 +6,10 @@ package eldr
 
 typedef struct { eldrgo_err err; eldr_pool_t* pool; } eldrgo_pool_result;
 
-static eldrgo_pool_result eldrgo_pool_open(const char* nats, const char* pool, uint32_t timeout_ms) {
+static eldrgo_pool_result eldrgo_pool_open(const char* nats, const char* pool,
+                                           const eldr_nats_auth_t* auth, uint32_t timeout_ms) {
   eldrgo_pool_result r = {{0, NULL}, NULL};
-  r.err = eldrgo_check(eldr_pool_open(nats, pool, timeout_ms, &r.pool));
+  r.err = eldrgo_check(eldr_pool_open_auth(nats, pool, auth, timeout_ms, &r.pool));
   return r;
 }
 
@@ -50,6 +51,20 @@ type Pool struct {
 // OpenPool connects to the pool's NATS servers ("nats://a:4222,nats://b:4222").
 // A build without NATS support returns an error with ErrUnsupported.
 func OpenPool(natsURLs, pool string, timeout time.Duration) (*Pool, error) {
+	return OpenPoolAuth(natsURLs, pool, NatsAuth{}, timeout)
+}
+
+// NatsAuth is how a pool client proves itself to a secured pool's NATS
+// servers, by file (eldr_nats_auth_t): CAFile turns TLS on (the CAs of the
+// servers' certificates), CertFile with KeyFile is a client certificate, and
+// then at most one kind of credentials: CredsFile (JWT and nkey seed), User
+// with PasswordFile, or TokenFile. Secrets stay in their files.
+type NatsAuth struct {
+	CAFile, CertFile, KeyFile, CredsFile, User, PasswordFile, TokenFile string
+}
+
+// OpenPoolAuth is OpenPool with TLS and credentials.
+func OpenPoolAuth(natsURLs, pool string, auth NatsAuth, timeout time.Duration) (*Pool, error) {
 	if abiErr != nil {
 		return nil, abiErr
 	}
@@ -57,7 +72,21 @@ func OpenPool(natsURLs, pool string, timeout time.Duration) (*Pool, error) {
 	defer C.free(unsafe.Pointer(curls))
 	cpool := C.CString(pool)
 	defer C.free(unsafe.Pointer(cpool))
-	r := C.eldrgo_pool_open(curls, cpool, millis(timeout))
+	var cauth C.eldr_nats_auth_t
+	cauth.version = C.ELDR_NATS_AUTH_VERSION
+	for _, f := range []struct {
+		value string
+		to    **C.char
+	}{{auth.CAFile, &cauth.ca_file}, {auth.CertFile, &cauth.cert_file},
+		{auth.KeyFile, &cauth.key_file}, {auth.CredsFile, &cauth.creds_file},
+		{auth.User, &cauth.user}, {auth.PasswordFile, &cauth.password_file},
+		{auth.TokenFile, &cauth.token_file}} {
+		if f.value != "" {
+			*f.to = C.CString(f.value)
+			defer C.free(unsafe.Pointer(*f.to))
+		}
+	}
+	r := C.eldrgo_pool_open(curls, cpool, &cauth, millis(timeout))
 	if err := toError(r.err); err != nil {
 		return nil, err
 	}

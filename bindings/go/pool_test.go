@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -155,4 +156,27 @@ func TestPoolRouteContextReleasesADecisionItGaveUpOn(t *testing.T) {
 		inflight, routed := load(t, instance)
 		return routed == 2 && inflight == 0
 	})
+}
+
+func TestOpenPoolAuthChecksCredentialFilesBeforeConnecting(t *testing.T) {
+	dir := t.TempDir()
+	url := "nats://127.0.0.1:1"
+	_, err := OpenPoolAuth(url, "p", NatsAuth{User: "gw", PasswordFile: dir + "/nope"}, 200*time.Millisecond)
+	if errors.Is(err, ErrUnsupported) {
+		t.Skip("this build has no NATS support")
+	}
+	if !errors.Is(err, ErrIO) || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("a missing password file: %v", err)
+	}
+	if _, err := OpenPoolAuth(url, "p", NatsAuth{User: "gw"}, 200*time.Millisecond); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a user without a password file: %v", err)
+	}
+	pw := dir + "/pw"
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenPoolAuth(url, "p", NatsAuth{User: "gw", PasswordFile: pw}, 200*time.Millisecond)
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("no server there: %v", err)
+	}
 }

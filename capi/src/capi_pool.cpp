@@ -16,6 +16,7 @@
 #include "capi_internal.hpp"
 #include "eldr/eldr_prompt.h"
 #include "eldr/footprint.hpp"
+#include "eldr/pool/nats_auth_apply.hpp"
 #include "eldr/pool/nats_urls.hpp"
 #include "eldr/pool/route_wire.hpp"
 #include "eldr/shm/records.hpp"
@@ -139,8 +140,25 @@ extern "C" {
 
 eldr_status_t eldr_pool_open(const char* nats_urls, const char* pool, uint32_t timeout_ms,
                              eldr_pool_t** out) {
+  return eldr_pool_open_auth(nats_urls, pool, nullptr, timeout_ms, out);
+}
+
+eldr_status_t eldr_pool_open_auth(const char* nats_urls, const char* pool,
+                                  const eldr_nats_auth_t* auth, uint32_t timeout_ms,
+                                  eldr_pool_t** out) {
   static constexpr const char* fn = "eldr_pool_open";
   return guarded(fn, [&]() -> eldr_status_t {
+    if (auth != nullptr && auth->version != ELDR_NATS_AUTH_VERSION)
+      return fail(ELDR_E_INVALID_ARGUMENT,
+                  std::string(fn) + ": eldr_nats_auth_t version " + std::to_string(auth->version) +
+                      ", this library reads " + std::to_string(ELDR_NATS_AUTH_VERSION));
+    eldr::pool::NatsAuth na;
+    if (auth != nullptr) {
+      const auto text = [](const char* p) { return p != nullptr ? std::string(p) : std::string(); };
+      na = {text(auth->ca_file),    text(auth->cert_file), text(auth->key_file),
+            text(auth->creds_file), text(auth->user),      text(auth->password_file),
+            text(auth->token_file)};
+    }
     if (eldr_status_t s = require(fn, nats_urls, "nats_urls")) return s;
     if (eldr_status_t s = require(fn, pool, "pool")) return s;
     if (eldr_status_t s = require(fn, out, "out")) return s;
@@ -156,6 +174,13 @@ eldr_status_t eldr_pool_open(const char* nats_urls, const char* pool, uint32_t t
     if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
     if (s == NATS_OK) s = natsOptions_SetName(opts, "eldr pool client");
     if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, true);
+    if (s == NATS_OK) {
+      if (eldr::Status a = eldr::pool::apply_nats_auth(opts, na); !a) {
+        natsOptions_Destroy(opts);
+        return fail(a.code() == eldr::Errc::io ? ELDR_E_IO : ELDR_E_INVALID_ARGUMENT,
+                    std::string(fn) + ": " + a.message());
+      }
+    }
     if (s == NATS_OK) s = natsConnection_Connect(&handle->nc, opts);
     if (opts != nullptr) natsOptions_Destroy(opts);
     if (s != NATS_OK)

@@ -17,6 +17,10 @@ extern "C" {
 eldr_status_t eldr_pool_open(const char*, const char*, uint32_t, eldr_pool_t**) {
   return unsupported("eldr_pool_open");
 }
+eldr_status_t eldr_pool_open_auth(const char*, const char*, const eldr_nats_auth_t*, uint32_t,
+                                  eldr_pool_t**) {
+  return unsupported("eldr_pool_open_auth");
+}
 void eldr_pool_free(eldr_pool_t*) {}
 eldr_status_t eldr_pool_route(eldr_pool_t*, const char*, const int16_t*, uint32_t, uint32_t,
                               uint32_t, eldr_decision_t*) {

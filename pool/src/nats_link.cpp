@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "eldr/pool/nats_auth_apply.hpp"
+
 namespace eldr::pool {
 
 bool nats_supported() noexcept { return true; }
@@ -124,39 +126,6 @@ struct NatsLink::Impl {
   }
 };
 
-namespace {
-
-Status apply_auth(natsOptions* opts, const NatsAuth& a) {
-  ELDR_TRY(a.check());
-  natsStatus s = NATS_OK;
-  if (a.tls()) s = natsOptions_SetSecure(opts, true);
-  if (s == NATS_OK && !a.ca_file.empty())
-    s = natsOptions_LoadCATrustedCertificates(opts, a.ca_file.c_str());
-  if (s != NATS_OK) return nats_error("NATS TLS: the CA file " + a.ca_file + " was refused", s);
-  if (!a.cert_file.empty())
-    s = natsOptions_LoadCertificatesChain(opts, a.cert_file.c_str(), a.key_file.c_str());
-  if (s != NATS_OK)
-    return nats_error("NATS TLS: the client certificate " + a.cert_file + " was refused", s);
-  if (!a.creds_file.empty())
-    s = natsOptions_SetUserCredentialsFromFiles(opts, a.creds_file.c_str(), nullptr);
-  if (s != NATS_OK)
-    return nats_error("NATS: the credentials file " + a.creds_file + " was refused", s);
-  if (!a.user.empty()) {
-    auto password = read_secret(a.password_file);
-    if (!password) return password.status();
-    s = natsOptions_SetUserInfo(opts, a.user.c_str(), password->c_str());
-  }
-  if (s == NATS_OK && !a.token_file.empty()) {
-    auto token = read_secret(a.token_file);
-    if (!token) return token.status();
-    s = natsOptions_SetToken(opts, token->c_str());
-  }
-  if (s != NATS_OK) return nats_error("NATS credentials refused", s);
-  return Status::ok();
-}
-
-}  // namespace
-
 Result<std::unique_ptr<NatsLink>> NatsLink::open(const NatsLinkOptions& o) {
   if (o.urls.empty()) return Status{Errc::invalid_argument, "no NATS server URL"};
   auto impl = std::make_unique<Impl>();
@@ -188,7 +157,7 @@ Result<std::unique_ptr<NatsLink>> NatsLink::open(const NatsLinkOptions& o) {
   if (s == NATS_OK) s = natsOptions_SetClosedCB(m->opts, Impl::on_closed, m);
   if (s == NATS_OK) s = natsOptions_SetErrorHandler(m->opts, Impl::on_error, m);
   if (s != NATS_OK) return nats_error("NATS options refused", s);
-  ELDR_TRY(apply_auth(m->opts, o.auth));
+  ELDR_TRY(apply_nats_auth(m->opts, o.auth));
   s = natsConnection_Connect(&m->nc, m->opts);
   // Not yet connected: the library keeps trying (RetryOnFailedConnect).
   if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED)

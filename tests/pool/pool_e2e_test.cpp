@@ -376,6 +376,29 @@ TEST_F(PoolTest, a_secured_pool_routes_and_refuses_outsiders_and_gateways_the_no
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(route(*client, "s" + std::to_string(i), i).is_ok());
   }
   EXPECT_TRUE(eventually([&] { return inflight(b).first == 4; })) << pool_of(b).dump();
+  // A gateway through the C API: refused without credentials; with its own,
+  // it routes and completes.
+  eldr_pool_t* gw = nullptr;
+  EXPECT_NE(eldr_pool_open_auth(servers[0].url().c_str(), pool.c_str(), nullptr, 2000, &gw),
+            ELDR_OK);
+  const std::string ca = d + "/ca.pem", cert = d + "/client.pem", key = d + "/client.key",
+                    gw_pw = d + "/gateway.pw";
+  eldr_nats_auth_t auth = ELDR_NATS_AUTH_INIT;
+  auth.ca_file = ca.c_str();
+  auth.cert_file = cert.c_str();
+  auth.key_file = key.c_str();
+  auth.user = "gateway";
+  auth.password_file = gw_pw.c_str();
+  ASSERT_EQ(eldr_pool_open_auth(servers[0].url().c_str(), pool.c_str(), &auth, 2000, &gw), ELDR_OK)
+      << eldr_last_error_message();
+  std::vector<int16_t> counts(8, 0);
+  counts[2] = 5;
+  eldr_decision_t dec = ELDR_DECISION_INIT;
+  ASSERT_EQ(eldr_pool_route(gw, "gw-1", counts.data(), 2, 4, 2000, &dec), ELDR_OK)
+      << eldr_last_error_message();
+  EXPECT_EQ(dec.worker, 102);
+  EXPECT_EQ(eldr_pool_complete(gw, "gw-1", dec.completion_token), ELDR_OK);
+  eldr_pool_free(gw);
   for (const Node* n : {&a, &b}) {
     const std::string log = read_file(n->log);
     EXPECT_NE(log.find("TLS (CA "), std::string::npos) << log;

@@ -1,6 +1,9 @@
 // eldr.Pool over eldr_pool_*: route through any eldrd node of a pool over
 // NATS, for a gateway without a local sidecar. Calls release the GIL; the
 // handle is shared like Client's (close() waits for calls in flight).
+#include <pybind11/stl.h>
+
+#include <optional>
 #include <string>
 
 #include "py_common.hpp"
@@ -10,10 +13,24 @@ namespace {
 
 class Pool {
  public:
-  Pool(const std::string& nats, const std::string& pool, uint32_t timeout_ms) : m_pool_name(pool) {
+  // The auth arguments are file paths (eldr_nats_auth_t); None: not used.
+  using File = std::optional<std::string>;
+  Pool(const std::string& nats, const std::string& pool, uint32_t timeout_ms, const File& ca_file,
+       const File& cert_file, const File& key_file, const File& creds_file, const File& user,
+       const File& password_file, const File& token_file)
+      : m_pool_name(pool) {
+    const auto c = [](const File& f) { return f ? f->c_str() : nullptr; };
+    eldr_nats_auth_t auth = ELDR_NATS_AUTH_INIT;
+    auth.ca_file = c(ca_file);
+    auth.cert_file = c(cert_file);
+    auth.key_file = c(key_file);
+    auth.creds_file = c(creds_file);
+    auth.user = c(user);
+    auth.password_file = c(password_file);
+    auth.token_file = c(token_file);
     py::gil_scoped_release unlocked;
     const eldr_status_t status =
-        eldr_pool_open(nats.c_str(), pool.c_str(), timeout_ms, m_pool.init_slot());
+        eldr_pool_open_auth(nats.c_str(), pool.c_str(), &auth, timeout_ms, m_pool.init_slot());
     if (status != ELDR_OK) check(status);
   }
 
@@ -69,8 +86,17 @@ void bind_pool(py::module_& m) {
                    "Routing through any eldrd node of a pool over NATS (eldrd --nats ... --pool "
                    "NAME), for a gateway with no eldrd on its node. Thread-safe; use as a "
                    "context manager or call close().")
-      .def(py::init<const std::string&, const std::string&, uint32_t>(), py::arg("nats"),
-           py::arg("pool") = "default", py::arg("timeout_ms") = 2000)
+      .def(py::init<const std::string&, const std::string&, uint32_t, const Pool::File&,
+                    const Pool::File&, const Pool::File&, const Pool::File&, const Pool::File&,
+                    const Pool::File&, const Pool::File&>(),
+           py::arg("nats"), py::arg("pool") = "default", py::arg("timeout_ms") = 2000,
+           py::kw_only(), py::arg("ca_file") = py::none(), py::arg("cert_file") = py::none(),
+           py::arg("key_file") = py::none(), py::arg("creds_file") = py::none(),
+           py::arg("user") = py::none(), py::arg("password_file") = py::none(),
+           py::arg("token_file") = py::none(),
+           "TLS and credentials for a secured pool, by file (eldr_nats_auth_t): ca_file turns "
+           "TLS on; cert_file with key_file; then creds_file, or user with password_file, or "
+           "token_file.")
       .def("route_prompt", &Pool::route_prompt, py::arg("request_id"), py::arg("prompt"),
            py::arg("timeout_ms") = 2000,
            "Routes from the prompt (str, or token ids) through any node of the pool.")

@@ -4,6 +4,7 @@ nats-server and eldrd started here (on loopback ports, stopped at the end)."""
 from __future__ import annotations
 
 import os
+import pathlib
 import shutil
 import socket
 import subprocess
@@ -102,5 +103,24 @@ def test_a_pool_without_a_server_is_an_error() -> None:
     try:
         with pytest.raises(eldr.Error):
             eldr.Pool(f"nats://127.0.0.1:{free_port()}", "nobody", timeout_ms=200)
+    except eldr.Unsupported:
+        pytest.skip("this build has no NATS support")
+
+
+def test_pool_credentials_are_checked_before_connecting(tmp_path: pathlib.Path) -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    try:
+        # A password file that is not there, a user without one: refused
+        # before any server is tried, naming the file, never a secret.
+        with pytest.raises(eldr.IoError) as missing:
+            eldr.Pool(url, "p", timeout_ms=200, user="gw", password_file=str(tmp_path / "nope"))
+        assert "nope" in str(missing.value)
+        with pytest.raises(eldr.InvalidArgument):
+            eldr.Pool(url, "p", timeout_ms=200, user="gw")
+        pw = tmp_path / "pw"
+        pw.write_text("s3cret\n")
+        with pytest.raises(eldr.Error) as unreachable:
+            eldr.Pool(url, "p", timeout_ms=200, user="gw", password_file=str(pw))
+        assert "s3cret" not in str(unreachable.value)
     except eldr.Unsupported:
         pytest.skip("this build has no NATS support")

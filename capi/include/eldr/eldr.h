@@ -274,6 +274,31 @@ typedef struct eldr_pool eldr_pool_t;
  * Errors: INVALID_ARGUMENT, IO (no server), TIMEOUT, UNSUPPORTED. */
 ELDR_API eldr_status_t eldr_pool_open(const char* nats_urls, const char* pool, uint32_t timeout_ms,
                                       eldr_pool_t** out);
+
+/* TLS and credentials for a secured pool (docs/design.md section 10). Each
+ * field a file path, or NULL: ca_file (PEM, the CAs of the servers'
+ * certificates; turns TLS on), cert_file and key_file (PEM, a client
+ * certificate, together), then at most one kind of credentials: creds_file
+ * (JWT and nkey seed), user with password_file, or token_file. Secrets are
+ * read from their files when connecting and never appear in errors. */
+#define ELDR_NATS_AUTH_VERSION 1
+typedef struct eldr_nats_auth {
+  uint32_t version; /* ELDR_NATS_AUTH_VERSION */
+  const char* ca_file;
+  const char* cert_file;
+  const char* key_file;
+  const char* creds_file;
+  const char* user;
+  const char* password_file;
+  const char* token_file;
+} eldr_nats_auth_t;
+#define ELDR_NATS_AUTH_INIT {ELDR_NATS_AUTH_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+/* eldr_pool_open with TLS and credentials (auth NULL: none). Errors as
+ * eldr_pool_open, and INVALID_ARGUMENT (an inconsistent auth, another
+ * version), IO (a file that cannot be read, a certificate libnats refuses). */
+ELDR_API eldr_status_t eldr_pool_open_auth(const char* nats_urls, const char* pool,
+                                           const eldr_nats_auth_t* auth, uint32_t timeout_ms,
+                                           eldr_pool_t** out);
 /* NULL is fine. */
 ELDR_API void eldr_pool_free(eldr_pool_t* pool);
 /* Routes one dense footprint (int16 [layers][experts]); waits at most

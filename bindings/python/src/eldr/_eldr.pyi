@@ -235,7 +235,22 @@ class Client:
 
 # Routing through any eldrd node of a pool over NATS (no local eldrd needed).
 class Pool:
-    def __init__(self, nats: str, pool: str = "default", timeout_ms: int = 2000) -> None: ...
+    # TLS and credentials by file: ca_file turns TLS on; cert_file with
+    # key_file; then creds_file, or user with password_file, or token_file.
+    def __init__(
+        self,
+        nats: str,
+        pool: str = "default",
+        timeout_ms: int = 2000,
+        *,
+        ca_file: Optional[str] = None,
+        cert_file: Optional[str] = None,
+        key_file: Optional[str] = None,
+        creds_file: Optional[str] = None,
+        user: Optional[str] = None,
+        password_file: Optional[str] = None,
+        token_file: Optional[str] = None,
+    ) -> None: ...
     def route(self, request_id: _RequestId, counts: _Counts, timeout_ms: int = 2000) -> Decision: ...
     def route_prompt(
         self, request_id: _RequestId, prompt: _Prompt, timeout_ms: int = 2000

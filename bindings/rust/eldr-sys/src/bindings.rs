@@ -35,6 +35,7 @@ pub const ELDR_POLICY_ELDR_COST: i32 = 7;
 pub const ELDR_DECISION_VERSION: i32 = 2;
 pub const ELDR_CLIENT_OPTIONS_VERSION: i32 = 1;
 pub const ELDR_WORKER_REPORT_VERSION: i32 = 1;
+pub const ELDR_NATS_AUTH_VERSION: i32 = 1;
 pub const ELDR_TABLE_INFO_VERSION: i32 = 1;
 pub const ELDR_FIT_OPTIONS_VERSION: i32 = 1;
 pub const ELDR_ROUTER_OPTIONS_VERSION: i32 = 1;
@@ -281,6 +282,74 @@ pub struct eldr_pool {
     _unused: [u8; 0],
 }
 pub type eldr_pool_t = eldr_pool;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct eldr_nats_auth {
+    pub version: u32,
+    pub ca_file: *const ::std::os::raw::c_char,
+    pub cert_file: *const ::std::os::raw::c_char,
+    pub key_file: *const ::std::os::raw::c_char,
+    pub creds_file: *const ::std::os::raw::c_char,
+    pub user: *const ::std::os::raw::c_char,
+    pub password_file: *const ::std::os::raw::c_char,
+    pub token_file: *const ::std::os::raw::c_char,
+}
+#[test]
+fn bindgen_test_layout_eldr_nats_auth() {
+    const UNINIT: ::std::mem::MaybeUninit<eldr_nats_auth> = ::std::mem::MaybeUninit::uninit();
+    let ptr = UNINIT.as_ptr();
+    assert_eq!(
+        ::std::mem::size_of::<eldr_nats_auth>(),
+        64usize,
+        "Size of eldr_nats_auth"
+    );
+    assert_eq!(
+        ::std::mem::align_of::<eldr_nats_auth>(),
+        8usize,
+        "Alignment of eldr_nats_auth"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).version) as usize - ptr as usize },
+        0usize,
+        "Offset of field: eldr_nats_auth::version"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).ca_file) as usize - ptr as usize },
+        8usize,
+        "Offset of field: eldr_nats_auth::ca_file"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).cert_file) as usize - ptr as usize },
+        16usize,
+        "Offset of field: eldr_nats_auth::cert_file"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).key_file) as usize - ptr as usize },
+        24usize,
+        "Offset of field: eldr_nats_auth::key_file"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).creds_file) as usize - ptr as usize },
+        32usize,
+        "Offset of field: eldr_nats_auth::creds_file"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).user) as usize - ptr as usize },
+        40usize,
+        "Offset of field: eldr_nats_auth::user"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).password_file) as usize - ptr as usize },
+        48usize,
+        "Offset of field: eldr_nats_auth::password_file"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).token_file) as usize - ptr as usize },
+        56usize,
+        "Offset of field: eldr_nats_auth::token_file"
+    );
+}
+pub type eldr_nats_auth_t = eldr_nats_auth;
 #[repr(C)]
 #[derive(Debug)]
 pub struct eldr_table {
@@ -1180,6 +1249,13 @@ extern "C" {
     pub fn eldr_pool_open(
         nats_urls: *const ::std::os::raw::c_char,
         pool: *const ::std::os::raw::c_char,
+        timeout_ms: u32,
+        out: *mut *mut eldr_pool_t,
+    ) -> eldr_status_t;
+    pub fn eldr_pool_open_auth(
+        nats_urls: *const ::std::os::raw::c_char,
+        pool: *const ::std::os::raw::c_char,
+        auth: *const eldr_nats_auth_t,
         timeout_ms: u32,
         out: *mut *mut eldr_pool_t,
     ) -> eldr_status_t;

@@ -45,7 +45,7 @@ pub use error::{status, status_name, status_string, Error, Result};
 pub use footprint::Footprint;
 pub use gpu::{gpu_error, CudaStream, ExpertIds, GpuFootprints, GpuOptions, Layers};
 pub use policy::Policy;
-pub use pool::Pool;
+pub use pool::{NatsAuth, Pool};
 pub use prompt::{
     PredictorInfo, PredictorOptions, Prompt, PromptStats, MAX_PROMPT_BYTES, MAX_PROMPT_TOKENS,
     MAX_VOCABULARY,

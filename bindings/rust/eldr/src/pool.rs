@@ -13,6 +13,22 @@ use crate::error::{check, status, Error, Result};
 use crate::footprint::Footprint;
 use crate::prompt::Prompt;
 
+/// How a pool client proves itself to a secured pool's NATS servers, by file
+/// (`eldr_nats_auth_t`): `ca_file` turns TLS on (the CAs of the servers'
+/// certificates), `cert_file` with `key_file` is a client certificate, then at
+/// most one kind of credentials: `creds_file` (JWT and nkey seed), `user` with
+/// `password_file`, or `token_file`. Secrets stay in their files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NatsAuth {
+    pub ca_file: Option<String>,
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
+    pub creds_file: Option<String>,
+    pub user: Option<String>,
+    pub password_file: Option<String>,
+    pub token_file: Option<String>,
+}
+
 /// A connection to a pool of eldrd nodes over NATS (`eldrd --nats ... --pool
 /// NAME`), for a gateway with no eldrd on its node: each route is answered by
 /// one node, which counts the request in flight until [`Pool::complete`]. A
@@ -32,6 +48,16 @@ impl Pool {
     /// Connects to the pool's NATS servers (`"nats://a:4222,nats://b:4222"`);
     /// reconnects by itself afterwards.
     pub fn open(nats_urls: &str, pool: &str, timeout: Duration) -> Result<Pool> {
+        Pool::open_with_auth(nats_urls, pool, &NatsAuth::default(), timeout)
+    }
+
+    /// [`Pool::open`] with TLS and credentials for a secured pool.
+    pub fn open_with_auth(
+        nats_urls: &str,
+        pool: &str,
+        auth: &NatsAuth,
+        timeout: Duration,
+    ) -> Result<Pool> {
         crate::ensure_abi()?;
         let nul = |what: &str| {
             Error::new(
@@ -41,10 +67,42 @@ impl Pool {
         };
         let urls = CString::new(nats_urls).map_err(|_| nul("nats_urls"))?;
         let name = CString::new(pool).map_err(|_| nul("pool"))?;
+        let field = |value: &Option<String>, what: &str| -> Result<Option<CString>> {
+            value
+                .as_deref()
+                .map(|v| CString::new(v).map_err(|_| nul(what)))
+                .transpose()
+        };
+        let files = [
+            field(&auth.ca_file, "ca_file")?,
+            field(&auth.cert_file, "cert_file")?,
+            field(&auth.key_file, "key_file")?,
+            field(&auth.creds_file, "creds_file")?,
+            field(&auth.user, "user")?,
+            field(&auth.password_file, "password_file")?,
+            field(&auth.token_file, "token_file")?,
+        ];
+        let ptr = |i: usize| files[i].as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+        let raw_auth = sys::eldr_nats_auth_t {
+            version: sys::ELDR_NATS_AUTH_VERSION as u32,
+            ca_file: ptr(0),
+            cert_file: ptr(1),
+            key_file: ptr(2),
+            creds_file: ptr(3),
+            user: ptr(4),
+            password_file: ptr(5),
+            token_file: ptr(6),
+        };
         let mut out: *mut sys::eldr_pool_t = std::ptr::null_mut();
-        // SAFETY: NUL-terminated strings, valid out-param.
+        // SAFETY: NUL-terminated strings that outlive the call, valid out-param.
         check(unsafe {
-            sys::eldr_pool_open(urls.as_ptr(), name.as_ptr(), duration_ms(timeout), &mut out)
+            sys::eldr_pool_open_auth(
+                urls.as_ptr(),
+                name.as_ptr(),
+                &raw_auth,
+                duration_ms(timeout),
+                &mut out,
+            )
         })?;
         let raw = NonNull::new(out).ok_or_else(|| {
             Error::new(

@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "eldr/pool/nats_urls.hpp"  // split_urls, redact_url
 #include "eldr/pool/nats_auth.hpp"
+#include "eldr/pool/nats_urls.hpp"  // split_urls, redact_url
 #include "eldr/status.hpp"
 
 namespace eldr::pool {
@@ -28,7 +28,7 @@ void nats_shutdown() noexcept;
 
 struct NatsLinkOptions {
   std::vector<std::string> urls;
-  NatsAuth auth;  // TLS and credentials (none: plain, anonymous)
+  NatsAuth auth;     // TLS and credentials (none: plain, anonymous)
   std::string name;  // the connection's name (the server's monitoring shows it)
   // Subjects (wildcards allowed) whose messages reach the inbox; with a
   // queue group, each message goes to one member of the group only.
