@@ -58,7 +58,7 @@ TEST(PeerWire, every_kind_round_trips_with_its_header) {
   EXPECT_EQ(e.sequence(), 4u);
 }
 
-TEST(PeerWire, a_compact_booking_carries_every_code_in_six_bits) {
+TEST(PeerWire, a_compact_booking_carries_every_code) {
   // Every length up to a few groups of four, every code value.
   for (uint32_t n = 1; n <= 13; ++n) {
     const Geometry g{n, 1, 1};
@@ -75,11 +75,11 @@ TEST(PeerWire, a_compact_booking_carries_every_code_in_six_bits) {
   }
 }
 
-// The bound: a booking's bytes at the two model shapes, with the
-// longest node name a pool allows.
-TEST(PeerWire, a_compact_booking_fits_a_kilobyte_at_48x128_and_two_at_61x384) {
+// A booking's bytes at the two model shapes, with the longest node name a
+// pool allows: its codes (a byte per cost cell) and at most 256 bytes more.
+TEST(PeerWire, a_compact_booking_is_its_codes_and_a_header) {
   PeerEncoder e(std::string(kMaxPoolName, 'n'), ~uint64_t{0});
-  for (const auto& [g, limit] : {std::pair{Geometry{48, 128, 8}, size_t{1024}},
+  for (const auto& [g, limit] : {std::pair{Geometry{48, 128, 8}, size_t{1024 + 256}},
                                  std::pair{Geometry{61, 384, 8}, size_t{2048}}}) {
     const CostCells cells = cost_cells_of(g, RouterOptions{}.cost_cells);
     const std::vector<uint8_t> codes(cells.count(), kDemandCodes - 1);

@@ -4,12 +4,14 @@
 // Per cost cell, the request's demand p (its predicted per-token use of that
 // expert) enters its worker's batch as q = -log2(1 - p) in 1/4096 units. The
 // router keeps q rounded to one of kDemandCodes levels (0, every integer to
-// 18, then steps of 18.7 % up to p = 0.999), so a request's share of a batch
-// is a code of kDemandCodeBits bits per cell: what a router of another node
-// needs to put it in that worker's batch exactly as the router that placed it
-// did. The rounding (at most 10 % of q, to the nearest level, so without a
-// trend over a thousand cells) is far below the error of predicting p at all:
-// `eldr sim` routes as well with it as with q exact (docs/simulator.md).
+// 114, then steps of 4.3 % up to p = 0.999), so a request's share of a batch
+// is a byte per cell: what a router of another node needs to put it in that
+// worker's batch exactly as the router that placed it did. The rounding (at
+// most 2.4 % of q, to the nearest level) keeps the contrasts eldr_cost reads:
+// with 64 or 128 levels, routing from predicted footprints (whose demand
+// differs little from cell to cell) lost most of its gain
+// (tests/lab/prompt_test.cpp); with 256, `eldr sim` routes as with q exact
+// (docs/simulator.md).
 #pragma once
 
 #include <cstddef>
@@ -20,7 +22,7 @@
 
 namespace eldr {
 
-inline constexpr uint32_t kDemandCodeBits = 6;
+inline constexpr uint32_t kDemandCodeBits = 8;  // a code is a byte
 inline constexpr uint32_t kDemandCodes = 1u << kDemandCodeBits;
 
 // The q value (-log2(1 - p) * 4096) each code stands for.

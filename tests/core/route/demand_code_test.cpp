@@ -18,13 +18,14 @@ TEST(demand_code, levels_rise_from_nothing_to_the_largest_demand) {
   const auto levels = demand_code_levels();
   EXPECT_EQ(levels[0], 0);
   EXPECT_EQ(levels[kDemandCodes - 1], 40822);  // p = 0.999
+  static_assert(kDemandCodes == 256, "a code is a byte");
   for (uint32_t k = 1; k < kDemandCodes; ++k) {
     EXPECT_GT(levels[k], levels[k - 1]);
     EXPECT_EQ(demand_code_of(levels[k]), k);
   }
 }
 
-TEST(demand_code, every_q_goes_to_its_nearest_level_within_a_tenth) {
+TEST(demand_code, every_q_goes_to_its_nearest_level_within_three_percent) {
   const auto levels = demand_code_levels();
   std::vector<uint16_t> all(40823);
   for (uint32_t q = 0; q < all.size(); ++q) all[q] = static_cast<uint16_t>(q);
@@ -34,9 +35,13 @@ TEST(demand_code, every_q_goes_to_its_nearest_level_within_a_tenth) {
     const uint8_t c = codes[q];
     ASSERT_EQ(c, demand_code_of(static_cast<uint16_t>(q)));
     const int err = std::abs(int{levels[c]} - static_cast<int>(q));
-    if (c > 0) ASSERT_LE(err, std::abs(int{levels[c - 1]} - static_cast<int>(q))) << q;
-    if (c + 1 < kDemandCodes) ASSERT_LE(err, std::abs(int{levels[c + 1]} - static_cast<int>(q)));
-    ASSERT_LE(err, q / 10.0 + 0.5) << q;
+    if (c > 0) {
+      ASSERT_LE(err, std::abs(int{levels[c - 1]} - static_cast<int>(q))) << q;
+    }
+    if (uint32_t{c} + 1 < kDemandCodes) {
+      ASSERT_LE(err, std::abs(int{levels[c + 1]} - static_cast<int>(q))) << q;
+    }
+    ASSERT_LE(err, q * 0.025 + 0.5) << q;
   }
   EXPECT_EQ(demand_code_of(65535), kDemandCodes - 1);  // out of range: the top
 }
@@ -64,7 +69,10 @@ std::shared_ptr<const ClusterTable> wide_table(uint32_t workers) {
   for (uint32_t w = 0; w < workers; ++w) {
     float norm = 0.0f;
     std::vector<float> c(128);
-    for (float& x : c) norm += (x = u(rng)) * x;
+    for (float& x : c) {
+      x = u(rng);
+      norm += x * x;
+    }
     for (float& x : c) t.centroids.push_back(x / std::sqrt(norm));
     t.worker_ids.push_back(static_cast<int32_t>(10 + w));
   }
@@ -132,9 +140,7 @@ TEST(demand_code, a_bad_compact_booking_is_refused_and_changes_nothing) {
   std::vector<uint8_t> codes(r->cost_cells().count(), 5);
   EXPECT_EQ(r->book_demand(10, std::span(codes).first(codes.size() - 1), 1).code(),
             Errc::invalid_argument);
-  codes[17] = kDemandCodes;
-  EXPECT_EQ(r->book_demand(10, codes, 1).code(), Errc::invalid_argument);
-  codes[17] = kDemandCodes - 1;
+  codes[17] = kDemandCodes - 1;  // every byte is a code: the top level is p = 0.999
   EXPECT_EQ(r->book_demand(99, codes, 1).code(), Errc::not_found);
   ASSERT_TRUE(r->book_demand(10, codes, 1).is_ok());
   EXPECT_EQ(r->book_demand(11, codes, 1).code(), Errc::state);  // the id is in flight
