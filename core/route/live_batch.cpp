@@ -18,10 +18,7 @@ Result<std::unique_ptr<LiveBatches>> LiveBatches::create(const Geometry& g, uint
   std::unique_ptr<LiveBatches> b(new LiveBatches());
   b->m_track = track_footprints;
   b->m_layout = cost_cells_of(g, cost_cells);
-  b->m_experts = g.experts;
   b->m_top_k = g.top_k;
-  b->m_stride = b->m_layout.stride;
-  b->m_read_layers = b->m_layout.layers_read;
   b->m_layer_scale = b->m_layout.layer_scale(g);
   b->m_cells = track_footprints ? b->m_layout.count() : 0;
   b->m_slots.resize(slots);
@@ -48,22 +45,23 @@ LiveBatches::~LiveBatches() = default;
 
 float LiveBatches::demand(std::span<const int16_t> counts, float* p) const noexcept {
   float total = 0.0f;
-  for (uint32_t i = 0; i < m_read_layers; ++i) {
-    const int16_t* row = counts.data() + size_t{i} * m_stride * m_experts;
-    float* out = p + size_t{i} * m_experts;
+  const uint32_t experts = m_layout.experts;
+  for (uint32_t i = 0; i < m_layout.layers_read; ++i) {
+    const int16_t* row = counts.data() + size_t{i} * m_layout.stride * experts;
+    float* out = p + size_t{i} * experts;
     // The prompt's tokens: each picked top_k experts of this layer.
-    const int64_t sum = kernels::sum16(row, m_experts);
+    const int64_t sum = kernels::sum16(row, experts);
     double tokens = 0.0;
     if (m_top_k > 0) {
       tokens = static_cast<double>(sum) / m_top_k;
     } else {
-      for (uint32_t e = 0; e < m_experts; ++e) tokens = std::max<double>(tokens, row[e]);
+      for (uint32_t e = 0; e < experts; ++e) tokens = std::max<double>(tokens, row[e]);
     }
     if (tokens <= 0.0) {
-      std::fill_n(out, m_experts, 0.0f);
+      std::fill_n(out, experts, 0.0f);
       continue;
     }
-    total += kernels::scaled_counts(row, m_experts, static_cast<float>(1.0 / tokens), out);
+    total += kernels::scaled_counts(row, experts, static_cast<float>(1.0 / tokens), out);
   }
   return total;
 }
@@ -73,7 +71,8 @@ void LiveBatches::encode(const float* p, size_t n, uint16_t* q12, uint8_t* codes
   encode_demand(q12, n, codes);
 }
 
-LiveBatches::Join LiveBatches::admit(uint32_t slot, std::optional<uint64_t> id, uint32_t& r) {
+LiveBatches::Join LiveBatches::admit(uint32_t slot, std::optional<uint64_t> id, bool has_demand,
+                                     uint32_t& r) {
   if (id && find_id(*id)) return Join::duplicate;
   if (m_free == kNoRecord) {
     ++m_untracked;
@@ -96,7 +95,7 @@ LiveBatches::Join LiveBatches::admit(uint32_t slot, std::optional<uint64_t> id, 
   // A slot's int32 q12 sums stay below 2^31 while at most kMaxFootprints
   // requests add theirs (each adds <= 40,822 per cell); requests beyond that
   // are recorded without a footprint.
-  rec.footprint = m_cells && s.footprints < kMaxFootprints;
+  rec.footprint = has_demand && m_cells && s.footprints < kMaxFootprints;
   return Join::joined;
 }
 
@@ -117,27 +116,23 @@ void LiveBatches::add_codes(uint32_t r) {
 
 LiveBatches::Join LiveBatches::join(uint32_t slot, std::optional<uint64_t> id, const float* p) {
   uint32_t r = kNoRecord;
-  const Join joined = admit(slot, id, r);
-  if (joined != Join::joined) return joined;
-  if (!p) m_records[r].footprint = false;
-  if (m_records[r].footprint) {
+  const Join joined = admit(slot, id, p != nullptr, r);
+  if (joined == Join::joined && m_records[r].footprint) {
     encode(p, m_cells, m_q12.data(), &m_codes[size_t{r} * m_cells]);
     add_codes(r);
   }
-  return Join::joined;
+  return joined;
 }
 
 LiveBatches::Join LiveBatches::join_codes(uint32_t slot, std::optional<uint64_t> id,
                                           const uint8_t* codes) {
   uint32_t r = kNoRecord;
-  const Join joined = admit(slot, id, r);
-  if (joined != Join::joined) return joined;
-  if (!codes) m_records[r].footprint = false;
-  if (m_records[r].footprint) {
+  const Join joined = admit(slot, id, codes != nullptr, r);
+  if (joined == Join::joined && m_records[r].footprint) {
     std::copy_n(codes, m_cells, &m_codes[size_t{r} * m_cells]);
     add_codes(r);
   }
-  return Join::joined;
+  return joined;
 }
 
 void LiveBatches::unlink(uint32_t r) {

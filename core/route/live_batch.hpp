@@ -78,8 +78,7 @@ class LiveBatches {
   // untracked() counts it). No allocation on any outcome.
   enum class Join { joined, duplicate, untracked };
   Join join(uint32_t slot, std::optional<uint64_t> id, const float* p);
-  // The same with the demand as codes (cells() of them, each < kDemandCodes,
-  // or null).
+  // The same with the demand as codes (cells() of them, or null).
   Join join_codes(uint32_t slot, std::optional<uint64_t> id, const uint8_t* codes);
   // The request with this id leaves; returns its slot. not_found if unknown.
   Result<uint32_t> leave_id(uint64_t id);
@@ -104,9 +103,9 @@ class LiveBatches {
     double distinct = 0.0;
   };
   LiveBatches() = default;
-  // The record of a new request (linked, id indexed), or kNoRecord when
-  // every record is in use.
-  Join admit(uint32_t slot, std::optional<uint64_t> id, uint32_t& record);
+  // The record of a new request (linked, id indexed), its footprint flag set
+  // when it brings a demand and the slot's sums have room.
+  Join admit(uint32_t slot, std::optional<uint64_t> id, bool has_demand, uint32_t& record);
   // Record r's codes (already in place) join its slot's sums.
   void add_codes(uint32_t r);
   void unlink(uint32_t r);
@@ -118,7 +117,7 @@ class LiveBatches {
 
   bool m_track = false;
   CostCells m_layout;
-  uint32_t m_experts = 0, m_stride = 1, m_read_layers = 0, m_top_k = 0;
+  uint32_t m_top_k = 0;
   uint32_t m_cells = 0;
   double m_layer_scale = 1.0;
   std::vector<SlotState> m_slots;

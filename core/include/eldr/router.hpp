@@ -213,8 +213,7 @@ class Router {
   // request in that worker's batch exactly as this router's route() or
   // book() of the same footprint does; routers that share a pool must read
   // the same cells (the same geometry and cost_cells; invalid_argument
-  // otherwise: a code count other than cost_cells().count(), or a code of
-  // kDemandCodes or more).
+  // otherwise: a code count other than cost_cells().count()).
   CostCells cost_cells() const noexcept;
   Status demand_codes(std::span<const int16_t> counts, std::span<uint8_t> codes) const;
   Status book_demand(int32_t worker_id, std::span<const uint8_t> codes, uint64_t request_id);
