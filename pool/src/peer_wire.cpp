@@ -120,33 +120,6 @@ std::vector<uint64_t> aligned_copy(std::span<const uint8_t> bytes) {
   return out;
 }
 
-namespace {
-
-void pack_demand(std::span<const uint8_t> codes, std::vector<uint8_t>& out) {
-  out.reserve(packed_demand_bytes(codes.size()));
-  uint32_t acc = 0, bits = 0;
-  for (uint8_t c : codes) {
-    acc |= uint32_t{c} << bits;
-    for (bits += kDemandCodeBits; bits >= 8; bits -= 8, acc >>= 8)
-      out.push_back(static_cast<uint8_t>(acc));
-  }
-  if (bits > 0) out.push_back(static_cast<uint8_t>(acc));
-}
-
-// bytes holds packed_demand_bytes(codes.size()); each code < kDemandCodes.
-void unpack_demand(std::span<const uint8_t> bytes, std::span<uint8_t> codes) {
-  uint32_t acc = 0, bits = 0;
-  size_t at = 0;
-  for (uint8_t& c : codes) {
-    for (; bits < kDemandCodeBits; bits += 8) acc |= uint32_t{bytes[at++]} << bits;
-    c = static_cast<uint8_t>(acc & (kDemandCodes - 1));
-    acc >>= kDemandCodeBits;
-    bits -= kDemandCodeBits;
-  }
-}
-
-}  // namespace
-
 Decoded decode_peer_message(std::span<const uint8_t> bytes, const Geometry& geometry,
                             const CostCells& cells, std::string_view subject_node) {
   if (bytes.size() < 8 || bytes.size() > (size_t{64} << 20))
@@ -201,13 +174,13 @@ Decoded decode_peer_message(std::span<const uint8_t> bytes, const Geometry& geom
                                             "th layer, this node every " +
                                             std::to_string(cells.stride) +
                                             "th (the same cost_cells on every node)");
-        if (demand->size() != packed_demand_bytes(cells.count()))
-          return fail(WireFault::bad_field, "booking demand is " + std::to_string(demand->size()) +
-                                                " bytes, " + std::to_string(cells.count()) +
-                                                " codes take " +
-                                                std::to_string(packed_demand_bytes(cells.count())));
-        out.demand.resize(cells.count());
-        unpack_demand({demand->data(), demand->size()}, out.demand);
+        // A byte a code, every byte a code: only the count can be wrong.
+        static_assert(kDemandCodes == 256, "a demand code is a byte on the wire");
+        if (demand->size() != cells.count())
+          return fail(WireFault::bad_field, "booking demand has " + std::to_string(demand->size()) +
+                                                " codes, this node reads " +
+                                                std::to_string(cells.count()) + " cost cells");
+        out.demand.assign(demand->begin(), demand->end());
         break;
       }
       const auto* counts = b->counts();
@@ -271,10 +244,8 @@ std::vector<uint8_t> finish(flatbuffers::FlatBufferBuilder& fbb, const PeerEncod
 
 std::vector<uint8_t> PeerEncoder::book(uint64_t key, int32_t worker, const Geometry& geometry,
                                        const CostCells& cells, std::span<const uint8_t> demand) {
-  std::vector<uint8_t> packed;
-  pack_demand(demand, packed);
-  flatbuffers::FlatBufferBuilder fbb(256 + packed.size());
-  const auto d = fbb.CreateVector(packed);
+  flatbuffers::FlatBufferBuilder fbb(256 + demand.size());
+  const auto d = fbb.CreateVector(demand.data(), demand.size());
   const auto b =
       fb::CreateBookMsg(fbb, key, worker, geometry.layers, geometry.experts, 0, cells.stride, d);
   return finish(fbb, *this, ++m_sequence, fb::Body::BookMsg, b);

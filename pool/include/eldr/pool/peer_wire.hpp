@@ -106,11 +106,6 @@ struct Decoded {
 Decoded decode_peer_message(std::span<const uint8_t> bytes, const Geometry& geometry,
                             const CostCells& cells, std::string_view subject_node);
 
-// Demand codes on the wire: kDemandCodeBits each, packed little-endian.
-inline size_t packed_demand_bytes(size_t codes) noexcept {
-  return (codes * kDemandCodeBits + 7) / 8;
-}
-
 // Encodes messages of one sender: the header fields are its own, the
 // sequence counts up from 1.
 class PeerEncoder {
