@@ -179,6 +179,13 @@ Status read_urls(std::string_view source, std::string_view key, const toml::node
   return Status::ok();
 }
 
+// The TLS and credentials key `name` names, or null.
+const pool::NatsAuthField* auth_field(std::string_view name) {
+  for (const pool::NatsAuthField& f : pool::kNatsAuthFields)
+    if (f.key == name) return &f;
+  return nullptr;
+}
+
 Status read_pool(std::string_view source, const toml::table& table, PoolConfig& pool) {
   for (const auto& [k, node] : table) {
     const std::string key = "pool." + std::string(k.str());
@@ -198,20 +205,8 @@ Status read_pool(std::string_view source, const toml::table& table, PoolConfig& 
       ELDR_TRY(read_bool(source, key, node, pool.anticipate));
     } else if (k == "table_replicas") {
       ELDR_TRY(read_uint(source, key, node, pool.table_replicas, 0, 5));
-    } else if (k == "tls_ca") {
-      ELDR_TRY(read_string(source, key, node, pool.auth.ca_file));
-    } else if (k == "tls_cert") {
-      ELDR_TRY(read_string(source, key, node, pool.auth.cert_file));
-    } else if (k == "tls_key") {
-      ELDR_TRY(read_string(source, key, node, pool.auth.key_file));
-    } else if (k == "creds") {
-      ELDR_TRY(read_string(source, key, node, pool.auth.creds_file));
-    } else if (k == "user") {
-      ELDR_TRY(read_string(source, key, node, pool.auth.user));
-    } else if (k == "password_file") {
-      ELDR_TRY(read_string(source, key, node, pool.auth.password_file));
-    } else if (k == "token_file") {
-      ELDR_TRY(read_string(source, key, node, pool.auth.token_file));
+    } else if (const auto* f = auth_field(k.str())) {
+      ELDR_TRY(read_string(source, key, node, pool.auth.*f->member));
     } else if (k == "bookings") {
       std::string text;
       ELDR_TRY(read_string(source, key, node, text));

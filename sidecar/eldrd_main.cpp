@@ -68,13 +68,7 @@ Result<DaemonConfig> build_config(const Flags& f, const CLI::App& app) {
   if (given("--group")) c.group = f.group;
   if (given("--worker-report-timeout-ms")) c.worker_report_timeout_ms = f.worker_report_timeout_ms;
   if (given("--nats")) c.pool.nats = split_urls(f.nats);
-  if (given("--nats-ca")) c.pool.auth.ca_file = f.auth.ca_file;
-  if (given("--nats-cert")) c.pool.auth.cert_file = f.auth.cert_file;
-  if (given("--nats-key")) c.pool.auth.key_file = f.auth.key_file;
-  if (given("--nats-creds")) c.pool.auth.creds_file = f.auth.creds_file;
-  if (given("--nats-user")) c.pool.auth.user = f.auth.user;
-  if (given("--nats-password-file")) c.pool.auth.password_file = f.auth.password_file;
-  if (given("--nats-token-file")) c.pool.auth.token_file = f.auth.token_file;
+  pool::merge_given_nats_auth(app, f.auth, c.pool.auth);
   if (given("--node")) c.pool.node = f.node;
   if (given("--pool")) c.pool.name = f.pool;
   if ((given("--node") || given("--pool")) && !c.pool.enabled())

@@ -9,14 +9,13 @@
 namespace eldr::pool {
 
 inline void add_nats_auth_options(CLI::App& app, NatsAuth& a) {
-  app.add_option("--nats-ca", a.ca_file, "PEM file of the CAs that sign the NATS servers (TLS)");
-  app.add_option("--nats-cert", a.cert_file,
-                 "PEM client certificate for NATS (TLS, with --nats-key)");
-  app.add_option("--nats-key", a.key_file, "PEM key of --nats-cert");
-  app.add_option("--nats-creds", a.creds_file, "NATS .creds file (user JWT and nkey seed)");
-  app.add_option("--nats-user", a.user, "NATS user (with --nats-password-file)");
-  app.add_option("--nats-password-file", a.password_file, "file holding the NATS user's password");
-  app.add_option("--nats-token-file", a.token_file, "file holding a NATS token");
+  for (const NatsAuthField& f : kNatsAuthFields) app.add_option(f.flag, a.*f.member, f.help);
+}
+
+// The flags given on the command line override `to` (a config file's).
+inline void merge_given_nats_auth(const CLI::App& app, const NatsAuth& given, NatsAuth& to) {
+  for (const NatsAuthField& f : kNatsAuthFields)
+    if (app.count(f.flag) > 0) to.*f.member = given.*f.member;
 }
 
 }  // namespace eldr::pool
