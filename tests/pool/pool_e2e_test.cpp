@@ -317,6 +317,27 @@ TEST_F(PoolTest, a_node_out_of_its_pool_says_why_and_credentials_stay_out_of_log
   EXPECT_EQ(status.find("s3cret"), std::string::npos) << status;
 }
 
+// eldr_pool_open_auth refuses what it cannot use before it tries a server,
+// with the reason and without a handle: another struct version, a user
+// without a password file, a file that is not there.
+TEST(PoolAuth, bad_credentials_are_refused_before_connecting) {
+  const char* url = "nats://127.0.0.1:1";
+  eldr_pool_t* pool = nullptr;
+  eldr_nats_auth_t auth = ELDR_NATS_AUTH_INIT;
+  auth.version = ELDR_NATS_AUTH_VERSION + 1;
+  EXPECT_EQ(eldr_pool_open_auth(url, "p", &auth, 200, &pool), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(eldr_last_error_message()).find("version"), std::string::npos);
+  auth = ELDR_NATS_AUTH_INIT;
+  auth.user = "gateway";
+  EXPECT_EQ(eldr_pool_open_auth(url, "p", &auth, 200, &pool), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(eldr_last_error_message()).find("password file"), std::string::npos);
+  auth.password_file = "/nonexistent/eldr-gateway.pw";
+  EXPECT_EQ(eldr_pool_open_auth(url, "p", &auth, 200, &pool), ELDR_E_IO);
+  EXPECT_NE(std::string(eldr_last_error_message()).find("/nonexistent/eldr-gateway.pw"),
+            std::string::npos);
+  EXPECT_EQ(pool, nullptr);
+}
+
 // A secured pool: the servers speak TLS only and verify client certificates
 // (all made here by openssl), and two users have the permissions
 // docs/design.md §10 gives: "node" publishes and subscribes on its pool's
