@@ -80,7 +80,7 @@ test-asan: asan-configure
 test-tsan: deps
 	@test -f $(TSAN_BUILD)/CMakeCache.txt || cmake -S . -B $(TSAN_BUILD) $(SAN_FLAGS) -DELDR_SANITIZE=thread
 	cmake --build $(TSAN_BUILD) -j $(JOBS)
-	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS)
+	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" ctest --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS)
 
 test-fuzz: asan-configure
 	cmake --build $(ASAN_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS:%=%_fuzz)
