@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "capi_args.hpp"
 #include "capi_internal.hpp"
@@ -165,10 +166,17 @@ eldr_status_t eldr_pool_open_auth(const char* nats_urls, const char* pool,
     if (!eldr::capi::pool_name_ok(pool))
       return fail(ELDR_E_INVALID_ARGUMENT, std::string(fn) + ": pool '" + pool +
                                                "' must be 1..64 characters of [A-Za-z0-9_-]");
+    // libnats' SetURL reads one URL: a list of several never connected.
+    const std::vector<std::string> urls = eldr::pool::split_urls(nats_urls);
+    if (urls.empty())
+      return fail(ELDR_E_INVALID_ARGUMENT, std::string(fn) + ": no NATS server URL given");
+    std::vector<const char*> url_ptrs;
+    for (const std::string& u : urls) url_ptrs.push_back(u.c_str());
     auto handle = std::make_unique<eldr_pool>();
     natsOptions* opts = nullptr;
     natsStatus s = natsOptions_Create(&opts);
-    if (s == NATS_OK) s = natsOptions_SetURL(opts, nats_urls);
+    if (s == NATS_OK)
+      s = natsOptions_SetServers(opts, url_ptrs.data(), static_cast<int>(url_ptrs.size()));
     if (s == NATS_OK) s = natsOptions_SetTimeout(opts, timeout_ms == 0 ? 2000 : timeout_ms);
     if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
     if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);

@@ -571,6 +571,20 @@ TEST_F(PoolTest, one_server_of_three_down_interrupts_nothing) {
   Node& a = start_node("a");
   Node& b = start_node("b");
   ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
+  // A gateway given all three servers, as operators list them (blanks too).
+  std::string urls;
+  for (const auto& s : servers) urls += (urls.empty() ? "" : " , ") + s.url();
+  eldr_pool_t* gw = nullptr;
+  ASSERT_EQ(eldr_pool_open(urls.c_str(), ("p" + tag).c_str(), 2000, &gw), ELDR_OK)
+      << eldr_last_error_message();
+  const auto gateway_routes = [&](const std::string& id) {
+    std::vector<int16_t> counts(8, 0);
+    counts[1] = 5;
+    eldr_decision_t d = ELDR_DECISION_INIT;
+    const eldr_status_t s = eldr_pool_route(gw, id.c_str(), counts.data(), 2, 4, 2000, &d);
+    return s == ELDR_OK && eldr_pool_complete(gw, id.c_str(), d.completion_token) == ELDR_OK;
+  };
+  EXPECT_TRUE(gateway_routes("gw-before")) << eldr_last_error_message();
   // Take down the server a is on: its client moves to another by itself.
   const std::string on = pool_of(a).value("server", "");
   size_t down = 0;
@@ -586,6 +600,11 @@ TEST_F(PoolTest, one_server_of_three_down_interrupts_nothing) {
   EXPECT_TRUE(eventually([&] { return inflight(b).first == 8; }, 5s))
       << "b counts " << inflight(b).first << "; a: " << pool_of(a).dump();
   EXPECT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 5s));
+  // The gateway too, on whichever server it is now.
+  int tries = 0;
+  EXPECT_TRUE(eventually([&] { return gateway_routes("gw-after-" + std::to_string(++tries)); }, 5s))
+      << eldr_last_error_message();
+  eldr_pool_free(gw);
 }
 
 TEST_F(PoolTest, a_sigkilled_nodes_bookings_expire_everywhere_else) {
