@@ -21,7 +21,7 @@ WHEEL_DIR ?= $(BUILD)/wheels
 # Go and cargo where their installers put them, also when PATH lacks them.
 export PATH := $(PATH):/usr/local/go/bin:$(HOME)/.cargo/bin
 
-.PHONY: all deps configure build wheel test test-full test-soak test-unit asan-configure test-asan test-tsan test-fuzz lint demo bench bench-epp bench-pool sim-table sim-matrix sim-routers clean
+.PHONY: all deps configure build wheel test test-full test-soak test-unit asan-configure test-asan test-tsan test-fuzz lint demo bench bench-epp bench-pool bench-cluster sim-table sim-matrix sim-routers clean
 
 all: build
 
@@ -156,14 +156,21 @@ sim-matrix: configure
 	cmake --build $(BUILD) -j $(JOBS) --target eldr_cli
 	$(PYTHON) tools/sim_matrix.py $(ELDR) --out-dir docs --jobs 2
 
-# Several routers sharing the pool with stale views (issue 18): every policy
-# x 2 workloads x utilization 50/75 % x 1/2/4/8 routers x 0/10/50/200 ms.
-# Writes docs/sim_routers.{md,json} (about 2 minutes here).
 # Multi-node mode on loopback: a booking at one node counted at another, and NATS
 # stopped for 10 s under load (scripts/bench-pool.py; needs nats-server).
 bench-pool: build
 	$(PYTHON) scripts/bench-pool.py --build $(BUILD)
 
+# A pool of 2, 4, 8 and 16 eldrd nodes on loopback, on one NATS server and on a
+# cluster of three: per node, messages, bytes and CPU per routed request and
+# booking visibility; then a NATS server and a node killed under load
+# (scripts/bench-cluster.py; needs nats-server; about 4 minutes here).
+bench-cluster: build
+	$(PYTHON) scripts/bench-cluster.py --build $(BUILD)
+
+# Several routers sharing the pool with stale views (issue 18): every policy
+# x 2 workloads x utilization 50/75 % x 1/2/4/8 routers x 0/10/50/200 ms.
+# Writes docs/sim_routers.{md,json} (about 2 minutes here).
 sim-routers: configure
 	cmake --build $(BUILD) -j $(JOBS) --target eldr_cli
 	$(PYTHON) tools/sim_routers.py $(ELDR) docs/sim_routers 10000 2
