@@ -5,11 +5,13 @@
 // request, which the handle remembers (bounded, oldest forgotten first).
 #include <nats/nats.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -40,7 +42,8 @@ struct eldr_pool {
 namespace eldr::capi {
 namespace {
 
-constexpr size_t kRemembered = size_t{1} << 16;  // requests whose node a handle keeps
+constexpr size_t kRemembered = size_t{1} << 16;            // requests whose node a handle keeps
+constexpr auto kCompleteBudget = std::chrono::seconds(5);  // eldr_pool_complete tries this long
 
 eldr_status_t nats_fail(const char* fn, const std::string& what, natsStatus s) noexcept {
   natsStatus code = s;
@@ -250,10 +253,24 @@ eldr_status_t eldr_pool_complete(eldr_pool_t* pool, const char* request_id,
     }
     const std::vector<uint8_t> complete = eldr::pool::encode_route_complete(id, completion_token);
     const std::string subject = pool->complete_prefix + node;
-    const natsStatus s = natsConnection_Publish(pool->nc, subject.c_str(), complete.data(),
-                                                static_cast<int>(complete.size()));
-    if (s != NATS_OK) return eldr::capi::nats_fail(fn, "cannot publish on " + subject, s);
-    return ELDR_OK;
+    // A lost complete would hold the request in flight at its node for good,
+    // so it is not fire and forget: published until a server has it (a flush
+    // answered), across a reconnect (a server that dies with it unsent),
+    // for at most kCompleteBudget. A second copy releases nothing.
+    const auto deadline = std::chrono::steady_clock::now() + eldr::capi::kCompleteBudget;
+    natsStatus s = NATS_OK;
+    for (;;) {
+      s = natsConnection_Publish(pool->nc, subject.c_str(), complete.data(),
+                                 static_cast<int>(complete.size()));
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            deadline - std::chrono::steady_clock::now())
+                            .count();
+      if (s == NATS_OK) s = natsConnection_FlushTimeout(pool->nc, std::max<int64_t>(left, 1));
+      if (s == NATS_OK) return ELDR_OK;
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // reconnecting
+    }
+    return eldr::capi::nats_fail(fn, "no NATS server took the complete on " + subject, s);
   });
 }
 

@@ -310,8 +310,11 @@ ELDR_API eldr_status_t eldr_pool_route(eldr_pool_t* pool, const char* request_id
                                        const int16_t* counts, uint32_t layers, uint32_t experts,
                                        uint32_t timeout_ms, eldr_decision_t* out);
 /* The request has finished: sent to the node that routed it (the handle keeps
- * the last 65,536 routed requests' nodes). Errors: INVALID_ARGUMENT (token 0),
- * NOT_FOUND (not routed by this handle), IO. */
+ * the last 65,536 routed requests' nodes). Returns once a NATS server has it
+ * (a flush: one round trip), sending it again across a reconnect for up to
+ * 5 s, because a lost complete keeps the request in flight at its node.
+ * Errors: INVALID_ARGUMENT (token 0), NOT_FOUND (not routed by this handle),
+ * TIMEOUT or IO (no server took it within 5 s). */
 ELDR_API eldr_status_t eldr_pool_complete(eldr_pool_t* pool, const char* request_id,
                                           uint64_t completion_token);
 
