@@ -116,7 +116,7 @@ struct PoolGauge {
   std::array<uint64_t, kWireFaults> malformed{};
   uint64_t foreign_subject = 0;  // messages on a subject that is no node's
   uint64_t lost = 0, stale = 0, refused = 0, unknown_release = 0, repaired = 0;
-  uint64_t expired_peers = 0, restarts = 0, disconnects = 0, reconnects = 0;
+  uint64_t expired_peers = 0, restarts = 0, disconnects = 0, reconnects = 0, reopened = 0;
   uint64_t snapshot_too_large = 0;
   uint64_t remote_routes = 0, remote_malformed = 0;  // route over NATS
   // Completes of requests another node routed: sent to the pool, and the

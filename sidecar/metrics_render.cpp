@@ -108,6 +108,8 @@ void render_pool(std::string& out, const PoolGauge& c) {
        "Nodes seen with a new incarnation (their old bookings released).", d(c.restarts)},
       {"eldr_pool_disconnects_total", "counter", "Connections to NATS lost.", d(c.disconnects)},
       {"eldr_pool_reconnects_total", "counter", "Reconnections to NATS.", d(c.reconnects)},
+      {"eldr_pool_reopened_total", "counter",
+       "NATS connections opened anew after the servers refused the last one twice.", d(c.reopened)},
       {"eldr_pool_join_errors_total", "counter",
        "Reasons NATS gave while this node was not connected (refused credentials, an unreachable "
        "server, a TLS failure), each counted and logged once as it appears.",

@@ -407,6 +407,7 @@ std::string PoolNode::maintain() {
   g.restarts = c.restarts;
   g.disconnects = l.disconnects;
   g.reconnects = l.reconnects;
+  g.reopened = l.reopened;
   g.snapshot_too_large = m_snapshot_too_large;
   g.remote_routes = m_remote_routes;
   g.remote_malformed = m_remote_malformed;
@@ -450,7 +451,8 @@ std::string PoolNode::status_json(uint64_t now_ns) const {
   j["nats"] = {{"received", l.received},
                {"received_bytes", l.received_bytes},
                {"published", l.published},
-               {"published_bytes", l.published_bytes}};
+               {"published_bytes", l.published_bytes},
+               {"reopened", l.reopened}};
   const uint64_t revision = m_table_revision.load();
   j["table_source"] = revision != 0 ? "pool" : "local";
   j["table_revision"] = revision != 0 ? nlohmann::json(revision) : nlohmann::json(nullptr);

@@ -38,6 +38,7 @@ Result<std::pair<std::unique_ptr<NatsLink>, std::unique_ptr<KeyValue>>> open_buc
   o.urls = pool::split_urls(a.nats);
   o.auth = a.auth;
   o.name = "eldr table";
+  o.fail_when_refused = true;
   auto link = NatsLink::open(o);
   if (!link) return link.status();
   if (!(*link)->wait_connected(a.timeout_ms))

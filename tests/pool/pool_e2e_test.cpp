@@ -284,25 +284,61 @@ TEST_F(PoolTest, a_node_out_of_its_pool_says_why_and_credentials_stay_out_of_log
   EXPECT_EQ(pool_of(member).value("server", std::string()).find("s3cret"), std::string::npos);
   EXPECT_EQ(pool_of(member).count("error"), 0u);
 
-  // Refused (no credentials): libnats closes the connection after the second
-  // refusal and keeps no reason. When that comes before the node subscribed,
-  // it cannot start and exits saying so; after, it stays up and says it is
-  // not in the pool. (Staying up and retrying in the first case means
-  // reopening the link: not yet.)
+  // Refused (a wrong password): libnats closes the connection for good after
+  // the second refusal, before or after the node subscribed. The node stays
+  // up, says why, and opens a new connection a second after each close,
+  // reading its password file again: once that holds the right password, it
+  // joins.
   const std::string log = dir.file("refused.log");
+  const std::string password = dir.file("refused.password");
+  std::ofstream(password) << "wrong-pw\n";
+  const std::string refused_instance = "cl-" + tag + "-refused";
   const pid_t refused =
-      spawn({ELDRD_PATH, "--config", config_path, "--instance", "cl-" + tag + "-refused", "--table",
-             table_path, "--nats", servers[0].url(), "--node", "refused", "--pool", "p" + tag,
-             "--metrics-port", "0"},
+      spawn({ELDRD_PATH, "--config", config_path, "--instance", refused_instance, "--table",
+             table_path, "--nats", servers[0].url(), "--nats-user", "eldr", "--nats-password-file",
+             password, "--node", "refused", "--pool", "p" + tag, "--metrics-port", "0"},
             log);
   ASSERT_GT(refused, 0);
-  EXPECT_TRUE(eventually([&] {
-    const std::string l = read_file(log);
-    return l.find("cannot start: io: cannot subscribe") != std::string::npos ||
-           l.find("is not in pool") != std::string::npos;
-  })) << read_file(log);
-  kill(refused, SIGKILL);
+  EXPECT_TRUE(eventually(
+      [&] {
+        const std::string l = read_file(log);
+        return l.find("is not in pool") != std::string::npos &&
+               l.find("uthorization") != std::string::npos;
+      },
+      10s))
+      << read_file(log);
+  const auto refused_pool = [&] {
+    const auto s =
+        run(std::string(ELDR_CLI_PATH) + " status --json --instance " + refused_instance);
+    const auto j = nlohmann::json::parse(s, nullptr, false);
+    return j.is_object() ? j.value("pool", nlohmann::json::object()) : nlohmann::json::object();
+  };
+  if (!std::string_view(ELDR_CLI_PATH).empty()) {
+    // Still refused, still up, still trying: the connection was opened anew.
+    EXPECT_TRUE(eventually(
+        [&] {
+          const auto c = refused_pool();
+          return !c.value("connected", true) && c["nats"].value("reopened", uint64_t{0}) >= 1 &&
+                 c.value("error", std::string()).find("uthorization") != std::string::npos;
+        },
+        10s))
+        << refused_pool().dump();
+    std::ofstream(password) << "s3cret-pw\n";
+    EXPECT_TRUE(eventually(
+        [&] {
+          const auto c = refused_pool();
+          if (!c.value("connected", false)) return false;
+          for (const auto& p : c.value("peers", nlohmann::json::array()))
+            if (p.value("name", "") == "member") return true;
+          return false;
+        },
+        15s))
+        << refused_pool().dump() << read_file(log);
+  }
+  EXPECT_EQ(kill(refused, 0), 0) << "the refused node exited: " << read_file(log);
+  kill(refused, SIGTERM);
   (void)wait_exit(refused);
+  EXPECT_EQ(read_file(log).find("s3cret"), std::string::npos) << read_file(log);
 
   for (const Node* n : {&lonely, &member})
     EXPECT_EQ(read_file(n->log).find("s3cret"), std::string::npos) << read_file(n->log);
@@ -427,9 +463,9 @@ TEST_F(PoolTest, a_secured_pool_routes_and_refuses_outsiders_and_gateways_the_no
   }
   if (std::string_view(ELDR_CLI_PATH).empty()) return;  // no CLI in this build
   const std::string table2 = reversed_table();
-  const auto table = [&](const std::vector<std::string>& auth, int* code) {
+  const auto table = [&](const std::vector<std::string>& flags, int* code) {
     std::vector<std::string> args = {"publish", "--timeout-ms", "3000"};
-    args.insert(args.end(), auth.begin(), auth.end());
+    args.insert(args.end(), flags.begin(), flags.end());
     args.push_back(table2);
     return table_cli(args, code);
   };
@@ -437,9 +473,11 @@ TEST_F(PoolTest, a_secured_pool_routes_and_refuses_outsiders_and_gateways_the_no
   // No TLS, no credentials: refused.
   std::string out = table({}, &code);
   EXPECT_NE(code, 0) << out;
-  // TLS but no credentials: refused.
+  // TLS but no credentials: refused at once, with the server's reason.
   out = table(tls, &code);
   EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("NATS refused the connection: Authorization Violation"), std::string::npos)
+      << out;
   // The gateway's credentials: connected, but not allowed to write a table.
   std::vector<std::string> gateway = tls;
   gateway.insert(gateway.end(),

@@ -1,6 +1,6 @@
 // eldrd's connection to NATS (the C client, libnats): one connection that
-// reconnects by itself forever, one subscription whose messages queue in a
-// bounded inbox for the consumer thread, and publishing. It knows nothing of
+// reconnects by itself forever (and is replaced when the library gives up), one subscription whose
+// messages queue in a bounded inbox for the consumer thread, and publishing. It knows nothing of
 // what the messages mean (pool_node.hpp does). Built only with libnats
 // (ELDR_ENABLE_NATS); without it, open() says so.
 #pragma once
@@ -40,6 +40,10 @@ struct NatsLinkOptions {
   // Called on a library thread after a message entered the inbox.
   std::function<void()> on_message;
   size_t inbox_limit = 1u << 16;  // messages; beyond, dropped and counted
+  // A server that refuses the connection at once (credentials, TLS): false
+  // (a daemon) keeps the link and tries again every second, saying why in
+  // last_error(); true (a one-shot client) makes open() fail with the reason.
+  bool fail_when_refused = false;
 };
 
 struct InboxMessage {
@@ -57,6 +61,10 @@ struct NatsLinkCounters {
   uint64_t publish_failed = 0;
   uint64_t disconnects = 0;
   uint64_t reconnects = 0;
+  // Connections opened anew because the library had closed the last one for
+  // good (the servers refused it twice: credentials, permissions); a second
+  // after each such close the link opens another, its secrets read again.
+  uint64_t reopened = 0;
 };
 
 // One JetStream key-value bucket over a NatsLink's connection (libnats'
@@ -98,9 +106,10 @@ class KeyValue {
 
 class NatsLink {
  public:
-  // Starts connecting and returns at once: servers that cannot be reached
-  // yet are retried in the background (connected() says when). Fails only on
-  // options the library refuses (e.g. a malformed URL).
+  // Tries each server once, then returns: servers that cannot be reached yet
+  // are retried in the background (connected() says when), and so are those
+  // that refuse it (see fail_when_refused). Fails on options the library
+  // refuses (e.g. a malformed URL) or files it cannot read.
   static Result<std::unique_ptr<NatsLink>> open(const NatsLinkOptions& options);
   ~NatsLink();  // unsubscribes, closes, waits for the library's callbacks to end
   NatsLink(const NatsLink&) = delete;
