@@ -422,11 +422,25 @@ TEST_F(PoolTest, a_secured_pool_routes_and_refuses_outsiders_and_gateways_the_no
   node_args = tls;
   node_args.insert(node_args.end(),
                    {"--nats-user", "node", "--nats-password-file", d + "/node.pw"});
-  nodes.reserve(2);
+  nodes.reserve(3);
   Node& a = start_node("a");
   Node& b = start_node("b");
   ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s))
       << pool_of(a).dump() << read_file(servers[0].log);
+  // A node with the right password but no CA: the TLS handshake fails. It
+  // stays up, routes alone, says why at once (status, log, metric) and
+  // keeps trying.
+  node_args = {"--nats-user", "node", "--nats-password-file", d + "/node.pw"};
+  const Node& untrusting = start_node("untrusting");
+  EXPECT_TRUE(eventually([&] {
+    const auto c = pool_of(untrusting);
+    return c.is_object() && !c.value("connected", true) &&
+           c.value("error", std::string()).find("SSL handshake") != std::string::npos &&
+           c["nats"].value("reopened", uint64_t{0}) >= 1;
+  })) << pool_of(untrusting).dump();
+  EXPECT_GE(metric(untrusting, "eldr_pool_join_errors_total"), 1u);
+  EXPECT_NE(read_file(untrusting.log).find("SSL handshake"), std::string::npos);
+  EXPECT_TRUE(client_of(untrusting));  // its engines still have their router
   {
     auto client = client_of(a);
     ASSERT_TRUE(client);
