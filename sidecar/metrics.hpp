@@ -123,6 +123,7 @@ struct PoolGauge {
   // pool's that were ours and released a request here.
   uint64_t completes_forwarded = 0, completes_received = 0;
   uint64_t completes_direct = 0;  // forwarded to the one node their token names
+  uint64_t completes_resent = 0, completes_unanswered = 0;  // of those: again, given up
   uint64_t join_errors = 0;  // reasons NATS gave for not connecting (refused, unreachable, TLS)
   // Full bookings sampled to the refit lease holder, and taken into its
   // refit window here.

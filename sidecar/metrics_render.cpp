@@ -129,6 +129,14 @@ void render_pool(std::string& out, const PoolGauge& c) {
        "Completes of requests this node does not hold, sent to the one node their token names "
        "(eldr.<pool>.complete.<node>).",
        d(c.completes_direct)},
+      {"eldr_pool_completes_resent_total", "counter",
+       "Completes sent to the node their token names again, that node not having answered "
+       "(lost with a server, or sent while it was between connections).",
+       d(c.completes_resent)},
+      {"eldr_pool_completes_unanswered_total", "counter",
+       "Completes sent to the node their token names that it never answered (given up after "
+       "8 sends over about 12 s: a node from before answers, or gone).",
+       d(c.completes_unanswered)},
       {"eldr_pool_completes_received_total", "counter",
        "Completes over NATS (another node's forward, a gateway's) that released a request of "
        "this node.",

@@ -30,6 +30,10 @@ std::string default_node_name() {
 
 namespace {
 
+constexpr size_t kMaxUnacked = size_t{1} << 16;    // forwards awaiting an answer
+constexpr uint64_t kForwardRetryNs = 250'000'000;  // first wait for an answer
+constexpr uint32_t kForwardTries = 8;              // sends, then given up (~12 s)
+
 uint64_t random_incarnation() {
   std::random_device rd;
   const uint64_t v = (uint64_t{rd()} << 32) ^ rd();
@@ -48,6 +52,8 @@ PoolNode::PoolNode(const PoolConfig& config, std::string node, Service& service,
       m_route_subject(route_subject(config.name)),
       m_complete_subject(complete_subject(config.name, m_encoder.node())),
       m_complete_any_subject(complete_any_subject(config.name)),
+      m_ack_subject(ack_subject(config.name, m_encoder.node())),
+      m_ack_prefix("eldr." + config.name + ".ack."),
       m_tag(pool::node_tag(m_encoder.node())),
       m_sample_encoder(m_encoder.node(), m_encoder.incarnation()),
       m_sample_subject(sample_subject(config.name, m_encoder.node())) {}
@@ -82,7 +88,8 @@ Result<std::unique_ptr<PoolNode>> PoolNode::create(const PoolConfig& config, Ser
   lo.subscribe = {{pool_nodes_subject(config.name), ""},
                   {route_subject(config.name), "eldr"},
                   {complete_subject(config.name, node), ""},
-                  {complete_any_subject(config.name), ""}};
+                  {complete_any_subject(config.name), ""},
+                  {ack_subject(config.name, node), ""}};
   if (refit) lo.subscribe.push_back({sample_subject(config.name, node), ""});
   lo.on_message = std::move(wake);
   auto link = NatsLink::open(lo);
@@ -220,6 +227,17 @@ size_t PoolNode::drain() {
       }
       continue;
     }
+    if (in.subject == m_ack_subject) {
+      // The node a forward went to has it: the token, 8 bytes.
+      uint64_t token = 0;
+      if (in.data.size() != sizeof token) {
+        ++m_remote_malformed;
+        continue;
+      }
+      std::memcpy(&token, in.data.data(), sizeof token);
+      m_unacked.erase(token);
+      continue;
+    }
     if (in.subject == m_complete_subject || in.subject == m_complete_any_subject) {
       serve_complete(in, in.subject == m_complete_any_subject);
       continue;
@@ -311,7 +329,13 @@ void PoolNode::serve_complete(const InboxMessage& in, bool pool_wide) {
   }
   // Sent to us: a gateway's (routed here), or another node's forward of a
   // token that names us. One whose token names another node (a tag this
-  // node's peers shared a moment ago) goes on to every node.
+  // node's peers shared a moment ago) goes on to every node. A forwarding
+  // node waits for our answer (on its ack subject, nowhere else): it is ours
+  // now, whatever comes of it, so it need not come again.
+  if (in.reply.size() > m_ack_prefix.size() && in.reply.starts_with(m_ack_prefix)) {
+    const uint64_t token = c->completion_token;
+    (void)m_link->publish(in.reply, {reinterpret_cast<const uint8_t*>(&token), sizeof token});
+  }
   if (const auto tag = pool::token_tag(c->completion_token)) {
     if (m_service.complete_for_pool(c->request_id, c->completion_token)) {
       ++m_completes_received;
@@ -335,7 +359,11 @@ void PoolNode::forward_complete(std::string_view request_id, uint64_t token) {
     const auto it = m_peer_by_tag.find(*tag);
     if (it != m_peer_by_tag.end() && !it->second.empty()) {
       ++m_completes_direct;
-      (void)m_link->publish(pool::complete_subject(m_config.name, it->second), bytes);
+      std::string subject = pool::complete_subject(m_config.name, it->second);
+      (void)m_link->publish(subject, bytes, m_ack_subject);
+      if (m_unacked.size() < kMaxUnacked)
+        m_unacked.insert_or_assign(
+            token, Unacked{std::move(subject), bytes, monotonic_ns() + kForwardRetryNs, 1});
       return;
     }
   }
@@ -344,6 +372,29 @@ void PoolNode::forward_complete(std::string_view request_id, uint64_t token) {
 }
 
 // ---- maintenance ----------------------------------------------------------------
+
+// A forward the named node has not answered: lost with a server that died,
+// or sent while that node was between connections. Again after 0.25, 0.5,
+// 1, 2, 2 ... s; a second copy releases nothing.
+void PoolNode::resend_unacked(uint64_t now_ns) {
+  for (auto it = m_unacked.begin(); it != m_unacked.end();) {
+    Unacked& u = it->second;
+    if (now_ns < u.next_ns) {
+      ++it;
+      continue;
+    }
+    if (u.tries >= kForwardTries) {
+      ++m_completes_unanswered;
+      it = m_unacked.erase(it);
+      continue;
+    }
+    (void)m_link->publish(u.subject, u.bytes, m_ack_subject);
+    ++m_completes_resent;
+    u.next_ns = now_ns + (kForwardRetryNs << std::min<uint32_t>(u.tries, 3));
+    ++u.tries;
+    ++it;
+  }
+}
 
 std::string PoolNode::maintain() {
   const uint64_t now = monotonic_ns();
@@ -372,6 +423,7 @@ std::string PoolNode::maintain() {
     send_snapshot();
     m_next_snapshot_ns = now + uint64_t{m_config.snapshot_ms} * 1'000'000;
   }
+  resend_unacked(now);
   for (const std::string& gone : m_view->expire(now))
     ELDR_LOG(warn, "pool: node %s silent for %u ms: its bookings expired", gone.c_str(),
              m_config.peer_timeout_ms);
@@ -413,6 +465,8 @@ std::string PoolNode::maintain() {
   g.remote_malformed = m_remote_malformed;
   g.completes_forwarded = m_completes_forwarded;
   g.completes_direct = m_completes_direct;
+  g.completes_resent = m_completes_resent;
+  g.completes_unanswered = m_completes_unanswered;
   g.completes_received = m_completes_received;
   g.join_errors = m_join_errors;
   g.refit_samples_sent = m_samples_sent;

@@ -93,15 +93,30 @@ class PoolNode final : public PoolPublisher {
   std::string m_route_subject;
   std::string m_complete_subject;  // ours
   std::string m_complete_any_subject;
-  uint32_t m_tag;  // node_tag(node): in our completion tokens
+  std::string m_ack_subject;  // ours: answers to the completes we forward
+  std::string m_ack_prefix;   // "eldr.<pool>.ack.": where we answer, nowhere else
+  uint32_t m_tag;             // node_tag(node): in our completion tokens
   // The peers by the tag of their tokens, rebuilt every maintenance tick;
   // "" where two peers share a tag (their completes go to every node).
   std::unordered_map<uint32_t, std::string> m_peer_by_tag;
   uint64_t m_completes_direct = 0;     // forwarded to the node named by the token
   uint64_t m_completes_forwarded = 0;  // sent to eldr.<pool>.complete
   uint64_t m_completes_received = 0;   // forwarded by others, released here
-  uint64_t m_remote_routes = 0;        // footprints routed over NATS
-  uint64_t m_remote_malformed = 0;     // route or complete requests refused as malformed
+  // Completes forwarded to the node their token names, by token, until that
+  // node answers on m_ack_subject: sent again on a back-off (maintain), given
+  // up after kForwardTries (about 12 s). Consumer thread only.
+  struct Unacked {
+    std::string subject;
+    std::vector<uint8_t> bytes;
+    uint64_t next_ns = 0;
+    uint32_t tries = 1;
+  };
+  std::unordered_map<uint64_t, Unacked> m_unacked;
+  uint64_t m_completes_resent = 0;      // forwards sent again (no answer yet)
+  uint64_t m_completes_unanswered = 0;  // forwards given up on
+  void resend_unacked(uint64_t now_ns);
+  uint64_t m_remote_routes = 0;     // footprints routed over NATS
+  uint64_t m_remote_malformed = 0;  // route or complete requests refused as malformed
   std::unique_ptr<NatsLink> m_link;
   std::optional<PeerView> m_view;
   std::vector<InboxMessage> m_batch;

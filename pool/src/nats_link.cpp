@@ -348,14 +348,19 @@ bool NatsLink::connected() const noexcept {
   return is_connected(m_impl->conn.nc);
 }
 
-Status NatsLink::publish(std::string_view subject, std::span<const uint8_t> data) {
+Status NatsLink::publish(std::string_view subject, std::span<const uint8_t> data,
+                         std::string_view reply) {
   const std::string subj(subject);
+  const std::string reply_to(reply);
   natsStatus s = NATS_CONNECTION_CLOSED;
   {
     std::shared_lock lock(m_impl->conn_mutex);
     if (m_impl->conn.nc != nullptr)
-      s = natsConnection_Publish(m_impl->conn.nc, subj.c_str(), data.data(),
-                                 static_cast<int>(data.size()));
+      s = reply_to.empty()
+              ? natsConnection_Publish(m_impl->conn.nc, subj.c_str(), data.data(),
+                                       static_cast<int>(data.size()))
+              : natsConnection_PublishRequest(m_impl->conn.nc, subj.c_str(), reply_to.c_str(),
+                                              data.data(), static_cast<int>(data.size()));
   }
   if (s != NATS_OK) {
     m_impl->publish_failed.fetch_add(1, std::memory_order_relaxed);

@@ -18,7 +18,7 @@ Result<std::unique_ptr<NatsLink>> NatsLink::open(const NatsLinkOptions&) {
 NatsLink::NatsLink(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 NatsLink::~NatsLink() = default;
 bool NatsLink::connected() const noexcept { return false; }
-Status NatsLink::publish(std::string_view, std::span<const uint8_t>) {
+Status NatsLink::publish(std::string_view, std::span<const uint8_t>, std::string_view) {
   return {Errc::unsupported, "no NATS support in this build"};
 }
 size_t NatsLink::take(std::vector<InboxMessage>& out) {

@@ -55,6 +55,10 @@ std::string complete_subject(std::string_view pool, std::string_view node) {
   return "eldr." + std::string(pool) + ".complete." + std::string(node);
 }
 
+std::string ack_subject(std::string_view pool, std::string_view node) {
+  return "eldr." + std::string(pool) + ".ack." + std::string(node);
+}
+
 std::string complete_any_subject(std::string_view pool) {
   return "eldr." + std::string(pool) + ".complete";
 }

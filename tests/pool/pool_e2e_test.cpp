@@ -666,6 +666,43 @@ TEST_F(PoolTest, one_server_of_three_down_interrupts_nothing) {
   eldr_pool_free(gw);
 }
 
+// A complete forwarded to the node that holds the request waits for that
+// node's answer and is sent again until it comes: here the holder's only
+// server is down (the servers do not advertise each other), so the first
+// copy reaches nobody; the server comes back, and a later copy releases it.
+TEST_F(PoolTest, a_forwarded_complete_lost_with_a_server_is_sent_again_until_the_holder_answers) {
+  server_args = {"--no_advertise"};
+  start_servers(2);
+  nodes.reserve(2);
+  node_urls = servers[0].url();
+  Node& a = start_node("a");  // holds the request
+  node_urls = servers[1].url();
+  Node& c = start_node("c");  // its engine completes it
+  ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(c, 1); }, 15s));
+  auto at_a = client_of(a);
+  ASSERT_TRUE(at_a);
+  auto d = route(*at_a, "held", 1);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  ASSERT_TRUE(eventually([&] { return inflight(a).first == 1 && inflight(c).first == 1; }));
+  stop_server(servers[0]);
+  ASSERT_TRUE(eventually([&] { return !connected(a); }, 10s));
+  auto at_c = client_of(c);
+  ASSERT_TRUE(at_c);
+  ASSERT_TRUE(at_c->push_complete("held", d->completion_token).is_ok());
+  ASSERT_TRUE(eventually([&] { return metric(c, "eldr_pool_completes_resent_total") >= 1; }));
+  EXPECT_EQ(inflight(a).first, 1u);  // nothing reached it
+  start_server(0);                   // same port
+  ASSERT_TRUE(eventually([&] { return connected(a); }, 10s));
+  EXPECT_TRUE(eventually([&] { return inflight(a).first == 0 && inflight(c).first == 0; }, 10s))
+      << "a: " << pool_of(a).dump() << "\nc: " << pool_of(c).dump();
+  EXPECT_EQ(metric(c, "eldr_pool_completes_direct_total"), 1u);
+  EXPECT_EQ(metric(c, "eldr_pool_completes_unanswered_total"), 0u);
+  // Answered: nothing more goes out.
+  const uint64_t resent = metric(c, "eldr_pool_completes_resent_total");
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(metric(c, "eldr_pool_completes_resent_total"), resent);
+}
+
 TEST_F(PoolTest, a_sigkilled_nodes_bookings_expire_everywhere_else) {
   start_servers(1);
   nodes.reserve(3);

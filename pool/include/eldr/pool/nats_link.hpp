@@ -118,7 +118,9 @@ class NatsLink {
   bool connected() const noexcept;
   // Fire and forget (core NATS): while disconnected the library buffers a
   // little and then refuses; a refusal is counted and returned.
-  Status publish(std::string_view subject, std::span<const uint8_t> data);
+  // With a reply subject, the receiver may answer there.
+  Status publish(std::string_view subject, std::span<const uint8_t> data,
+                 std::string_view reply = {});
   // Moves every queued message into `out` (cleared first); returns how many.
   size_t take(std::vector<InboxMessage>& out);
   // The server's max_payload (bytes), 0 while never connected.

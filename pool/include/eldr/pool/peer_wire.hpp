@@ -34,6 +34,11 @@ std::string complete_subject(std::string_view pool, std::string_view node);
 // engines send for requests another node routed, so a decode engine may
 // complete through its own node whatever node decided.
 std::string complete_any_subject(std::string_view pool);
+// eldr.<pool>.ack.<node>: the reply subject of the completes a node forwards
+// to the node its token names; that node answers with the token (8 bytes),
+// and the forwarder sends again until it does (a complete lost with a
+// server would hold the request in flight at its node for good).
+std::string ack_subject(std::string_view pool, std::string_view node);
 // eldr.<pool>.sample.<node>: full bookings sent to the node that holds the
 // pool's refit lease, a few a second from each node, so that its refit
 // window holds the pool's traffic while bookings are compact.
