@@ -53,7 +53,7 @@ PoolNode::PoolNode(const PoolConfig& config, std::string node, Service& service,
       m_complete_subject(complete_subject(config.name, m_encoder.node())),
       m_complete_any_subject(complete_any_subject(config.name)),
       m_ack_subject(ack_subject(config.name, m_encoder.node())),
-      m_ack_prefix("eldr." + config.name + ".ack."),
+      m_ack_prefix(ack_subject(config.name, "")),
       m_tag(pool::node_tag(m_encoder.node())),
       m_sample_encoder(m_encoder.node(), m_encoder.incarnation()),
       m_sample_subject(sample_subject(config.name, m_encoder.node())) {}

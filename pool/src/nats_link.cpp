@@ -24,6 +24,13 @@ Status nats_error(const std::string& what, natsStatus s) {
   return {Errc::io, what + ": " + natsStatus_GetText(s)};
 }
 
+// The library's last error text for a failed call (it says more than the code).
+std::string last_error_text(natsStatus s) {
+  natsStatus code = s;
+  const char* text = nats_GetLastError(&code);
+  return text != nullptr && *text != '\0' ? std::string(text) : natsStatus_GetText(s);
+}
+
 // What the connection last said, for a subscription that failed because the
 // library closed it (refused credentials: it gives up after two refusals).
 std::string subscribe_failed_reason(natsConnection* nc) {
@@ -133,8 +140,8 @@ struct NatsLink::Impl {
   Status connect(Conn& c);
   // A connection's subscriptions, connection and options, freed.
   void release(Conn& c);
-  // Puts c in place of the current connection (closed for good); whether c
-  // started (s) decides when the next try comes.
+  // Puts c in place of the current connection (closed for good, or none yet
+  // at open); whether c started (s) decides when the next try comes.
   void install(Conn c, const Status& s);
   void revive_loop();
 
@@ -211,9 +218,7 @@ Status NatsLink::Impl::connect(Conn& c) {
       return nats_error("cannot start the NATS connection", s);
   } else if (s != NATS_OK) {
     // Refused: by the server (credentials), or in the TLS handshake.
-    natsStatus code = s;
-    const char* text = nats_GetLastError(&code);
-    std::string why = text != nullptr && *text != '\0' ? text : natsStatus_GetText(s);
+    std::string why = last_error_text(s);
     // "(conn.c:1905): Authorization Violation": the library's source line goes.
     if (why.starts_with('(')) {
       if (const size_t at = why.find("): "); at != std::string::npos) why.erase(0, at + 3);
@@ -294,7 +299,6 @@ void NatsLink::Impl::revive_loop() {
     const Status s = connect(c);
     install(std::move(c), s);
     reopened.fetch_add(1, std::memory_order_relaxed);
-    reconnects.fetch_add(1, std::memory_order_relaxed);  // watchers are re-created after it
     lock.lock();
   }
 }
@@ -313,12 +317,7 @@ Result<std::unique_ptr<NatsLink>> NatsLink::open(const NatsLinkOptions& o) {
     if (s.code() != Errc::state) return s;
     return Status{Errc::state, "NATS refused the connection: " + s.message()};
   }
-  std::swap(m->conn, c);
-  m->start_error = s ? std::string() : s.message();
-  {
-    std::lock_guard lock(m->done_mutex);
-    m->closed = m->closed || !s || natsConnection_IsClosed(m->conn.nc);
-  }
+  m->install(std::move(c), s);
   m->reviver = std::thread([m] { m->revive_loop(); });
   return std::unique_ptr<NatsLink>(new NatsLink(std::move(impl)));
 }
@@ -436,21 +435,9 @@ bool NatsLink::wait_connected(int64_t timeout_ms) const {
   return true;
 }
 
-size_t NatsLink::known_servers() const {
-  std::shared_lock lock(m_impl->conn_mutex);
-  return servers_known_to(m_impl->conn.nc);
-}
-
 // ---- key-value ------------------------------------------------------------------
 
 namespace {
-
-// The library's last error text for a failed call (it says more than the code).
-std::string last_error_text(natsStatus s) {
-  natsStatus code = s;
-  const char* text = nats_GetLastError(&code);
-  return text != nullptr && *text != '\0' ? std::string(text) : natsStatus_GetText(s);
-}
 
 bool is_wrong_sequence(const std::string& text) {
   return text.find("wrong last sequence") != std::string::npos ||

@@ -31,7 +31,6 @@ std::string NatsLink::server() const { return {}; }
 std::string NatsLink::last_error() const { return {}; }
 
 bool NatsLink::wait_connected(int64_t) const { return false; }
-size_t NatsLink::known_servers() const { return 0; }
 Result<std::unique_ptr<KeyValue>> NatsLink::key_value(const std::string&, int) {
   return Status{Errc::unsupported, "no NATS support in this build"};
 }

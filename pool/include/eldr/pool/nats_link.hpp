@@ -134,8 +134,6 @@ class NatsLink {
   std::string last_error() const;
   // Waits until connected (true) or timeout_ms passed (false).
   bool wait_connected(int64_t timeout_ms) const;
-  // Servers the client knows (given and discovered): how many NATS servers there are.
-  size_t known_servers() const;
   // The bucket, created when missing with `replicas` copies (0: as many as
   // there are servers, at most 3).
   Result<std::unique_ptr<KeyValue>> key_value(const std::string& bucket, int replicas = 0);
