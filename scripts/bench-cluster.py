@@ -40,13 +40,9 @@ import tempfile
 import time
 import urllib.request
 
+from loopback import free_port, stop_all
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_s(pid):
@@ -151,16 +147,7 @@ class Cluster:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def stop(self):
-        procs = [p for p, _ in self.nodes.values()] + [s[0] for s in self.servers] + self.others
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_all([p for p, _ in self.nodes.values()] + [s[0] for s in self.servers] + self.others)
 
 
 def held(status):

@@ -16,17 +16,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from loopback import free_port, stop_all
 
 
 def status(cli, instance):
@@ -167,14 +162,7 @@ def main():
                             "route_p50_us": lg["p50_ns"] / 1e3, "route_p99_us": lg["p99_ns"] / 1e3}
         print(json.dumps(result))
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
