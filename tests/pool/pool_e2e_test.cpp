@@ -371,6 +371,9 @@ TEST(PoolAuth, bad_credentials_are_refused_before_connecting) {
   EXPECT_EQ(eldr_pool_open_auth(url, "p", &auth, 200, &pool), ELDR_E_IO);
   EXPECT_NE(std::string(eldr_last_error_message()).find("/nonexistent/eldr-gateway.pw"),
             std::string::npos);
+  // A server list with no URL in it.
+  EXPECT_EQ(eldr_pool_open(" , ", "p", 200, &pool), ELDR_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(eldr_last_error_message()).find("no NATS server URL"), std::string::npos);
   EXPECT_EQ(pool, nullptr);
 }
 
@@ -787,6 +790,10 @@ TEST_F(PoolTest, malformed_messages_on_the_pool_subjects_are_counted_and_ignored
   })) << http_get(a.metrics_port, "/metrics");
   EXPECT_TRUE(eventually(
       [&] { return metric(b, "eldr_pool_malformed_total{fault=\"not_a_message\"}") == 3; }));
+  // An answer to a forwarded complete that is not a token: counted, nothing else.
+  publish_raw(servers[0].url(), "eldr.p" + tag + ".ack.a", {1, 2, 3});
+  EXPECT_TRUE(eventually([&] { return metric(a, "eldr_pool_remote_malformed_total") == 1; }))
+      << http_get(a.metrics_port, "/metrics");
   // Both still route and still hear each other.
   auto client = client_of(b);
   ASSERT_TRUE(client);
