@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "eldr/pool/nats_auth_apply.hpp"
+#include "eldr/pool/route_wire.hpp"
 
 namespace eldr::pool {
 
@@ -85,6 +86,9 @@ struct NatsLink::Impl {
     InboxMessage m;
     m.subject = natsMsg_GetSubject(msg);
     if (const char* reply = natsMsg_GetReply(msg); reply != nullptr) m.reply = reply;
+    if (const char* key = nullptr;
+        natsMsgHeader_Get(msg, kRouteKeyHeader, &key) == NATS_OK && key != nullptr)
+      m.route_key = key;
     const auto* data = reinterpret_cast<const uint8_t*>(natsMsg_GetData(msg));
     m.data.assign(data, data + natsMsg_GetDataLength(msg));
     natsMsg_Destroy(msg);

@@ -63,6 +63,10 @@ std::string complete_any_subject(std::string_view pool) {
   return "eldr." + std::string(pool) + ".complete";
 }
 
+std::string cancel_subject(std::string_view pool) {
+  return "eldr." + std::string(pool) + ".cancel";
+}
+
 uint32_t node_tag(std::string_view node) noexcept {
   return static_cast<uint32_t>(XXH3_64bits(node.data(), node.size()) & 0xffffff);
 }

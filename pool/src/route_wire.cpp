@@ -1,5 +1,7 @@
 #include "eldr/pool/route_wire.hpp"
 
+#include <cstdio>
+
 #include "eldr/pool/peer_wire.hpp"
 #include "eldr/route_msg_generated.h"
 
@@ -63,6 +65,45 @@ Result<RouteComplete> decode_route_complete(std::span<const uint8_t> bytes) {
   if (c == nullptr || c->request_id() == nullptr || c->completion_token() == 0)
     return Status{Errc::corrupt, "not a RouteComplete with a request id and a token"};
   return RouteComplete{c->request_id()->str(), c->completion_token()};
+}
+
+std::string format_route_key(uint64_t key) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(key));
+  return text;
+}
+
+uint64_t parse_route_key(std::string_view text) noexcept {
+  if (text.empty() || text.size() > 16) return 0;
+  uint64_t key = 0;
+  for (const char c : text) {
+    const int digit = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+    if (digit < 0) return 0;
+    key = key << 4 | static_cast<uint64_t>(digit);
+  }
+  return key;
+}
+
+std::vector<uint8_t> encode_route_cancel(std::string_view request_id, uint64_t route_key) {
+  flatbuffers::FlatBufferBuilder fbb(128);
+  const auto id = fbb.CreateString(request_id.data(), request_id.size());
+  fbb.Finish(fb::CreateRouteCancel(fbb, id, route_key));
+  return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
+}
+
+Result<RouteCancel> decode_route_cancel(std::span<const uint8_t> bytes) {
+  const std::vector<uint64_t> aligned = aligned_copy(bytes);
+  const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
+  flatbuffers::Verifier verifier(data, bytes.size());
+  const fb::RouteCancel* c = bytes.size() >= 8 && verifier.VerifyBuffer<fb::RouteCancel>(nullptr)
+                                 ? flatbuffers::GetRoot<fb::RouteCancel>(data)
+                                 : nullptr;
+  if (c == nullptr || c->request_id() == nullptr || c->route_key() == 0)
+    return Status{Errc::corrupt, "not a RouteCancel with a request id and a key"};
+  return RouteCancel{c->request_id()->str(), c->route_key()};
 }
 
 }  // namespace eldr::pool

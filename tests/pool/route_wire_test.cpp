@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace eldr::pool {
@@ -48,6 +49,26 @@ TEST(RouteWire, a_complete_round_trips_and_needs_its_token) {
             Errc::corrupt);
 }
 
+TEST(RouteWire, a_cancel_round_trips_and_needs_its_key) {
+  auto got = decode_route_cancel(encode_route_cancel("req-3", 0xfeedf00d12345678));
+  ASSERT_TRUE(got) << got.status().message();
+  EXPECT_EQ(got->request_id, "req-3");
+  EXPECT_EQ(got->route_key, 0xfeedf00d12345678u);
+  EXPECT_EQ(decode_route_cancel(encode_route_cancel("req-3", 0)).status().code(), Errc::corrupt);
+  EXPECT_EQ(decode_route_cancel({}).status().code(), Errc::corrupt);
+}
+
+TEST(RouteWire, a_route_key_is_sixteen_hex_digits_and_anything_else_is_none) {
+  for (const uint64_t key : {uint64_t{1}, uint64_t{0xabcdef}, ~uint64_t{0}}) {
+    const std::string text = format_route_key(key);
+    EXPECT_EQ(text.size(), 16u);
+    EXPECT_EQ(parse_route_key(text), key) << text;
+  }
+  EXPECT_EQ(parse_route_key("00000000000000FF"), 0xffu);  // either case
+  for (const char* bad : {"", "0", "0000000000000000", "00000000000000001", "12g4", "-1", " 1"})
+    EXPECT_EQ(parse_route_key(bad), 0u) << "'" << bad << "'";
+}
+
 TEST(RouteWire, other_bytes_are_corrupt_never_a_crash) {
   const std::vector<uint8_t> reply = encode_route_reply({});
   EXPECT_EQ(decode_route_reply({}).status().code(), Errc::corrupt);
@@ -59,6 +80,7 @@ TEST(RouteWire, other_bytes_are_corrupt_never_a_crash) {
     flipped[i] ^= 0xff;
     (void)decode_route_reply(flipped);
     (void)decode_route_complete(flipped);
+    (void)decode_route_cancel(flipped);
   }
 }
 

@@ -50,6 +50,7 @@ struct InboxMessage {
   std::string subject;
   std::string reply;  // a request's reply subject, or ""
   std::vector<uint8_t> data;
+  std::string route_key;  // its kRouteKeyHeader (route_wire.hpp) as sent, or ""
 };
 
 struct NatsLinkCounters {

@@ -1,8 +1,9 @@
 // Routing over NATS (schema/route_msg.fbs): the request is the ring's
 // FootprintMsg or PromptMsg (shm), the reply a RouteReply, and the complete that goes to
-// the node that routed it a RouteComplete. The daemon encodes replies and
-// decodes completes; a pool handle (capi) does the reverse. Bytes in, checked
-// values out: no NATS here.
+// the node that routed it a RouteComplete; a route whose answer the gateway
+// never heard is withdrawn by a RouteCancel to every node. The daemon encodes
+// replies and decodes completes and cancels; a pool handle (capi) does the
+// reverse. Bytes in, checked values out: no NATS here.
 #pragma once
 
 #include <cstdint>
@@ -42,5 +43,22 @@ struct RouteComplete {
 std::vector<uint8_t> encode_route_complete(std::string_view request_id, uint64_t token);
 // Verified; corrupt when not a RouteComplete or without a request id or token.
 Result<RouteComplete> decode_route_complete(std::span<const uint8_t> bytes);
+
+// The NATS header of a gateway's route request: a random key of the
+// gateway's own for this route (16 hex digits), which its RouteCancel
+// presents. A request without it cannot be cancelled (a client from before).
+inline constexpr const char* kRouteKeyHeader = "Eldr-Route-Key";
+std::string format_route_key(uint64_t key);
+// The key, or 0 when `text` is not 1..16 hex digits or is zero.
+uint64_t parse_route_key(std::string_view text) noexcept;
+
+struct RouteCancel {
+  std::string request_id;
+  uint64_t route_key = 0;
+};
+
+std::vector<uint8_t> encode_route_cancel(std::string_view request_id, uint64_t route_key);
+// Verified; corrupt when not a RouteCancel or without a request id or key.
+Result<RouteCancel> decode_route_cancel(std::span<const uint8_t> bytes);
 
 }  // namespace eldr::pool
