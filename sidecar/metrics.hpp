@@ -119,6 +119,9 @@ struct PoolGauge {
   uint64_t expired_peers = 0, restarts = 0, disconnects = 0, reconnects = 0, reopened = 0;
   uint64_t snapshot_too_large = 0;
   uint64_t remote_routes = 0, remote_malformed = 0;  // route over NATS
+  // Gateway routes withdrawn by their gateway's cancel: released here, or
+  // refused as they came (the cancel got here first).
+  uint64_t routes_cancelled = 0, routes_refused = 0;
   // Completes of requests another node routed: sent to the pool, and the
   // pool's that were ours and released a request here.
   uint64_t completes_forwarded = 0, completes_received = 0;

@@ -121,6 +121,13 @@ void render_pool(std::string& out, const PoolGauge& c) {
       {"eldr_pool_remote_malformed_total", "counter",
        "Route or complete requests over NATS refused as malformed (answered with the error).",
        d(c.remote_malformed)},
+      {"eldr_pool_routes_cancelled_total", "counter",
+       "Gateway routes this node made and released on their gateway's cancel "
+       "(eldr.<pool>.cancel): the gateway never heard the answer (a timeout, its server lost).",
+       d(c.routes_cancelled)},
+      {"eldr_pool_routes_refused_cancelled_total", "counter",
+       "Gateway routes refused as they came: their gateway had cancelled them already.",
+       d(c.routes_refused)},
       {"eldr_pool_completes_forwarded_total", "counter",
        "Completes (with a token) of requests this node does not hold, sent to every node "
        "(eldr.<pool>.complete): their token names no single peer (a node before token tags).",

@@ -30,9 +30,11 @@ std::string default_node_name() {
 
 namespace {
 
-constexpr size_t kMaxUnacked = size_t{1} << 16;    // forwards awaiting an answer
-constexpr uint64_t kForwardRetryNs = 250'000'000;  // first wait for an answer
-constexpr uint32_t kForwardTries = 8;              // sends, then given up (~12 s)
+constexpr size_t kMaxUnacked = size_t{1} << 16;     // forwards awaiting an answer
+constexpr uint64_t kForwardRetryNs = 250'000'000;   // first wait for an answer
+constexpr uint32_t kForwardTries = 8;               // sends, then given up (~12 s)
+constexpr size_t kGatewayRoutes = size_t{1} << 16;  // gateway routes whose key a node keeps
+constexpr size_t kCancelled = size_t{1} << 12;      // cancels kept for a route yet to come
 
 uint64_t random_incarnation() {
   std::random_device rd;
@@ -52,9 +54,12 @@ PoolNode::PoolNode(const PoolConfig& config, std::string node, Service& service,
       m_route_subject(route_subject(config.name)),
       m_complete_subject(complete_subject(config.name, m_encoder.node())),
       m_complete_any_subject(complete_any_subject(config.name)),
+      m_cancel_subject(cancel_subject(config.name)),
       m_ack_subject(ack_subject(config.name, m_encoder.node())),
       m_ack_prefix(ack_subject(config.name, "")),
       m_tag(pool::node_tag(m_encoder.node())),
+      m_gateway_routes(kGatewayRoutes),
+      m_cancelled(kCancelled),
       m_sample_encoder(m_encoder.node(), m_encoder.incarnation()),
       m_sample_subject(sample_subject(config.name, m_encoder.node())) {}
 
@@ -84,12 +89,12 @@ Result<std::unique_ptr<PoolNode>> PoolNode::create(const PoolConfig& config, Ser
   lo.name = "eldrd " + config.name + "/" + node;
   // The nodes' messages; requests to route (one node of the pool answers
   // each: a queue group); completes of the requests this node routed so,
-  // and the ones other nodes' engines sent for whichever node routed them.
-  lo.subscribe = {{pool_nodes_subject(config.name), ""},
-                  {route_subject(config.name), "eldr"},
-                  {complete_subject(config.name, node), ""},
-                  {complete_any_subject(config.name), ""},
-                  {ack_subject(config.name, node), ""}};
+  // and the ones other nodes' engines sent for whichever node routed them;
+  // gateways' cancels of the routes they never heard the answer to.
+  lo.subscribe = {
+      {pool_nodes_subject(config.name), ""},     {route_subject(config.name), "eldr"},
+      {complete_subject(config.name, node), ""}, {complete_any_subject(config.name), ""},
+      {ack_subject(config.name, node), ""},      {cancel_subject(config.name), ""}};
   if (refit) lo.subscribe.push_back({sample_subject(config.name, node), ""});
   lo.on_message = std::move(wake);
   auto link = NatsLink::open(lo);
@@ -238,6 +243,10 @@ size_t PoolNode::drain() {
       m_unacked.erase(token);
       continue;
     }
+    if (in.subject == m_cancel_subject) {
+      serve_cancel(in);
+      continue;
+    }
     if (in.subject == m_complete_subject || in.subject == m_complete_any_subject) {
       serve_complete(in, in.subject == m_complete_any_subject);
       continue;
@@ -281,14 +290,28 @@ void PoolNode::serve_route(const InboxMessage& in) {
       prompt ? shm::RecordType::prompt : shm::RecordType::footprint,
       prompt ? shm::detail::kPromptSchema : shm::detail::kFootprintSchema,
       {reinterpret_cast<const uint8_t*>(aligned.data()), in.data.size()}, record);
+  // A gateway's key for the route, which its cancel will present (none from
+  // a client before keys).
+  const uint64_t route_key = pool::parse_route_key(in.route_key);
   shm::DecisionIn d;
   std::string message;
   std::string request_id;
-  if (!s) {
-    ++m_remote_malformed;
-    d.status = static_cast<int32_t>(s.code());
+  const auto refuse = [&](Errc code, std::string why) {
+    d.status = static_cast<int32_t>(code);
     d.worker = -1;
-    message = s.message();
+    message = std::move(why);
+  };
+  if (!s || (!in.route_key.empty() && route_key == 0)) {
+    ++m_remote_malformed;
+    if (!s)
+      refuse(s.code(), s.message());
+    else
+      refuse(Errc::invalid_argument, std::string("the ") + pool::kRouteKeyHeader +
+                                         " header is not 1..16 hex digits, not zero");
+  } else if (route_key != 0 && m_cancelled.take(route_key)) {
+    // Its gateway gave up on it and said so before it came here.
+    ++m_routes_refused;
+    refuse(Errc::state, "the gateway cancelled this route before it reached a node");
   } else if (prompt) {
     ++m_remote_routes;
     shm::PromptIn p = record.prompt;
@@ -308,10 +331,31 @@ void PoolNode::serve_route(const InboxMessage& in) {
     d = m_service.route_remote(f);
     if (d.status != 0) message = "the daemon rejected the footprint";
   }
+  if (d.status == 0 && route_key != 0)
+    m_gateway_routes.put(request_id, {route_key, d.completion_token});
   const std::vector<uint8_t> reply =
       pool::encode_route_reply({d.status, message, request_id, d.worker, d.similarity, d.band_size,
                                 d.policy, d.table_epoch, d.completion_token, node(), d.confidence});
   (void)m_link->publish(in.reply, reply);
+}
+
+void PoolNode::serve_cancel(const InboxMessage& in) {
+  const auto c = pool::decode_route_cancel(in.data);
+  if (!c || !shm::validate_request_id(c->request_id).is_ok()) {
+    ++m_remote_malformed;
+    return;
+  }
+  // Every node hears it. Ours when we routed the id with that key: the
+  // request is released as its complete would (nothing when it completed
+  // already). Else its route may not have come yet: remembered, refused then.
+  if (const GatewayRoute* r = m_gateway_routes.find(c->request_id);
+      r != nullptr && r->key == c->route_key) {
+    const uint64_t token = r->token;
+    m_gateway_routes.take(c->request_id);
+    if (m_service.complete_for_pool(c->request_id, token)) ++m_routes_cancelled;
+    return;
+  }
+  m_cancelled.put(c->route_key, true);
 }
 
 void PoolNode::serve_complete(const InboxMessage& in, bool pool_wide) {
@@ -463,6 +507,8 @@ std::string PoolNode::maintain() {
   g.snapshot_too_large = m_snapshot_too_large;
   g.remote_routes = m_remote_routes;
   g.remote_malformed = m_remote_malformed;
+  g.routes_cancelled = m_routes_cancelled;
+  g.routes_refused = m_routes_refused;
   g.completes_forwarded = m_completes_forwarded;
   g.completes_direct = m_completes_direct;
   g.completes_resent = m_completes_resent;
@@ -508,6 +554,11 @@ std::string PoolNode::status_json(uint64_t now_ns) const {
                {"published_bytes", l.published_bytes},
                {"reopened", l.reopened}};
   const uint64_t revision = m_table_revision.load();
+  // Routes made for gateways over NATS, and those their gateway withdrew
+  // (it never heard the answer): released here, or refused as they came.
+  j["gateway_routes"] = {{"routed", m_remote_routes},
+                         {"cancelled", m_routes_cancelled},
+                         {"refused", m_routes_refused}};
   j["table_source"] = revision != 0 ? "pool" : "local";
   j["table_revision"] = revision != 0 ? nlohmann::json(revision) : nlohmann::json(nullptr);
   j["table_epoch"] = m_service.table_epoch();

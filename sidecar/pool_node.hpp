@@ -20,6 +20,7 @@
 #include "config.hpp"
 #include "eldr/pool/nats_link.hpp"
 #include "eldr/pool/peer_view.hpp"
+#include "eldr/pool/recent_map.hpp"
 #include "metrics.hpp"
 #include "service.hpp"
 
@@ -74,6 +75,9 @@ class PoolNode final : public PoolPublisher {
   // eldr.<pool>.complete.<node>: a RouteComplete of a request routed so;
   // eldr.<pool>.complete (pool_wide): one forwarded by another node.
   void serve_complete(const InboxMessage& in, bool pool_wide);
+  // eldr.<pool>.cancel: a gateway's RouteCancel of a route it never heard
+  // the answer to; released here when it routed here with that key.
+  void serve_cancel(const InboxMessage& in);
   std::string status_json(uint64_t now_ns) const;
   std::string not_connected_reason() const;
   // The table watcher's thread: the pool's table bucket, watched, each new
@@ -93,6 +97,7 @@ class PoolNode final : public PoolPublisher {
   std::string m_route_subject;
   std::string m_complete_subject;  // ours
   std::string m_complete_any_subject;
+  std::string m_cancel_subject;
   std::string m_ack_subject;  // ours: answers to the completes we forward
   std::string m_ack_prefix;   // "eldr.<pool>.ack.": where we answer, nowhere else
   uint32_t m_tag;             // node_tag(node): in our completion tokens
@@ -115,6 +120,19 @@ class PoolNode final : public PoolPublisher {
   uint64_t m_completes_resent = 0;      // forwards sent again (no answer yet)
   uint64_t m_completes_unanswered = 0;  // forwards given up on
   void resend_unacked(uint64_t now_ns);
+  // The gateway routes this node made, by request id: the key their request
+  // carried and the token they hold. And the keys cancelled before their
+  // route came here (the cancel overtook it): such a route is refused.
+  // Bounded, oldest forgotten first: a forgotten route can no longer be
+  // cancelled; a stale one's token releases nothing.
+  struct GatewayRoute {
+    uint64_t key = 0;
+    uint64_t token = 0;
+  };
+  RecentMap<std::string, GatewayRoute> m_gateway_routes;
+  RecentMap<uint64_t, bool> m_cancelled;
+  uint64_t m_routes_cancelled = 0;  // released by their gateway's cancel
+  uint64_t m_routes_refused = 0;    // refused: cancelled before they came
   uint64_t m_remote_routes = 0;     // footprints routed over NATS
   uint64_t m_remote_malformed = 0;  // route or complete requests refused as malformed
   std::unique_ptr<NatsLink> m_link;

@@ -2,17 +2,20 @@
 // (multi-node mode), for a gateway that has a footprint but no local sidecar.
 // The request is the ring's FootprintMsg, the reply a RouteReply
 // (pool/schema/route_msg.fbs); the complete goes to the node that routed the
-// request, which the handle remembers (bounded, oldest forgotten first).
+// request, which the handle remembers (bounded, oldest forgotten first). A
+// route whose answer never came (a timeout, the gateway's server lost) may
+// still have been booked at a node: the handle cancels it there with the
+// random key the request carried.
 #include <nats/nats.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "capi_args.hpp"
@@ -21,16 +24,21 @@
 #include "eldr/footprint.hpp"
 #include "eldr/pool/nats_auth_apply.hpp"
 #include "eldr/pool/nats_urls.hpp"
+#include "eldr/pool/peer_wire.hpp"
+#include "eldr/pool/recent_map.hpp"
 #include "eldr/pool/route_wire.hpp"
 #include "eldr/shm/records.hpp"
 
 struct eldr_pool {
+  static constexpr size_t kRemembered = size_t{1} << 16;  // requests whose node a handle keeps
   natsConnection* nc = nullptr;
   std::string route_subject;
   std::string complete_prefix;  // "eldr.<pool>.complete."
-  std::mutex mutex;             // the map below; the connection is thread-safe
-  std::unordered_map<std::string, std::string> node_of;  // request id -> node
-  std::deque<std::string> order;                         // oldest first
+  std::string cancel_subject;   // "eldr.<pool>.cancel"
+  bool headers = false;         // the server takes headers: routes carry a key
+  std::mutex mutex;             // the members below; the connection is thread-safe
+  eldr::pool::RecentMap<std::string, std::string> node_of{kRemembered};  // request id -> node
+  std::mt19937_64 keys{std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)};
   ~eldr_pool() {
     if (nc != nullptr) {
       natsConnection_Close(nc);
@@ -42,7 +50,6 @@ struct eldr_pool {
 namespace eldr::capi {
 namespace {
 
-constexpr size_t kRemembered = size_t{1} << 16;            // requests whose node a handle keeps
 constexpr auto kCompleteBudget = std::chrono::seconds(5);  // eldr_pool_complete tries this long
 
 eldr_status_t nats_fail(const char* fn, const std::string& what, natsStatus s) noexcept {
@@ -64,40 +71,88 @@ bool pool_name_ok(std::string_view name) noexcept {
   return true;
 }
 
+// Publishes `bytes` on `subject` until a server has them (a flush answered):
+// one that dies with them unsent loses them, so they go again across the
+// reconnect, for at most `budget`. The receivers take a second copy as a
+// no-op.
+natsStatus publish_until_taken(eldr_pool_t* pool, const std::string& subject,
+                               const std::vector<uint8_t>& bytes,
+                               std::chrono::milliseconds budget) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  for (;;) {
+    natsStatus s = natsConnection_Publish(pool->nc, subject.c_str(), bytes.data(),
+                                          static_cast<int>(bytes.size()));
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (s == NATS_OK) s = natsConnection_FlushTimeout(pool->nc, std::max<int64_t>(left, 1));
+    if (s == NATS_OK || std::chrono::steady_clock::now() >= deadline) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // reconnecting
+  }
+}
+
 // The request/reply of every eldr_pool_route*: `request` (a FootprintMsg
 // or a PromptMsg) to the pool's route subject, the RouteReply checked into out.
 eldr_status_t request_route(const char* fn, eldr_pool_t* pool, std::string_view id,
                             const std::vector<uint8_t>& request, uint32_t timeout_ms,
                             eldr_decision_t* out) {
+  const int timeout =
+      timeout_ms == 0 ? 2000 : static_cast<int>(std::min<uint32_t>(timeout_ms, INT32_MAX));
+  uint64_t key = 0;  // 0: a server without headers, the route cannot be cancelled
+  if (pool->headers) {
+    std::lock_guard lock(pool->mutex);
+    while (key == 0) key = pool->keys();
+  }
+  natsMsg* msg = nullptr;
+  natsStatus ns = natsMsg_Create(&msg, pool->route_subject.c_str(), nullptr,
+                                 reinterpret_cast<const char*>(request.data()),
+                                 static_cast<int>(request.size()));
+  if (ns == NATS_OK && key != 0)
+    ns = natsMsgHeader_Set(msg, eldr::pool::kRouteKeyHeader,
+                           eldr::pool::format_route_key(key).c_str());
   natsMsg* reply = nullptr;
-  const natsStatus ns =
-      natsConnection_Request(&reply, pool->nc, pool->route_subject.c_str(), request.data(),
-                             static_cast<int>(request.size()), timeout_ms == 0 ? 2000 : timeout_ms);
-  if (ns != NATS_OK)
-    return eldr::capi::nats_fail(fn, "no node of the pool answered on " + pool->route_subject, ns);
+  if (ns == NATS_OK) ns = natsConnection_RequestMsg(&reply, pool->nc, msg, timeout);
+  natsMsg_Destroy(msg);
+  // No answer, yet a node may have routed it (the answer lost with a
+  // server, or later than the timeout): withdrawn at that node, or refused
+  // there if the cancel gets there first. No responders: nobody got it.
+  const auto cancel = [&](eldr_status_t failed) -> eldr_status_t {
+    if (key == 0) return failed;
+    const natsStatus cs =
+        publish_until_taken(pool, pool->cancel_subject, eldr::pool::encode_route_cancel(id, key),
+                            std::chrono::milliseconds(timeout));
+    if (cs != NATS_OK)
+      return eldr::capi::nats_fail(fn,
+                                   "no answer for request '" + std::string(id) +
+                                       "', and its cancel could not be sent on " +
+                                       pool->cancel_subject,
+                                   cs);
+    return failed;
+  };
+  if (ns != NATS_OK) {
+    const eldr_status_t failed =
+        eldr::capi::nats_fail(fn, "no node of the pool answered on " + pool->route_subject, ns);
+    return ns == NATS_NO_RESPONDERS ? failed : cancel(failed);
+  }
   // The reply is as untrusted as anything else: verified, then each field.
   const int n = natsMsg_GetDataLength(reply);
   auto r = eldr::pool::decode_route_reply(
       {reinterpret_cast<const uint8_t*>(natsMsg_GetData(reply)), static_cast<size_t>(n)});
   natsMsg_Destroy(reply);
-  if (!r) return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is not a RouteReply");
+  if (!r)
+    return cancel(
+        fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is not a RouteReply"));
   if (r->status != 0) {
     const std::string why = r->message;
     return fail(r->status < 0 && r->status >= -64 ? r->status : ELDR_E_CORRUPT,
                 std::string(fn) + ": the pool rejected request '" + std::string(id) + "': " + why);
   }
   if (!eldr::capi::pool_name_ok(r->node) || r->request_id != id || r->worker < 0)
-    return fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is for another request");
+    return cancel(
+        fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is for another request"));
   {
     std::lock_guard lock(pool->mutex);
-    auto [it, fresh] = pool->node_of.insert_or_assign(std::string(id), r->node);
-    if (fresh) {
-      pool->order.push_back(it->first);
-      if (pool->order.size() > eldr::capi::kRemembered) {
-        pool->node_of.erase(pool->order.front());
-        pool->order.pop_front();
-      }
-    }
+    pool->node_of.put(std::string(id), r->node);
   }
   eldr::capi::write_decision({.worker = r->worker,
                               .similarity = r->similarity,
@@ -196,8 +251,10 @@ eldr_status_t eldr_pool_open_auth(const char* nats_urls, const char* pool,
     if (opts != nullptr) natsOptions_Destroy(opts);
     if (s != NATS_OK)
       return eldr::capi::nats_fail(fn, "cannot connect to " + eldr::pool::redact_url(nats_urls), s);
-    handle->route_subject = std::string("eldr.") + pool + ".route";
+    handle->route_subject = eldr::pool::route_subject(pool);
     handle->complete_prefix = std::string("eldr.") + pool + ".complete.";
+    handle->cancel_subject = eldr::pool::cancel_subject(pool);
+    handle->headers = natsConnection_HasHeaderSupport(handle->nc) == NATS_OK;
     *out = handle.release();
     return ELDR_OK;
   });
@@ -241,35 +298,21 @@ eldr_status_t eldr_pool_complete(eldr_pool_t* pool, const char* request_id,
     if (completion_token == 0)
       return fail(ELDR_E_INVALID_ARGUMENT,
                   std::string(fn) + ": a complete over NATS needs the decision's completion token");
-    std::string node;
+    std::optional<std::string> node;
     {
       std::lock_guard lock(pool->mutex);
-      const auto it = pool->node_of.find(std::string(id));
-      if (it == pool->node_of.end())
-        return fail(ELDR_E_NOT_FOUND, std::string(fn) + ": request '" + std::string(id) +
-                                          "' was not routed by this handle (or long ago)");
-      node = it->second;
-      pool->node_of.erase(it);  // its place in `order` is dropped when it comes up
+      node = pool->node_of.take(std::string(id));
     }
-    const std::vector<uint8_t> complete = eldr::pool::encode_route_complete(id, completion_token);
-    const std::string subject = pool->complete_prefix + node;
+    if (!node)
+      return fail(ELDR_E_NOT_FOUND, std::string(fn) + ": request '" + std::string(id) +
+                                        "' was not routed by this handle (or long ago)");
+    const std::string subject = pool->complete_prefix + *node;
     // A lost complete would hold the request in flight at its node for good,
-    // so it is not fire and forget: published until a server has it (a flush
-    // answered), across a reconnect (a server that dies with it unsent),
-    // for at most kCompleteBudget. A second copy releases nothing.
-    const auto deadline = std::chrono::steady_clock::now() + eldr::capi::kCompleteBudget;
-    natsStatus s = NATS_OK;
-    for (;;) {
-      s = natsConnection_Publish(pool->nc, subject.c_str(), complete.data(),
-                                 static_cast<int>(complete.size()));
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            deadline - std::chrono::steady_clock::now())
-                            .count();
-      if (s == NATS_OK) s = natsConnection_FlushTimeout(pool->nc, std::max<int64_t>(left, 1));
-      if (s == NATS_OK) return ELDR_OK;
-      if (std::chrono::steady_clock::now() >= deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // reconnecting
-    }
+    // so it is not fire and forget.
+    const natsStatus s = eldr::capi::publish_until_taken(
+        pool, subject, eldr::pool::encode_route_complete(id, completion_token),
+        eldr::capi::kCompleteBudget);
+    if (s == NATS_OK) return ELDR_OK;
     return eldr::capi::nats_fail(fn, "no NATS server took the complete on " + subject, s);
   });
 }

@@ -11,12 +11,15 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "eldr/cluster_table.hpp"
 #include "eldr/eldr.h"
 #include "eldr/eldr_prompt.h"
+#include "eldr/pool/route_wire.hpp"
 #include "eldr/shm.hpp"
+#include "eldr/shm/records.hpp"
 #include "process_support.hpp"
 #include "temp_dir.hpp"
 #include "test_tables.hpp"
@@ -407,17 +410,23 @@ TEST_F(PoolTest, a_secured_pool_routes_and_refuses_outsiders_and_gateways_the_no
   std::ofstream(d + "/node.pw") << "node-pw-" << tag << "\n";
   std::ofstream(d + "/gateway.pw") << "gateway-pw-" << tag << "\n";
   const std::string pool = "p" + tag;
-  std::ofstream(d + "/nats.conf")
-      << "tls {\n  cert_file: \"" << d << "/server.pem\"\n  key_file: \"" << d
-      << "/server.key\"\n  ca_file: \"" << d << "/ca.pem\"\n  verify: true\n  timeout: 2\n}\n"
-      << "authorization {\n  users = [\n"
-      << "    { user: node, password: \"node-pw-" << tag << "\", permissions: {\n"
-      << "        publish: [\"eldr." << pool << ".>\", \"$JS.>\", \"$KV.eldr_" << pool
-      << ".>\", \"$KV.eldr_" << pool << "_lease.>\", \"_INBOX.>\"]\n"
-      << "        subscribe: [\"eldr." << pool << ".>\", \"_INBOX.>\"] } }\n"
-      << "    { user: gateway, password: \"gateway-pw-" << tag << "\", permissions: {\n"
-      << "        publish: [\"eldr." << pool << ".route\", \"eldr." << pool
-      << ".complete.*\"]\n        subscribe: [\"_INBOX.>\"] } }\n  ]\n}\n";
+  std::ofstream(d + "/nats.conf") << "tls {\n  cert_file: \"" << d
+                                  << "/server.pem\"\n  key_file: \"" << d
+                                  << "/server.key\"\n  ca_file: \"" << d
+                                  << "/ca.pem\"\n  verify: true\n  timeout: 2\n}\n"
+                                  << "authorization {\n  users = [\n"
+                                  << "    { user: node, password: \"node-pw-" << tag
+                                  << "\", permissions: {\n"
+                                  << "        publish: [\"eldr." << pool
+                                  << ".>\", \"$JS.>\", \"$KV.eldr_" << pool << ".>\", \"$KV.eldr_"
+                                  << pool << "_lease.>\", \"_INBOX.>\"]\n"
+                                  << "        subscribe: [\"eldr." << pool
+                                  << ".>\", \"_INBOX.>\"] } }\n"
+                                  << "    { user: gateway, password: \"gateway-pw-" << tag
+                                  << "\", permissions: {\n"
+                                  << "        publish: [\"eldr." << pool << ".route\", \"eldr."
+                                  << pool << ".complete.*\", \"eldr." << pool << ".cancel\"]\n"
+                                  << "        subscribe: [\"_INBOX.>\"] } }\n  ]\n}\n";
   server_args = {"-c", d + "/nats.conf"};
   start_servers(1, true);
   const std::vector<std::string> tls = {"--nats-ca",       d + "/ca.pem", "--nats-cert",
@@ -1008,6 +1017,108 @@ TEST_F(PoolTest, a_gateway_without_a_sidecar_routes_through_any_node_over_nats) 
                metric(b, "eldr_pool_remote_malformed_total") ==
            3;
   }));
+}
+
+// A gateway whose route gets no answer (the node stalled past the timeout;
+// in a pool, the answer lost with the gateway's server) cancels it with the
+// route's key: the node that routed it releases it, or refuses it when the
+// cancel gets there first. Only the key the route carried cancels it.
+TEST_F(PoolTest, a_gateway_route_that_gets_no_answer_is_cancelled_where_it_was_routed) {
+  start_servers(1);
+  nodes.reserve(1);
+  Node& a = start_node("a");
+  ASSERT_TRUE(eventually([&] { return connected(a); }, 15s));
+  eldr_pool_t* pool = nullptr;
+  ASSERT_EQ(eldr_pool_open(servers[0].url().c_str(), ("p" + tag).c_str(), 2000, &pool), ELDR_OK)
+      << eldr_last_error_message();
+  std::vector<int16_t> counts(8, 0);
+  counts[1] = 5;
+  // The node stalls: the route and then its cancel wait in its socket.
+  ASSERT_EQ(kill(a.pid, SIGSTOP), 0);
+  eldr_decision_t d = ELDR_DECISION_INIT;
+  const eldr_status_t late = eldr_pool_route(pool, "late", counts.data(), 2, 4, 300, &d);
+  ASSERT_EQ(kill(a.pid, SIGCONT), 0);
+  EXPECT_EQ(late, ELDR_E_TIMEOUT) << eldr_last_error_message();
+  EXPECT_EQ(d.worker, -1);
+  EXPECT_TRUE(eventually([&] {
+    return metric(a, "eldr_pool_routes_cancelled_total") +
+               metric(a, "eldr_pool_routes_refused_cancelled_total") ==
+           1;
+  })) << read_file(a.log);
+  EXPECT_TRUE(eventually([&] { return inflight(a).first == 0; })) << pool_of(a).dump();
+  eldr_pool_free(pool);
+
+  // The same by hand, with keys of our choosing.
+  natsConnection* nc = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&nc, servers[0].url().c_str()), NATS_OK);
+  const std::string subject = "eldr.p" + tag;
+  const auto route = [&](const std::string& id, const std::string& key) {
+    shm::FootprintOut f;
+    f.request_id = id;
+    f.layers = 2;
+    f.experts = 4;
+    f.counts = counts;
+    std::vector<uint8_t> bytes;
+    EXPECT_TRUE(shm::detail::encode_footprint(f, bytes).is_ok());
+    natsMsg* msg = nullptr;
+    EXPECT_EQ(
+        natsMsg_Create(&msg, (subject + ".route").c_str(), nullptr,
+                       reinterpret_cast<const char*>(bytes.data()), static_cast<int>(bytes.size())),
+        NATS_OK);
+    if (!key.empty()) {
+      EXPECT_EQ(natsMsgHeader_Set(msg, eldr::pool::kRouteKeyHeader, key.c_str()), NATS_OK);
+    }
+    natsMsg* reply = nullptr;
+    EXPECT_EQ(natsConnection_RequestMsg(&reply, nc, msg, 2000), NATS_OK);
+    natsMsg_Destroy(msg);
+    pool::RouteReply r;
+    if (reply != nullptr) {
+      auto got =
+          eldr::pool::decode_route_reply({reinterpret_cast<const uint8_t*>(natsMsg_GetData(reply)),
+                                          static_cast<size_t>(natsMsg_GetDataLength(reply))});
+      if (got) r = *got;
+      natsMsg_Destroy(reply);
+    }
+    return r;
+  };
+  // Publishes a cancel, then garbage on the same subject: once the garbage
+  // is counted, the node has taken the cancel.
+  uint64_t malformed = metric(a, "eldr_pool_remote_malformed_total");
+  const auto cancel = [&](const std::string& id, uint64_t key) {
+    const auto bytes = eldr::pool::encode_route_cancel(id, key);
+    const char junk[] = "not a cancel";
+    EXPECT_EQ(natsConnection_Publish(nc, (subject + ".cancel").c_str(), bytes.data(),
+                                     static_cast<int>(bytes.size())),
+              NATS_OK);
+    EXPECT_EQ(natsConnection_Publish(nc, (subject + ".cancel").c_str(), junk, sizeof junk),
+              NATS_OK);
+    EXPECT_EQ(natsConnection_FlushTimeout(nc, 2000), NATS_OK);
+    ++malformed;
+    EXPECT_TRUE(
+        eventually([&] { return metric(a, "eldr_pool_remote_malformed_total") == malformed; }));
+  };
+  // Routed with a key: a cancel with another key or another id leaves it.
+  const pool::RouteReply kept = route("kept", eldr::pool::format_route_key(0x1234));
+  ASSERT_EQ(kept.status, 0) << kept.message;
+  ASSERT_TRUE(eventually([&] { return inflight(a).first == 1; })) << pool_of(a).dump();
+  cancel("kept", 0x1235);
+  cancel("other", 0x1234);
+  std::this_thread::sleep_for(300ms);  // three status refreshes: a wrong release would show
+  EXPECT_EQ(inflight(a).first, 1u);
+  cancel("kept", 0x1234);
+  EXPECT_TRUE(eventually([&] { return inflight(a).first == 0; })) << pool_of(a).dump();
+  // Cancelled before it came: refused, nothing booked.
+  cancel("early", 0x77);
+  const pool::RouteReply early = route("early", eldr::pool::format_route_key(0x77));
+  EXPECT_EQ(early.status, static_cast<int32_t>(Errc::state));
+  EXPECT_NE(early.message.find("cancelled"), std::string::npos) << early.message;
+  // A key that is no key: refused as malformed. None at all: routed, not cancellable.
+  EXPECT_EQ(route("bad-key", "xyz").status, static_cast<int32_t>(Errc::invalid_argument));
+  ++malformed;
+  EXPECT_EQ(route("no-key", "").status, 0);
+  EXPECT_TRUE(eventually([&] { return inflight(a).first == 1; })) << pool_of(a).dump();
+  natsConnection_Destroy(nc);
+  (void)nats_CloseAndWait(2000);
 }
 
 // Routing from the prompt over NATS: any node routes it with the table's

@@ -305,7 +305,11 @@ ELDR_API void eldr_pool_free(eldr_pool_t* pool);
  * timeout_ms (0: 2000) for the answer. out->completion_token is what
  * eldr_pool_complete presents. Errors: INVALID_ARGUMENT, SHAPE_MISMATCH,
  * OUT_OF_RANGE, NO_WORKER and the others a node answers with, TIMEOUT,
- * NO_DAEMON (no node subscribed), CORRUPT (an answer that does not verify). */
+ * NO_DAEMON (no node subscribed), CORRUPT (an answer that does not verify).
+ * When no answer came (TIMEOUT, a lost server, CORRUPT), a node may have
+ * booked the request: it is cancelled there (eldr.<pool>.cancel, with the
+ * route's own key) before the error returns, which takes at most timeout_ms
+ * more; the request id may then be routed again. */
 ELDR_API eldr_status_t eldr_pool_route(eldr_pool_t* pool, const char* request_id,
                                        const int16_t* counts, uint32_t layers, uint32_t experts,
                                        uint32_t timeout_ms, eldr_decision_t* out);
