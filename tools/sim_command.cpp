@@ -271,8 +271,8 @@ void add_router_options(CLI::App* sim, SimArgs* a) {
   sim->add_option("--routers", a->routers,
                   "routers sharing the fleet; each arrival goes to one at random")
       ->check(CLI::Range(1u, 64u));
-  sim->add_option("--view-delay-ms", a->view_delay_ms,
-                  "each router sees the others' routes and finishes this much later")
+  sim->add_option("--view-delay-ms,--staleness", a->view_delay_ms,
+                  "each router sees the others' routes and finishes this much later (ms)")
       ->check(CLI::Range(0.0, 60'000.0));
   sim->add_option("--bookings", a->bookings,
                   "what a router tells the others: footprints (counted and in the batch) | counts")
