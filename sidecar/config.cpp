@@ -199,6 +199,8 @@ Status read_pool(std::string_view source, const toml::table& table, PoolConfig& 
       ELDR_TRY(read_uint(source, key, node, pool.snapshot_ms, 50, 1000));
     } else if (k == "peer_timeout_ms") {
       ELDR_TRY(read_uint(source, key, node, pool.peer_timeout_ms, 200, 600000));
+    } else if (k == "gateway_timeout_ms") {
+      ELDR_TRY(read_uint(source, key, node, pool.gateway_timeout_ms, 2000, 3600000));
     } else if (k == "max_peer_bookings") {
       ELDR_TRY(read_uint(source, key, node, pool.max_peer_bookings, 1, 1u << 22));
     } else if (k == "anticipate") {

@@ -50,12 +50,15 @@ struct RouterConfig {
 // [pool]: this node is one of several eldrd nodes routing one decode pool
 // together over NATS (multi-node mode).
 struct PoolConfig {
-  std::vector<std::string> nats;          // server URLs; empty: this node routes alone
-  pool::NatsAuth auth;                    // TLS and credentials for those servers
-  std::string node;                       // this node's name; empty: the host name
-  std::string name = "default";           // the pool's name
-  uint32_t snapshot_ms = 500;             // our in-flight requests, for every node, this often
-  uint32_t peer_timeout_ms = 3000;        // a node silent this long: its bookings expire
+  std::vector<std::string> nats;    // server URLs; empty: this node routes alone
+  pool::NatsAuth auth;              // TLS and credentials for those servers
+  std::string node;                 // this node's name; empty: the host name
+  std::string name = "default";     // the pool's name
+  uint32_t snapshot_ms = 500;       // our in-flight requests, for every node, this often
+  uint32_t peer_timeout_ms = 3000;  // a node silent this long: its bookings expire
+  // A gateway (pool handle) silent this long (it beats every second): the
+  // requests it routed through this node are released.
+  uint32_t gateway_timeout_ms = 10000;
   uint32_t max_peer_bookings = 1u << 16;  // all peers' requests in flight, together
   bool anticipate = true;                 // PeerTwins: count the peers' picks not heard of yet
   // Bookings carry the request's demand codes (compact, O(cost cells)), or

@@ -122,6 +122,7 @@ struct PoolGauge {
   // Gateway routes withdrawn by their gateway's cancel: released here, or
   // refused as they came (the cancel got here first).
   uint64_t routes_cancelled = 0, routes_refused = 0;
+  uint64_t routes_orphaned = 0;  // released: their gateway went silent or left
   // Completes of requests another node routed: sent to the pool, and the
   // pool's that were ours and released a request here.
   uint64_t completes_forwarded = 0, completes_received = 0;

@@ -128,6 +128,10 @@ void render_pool(std::string& out, const PoolGauge& c) {
       {"eldr_pool_routes_refused_cancelled_total", "counter",
        "Gateway routes refused as they came: their gateway had cancelled them already.",
        d(c.routes_refused)},
+      {"eldr_pool_routes_orphaned_total", "counter",
+       "Gateway routes this node made and released because their gateway (pool handle) went "
+       "silent for gateway_timeout_ms or was freed: nobody was left to complete them.",
+       d(c.routes_orphaned)},
       {"eldr_pool_completes_forwarded_total", "counter",
        "Completes (with a token) of requests this node does not hold, sent to every node "
        "(eldr.<pool>.complete): their token names no single peer (a node before token tags).",

@@ -55,6 +55,7 @@ PoolNode::PoolNode(const PoolConfig& config, std::string node, Service& service,
       m_complete_subject(complete_subject(config.name, m_encoder.node())),
       m_complete_any_subject(complete_any_subject(config.name)),
       m_cancel_subject(cancel_subject(config.name)),
+      m_gateway_subject(gateway_subject(config.name)),
       m_ack_subject(ack_subject(config.name, m_encoder.node())),
       m_ack_prefix(ack_subject(config.name, "")),
       m_tag(pool::node_tag(m_encoder.node())),
@@ -90,11 +91,13 @@ Result<std::unique_ptr<PoolNode>> PoolNode::create(const PoolConfig& config, Ser
   // The nodes' messages; requests to route (one node of the pool answers
   // each: a queue group); completes of the requests this node routed so,
   // and the ones other nodes' engines sent for whichever node routed them;
-  // gateways' cancels of the routes they never heard the answer to.
+  // gateways' cancels of the routes they never heard the answer to, and
+  // their beats.
   lo.subscribe = {
       {pool_nodes_subject(config.name), ""},     {route_subject(config.name), "eldr"},
       {complete_subject(config.name, node), ""}, {complete_any_subject(config.name), ""},
-      {ack_subject(config.name, node), ""},      {cancel_subject(config.name), ""}};
+      {ack_subject(config.name, node), ""},      {cancel_subject(config.name), ""},
+      {gateway_subject(config.name), ""}};
   if (refit) lo.subscribe.push_back({sample_subject(config.name, node), ""});
   lo.on_message = std::move(wake);
   auto link = NatsLink::open(lo);
@@ -247,6 +250,10 @@ size_t PoolNode::drain() {
       serve_cancel(in);
       continue;
     }
+    if (in.subject == m_gateway_subject) {
+      serve_gateway_beat(in);
+      continue;
+    }
     if (in.subject == m_complete_subject || in.subject == m_complete_any_subject) {
       serve_complete(in, in.subject == m_complete_any_subject);
       continue;
@@ -290,9 +297,10 @@ void PoolNode::serve_route(const InboxMessage& in) {
       prompt ? shm::RecordType::prompt : shm::RecordType::footprint,
       prompt ? shm::detail::kPromptSchema : shm::detail::kFootprintSchema,
       {reinterpret_cast<const uint8_t*>(aligned.data()), in.data.size()}, record);
-  // A gateway's key for the route, which its cancel will present (none from
-  // a client before keys).
-  const uint64_t route_key = pool::parse_route_key(in.route_key);
+  // A gateway's key for the route, which its cancel will present, and the
+  // gateway's id (none from a client before them).
+  const uint64_t route_key = pool::parse_key(in.route_key);
+  const uint64_t gateway = pool::parse_key(in.gateway);
   shm::DecisionIn d;
   std::string message;
   std::string request_id;
@@ -301,13 +309,16 @@ void PoolNode::serve_route(const InboxMessage& in) {
     d.worker = -1;
     message = std::move(why);
   };
-  if (!s || (!in.route_key.empty() && route_key == 0)) {
+  const char* bad_header = !in.route_key.empty() && route_key == 0 ? pool::kRouteKeyHeader
+                           : !in.gateway.empty() && gateway == 0   ? pool::kGatewayHeader
+                                                                   : nullptr;
+  if (!s || bad_header != nullptr) {
     ++m_remote_malformed;
     if (!s)
       refuse(s.code(), s.message());
     else
-      refuse(Errc::invalid_argument, std::string("the ") + pool::kRouteKeyHeader +
-                                         " header is not 1..16 hex digits, not zero");
+      refuse(Errc::invalid_argument,
+             std::string("the ") + bad_header + " header is not 1..16 hex digits, not zero");
   } else if (route_key != 0 && m_cancelled.take(route_key)) {
     // Its gateway gave up on it and said so before it came here.
     ++m_routes_refused;
@@ -331,8 +342,13 @@ void PoolNode::serve_route(const InboxMessage& in) {
     d = m_service.route_remote(f);
     if (d.status != 0) message = "the daemon rejected the footprint";
   }
-  if (d.status == 0 && route_key != 0)
-    m_gateway_routes.put(request_id, {route_key, d.completion_token});
+  if (d.status == 0 && route_key != 0) {
+    m_gateway_routes.put(request_id, {route_key, gateway, d.completion_token});
+    // Its gateway is heard of (bounded: past that, a new gateway's routes
+    // stay until completed or forgotten).
+    if (gateway != 0 && (m_gateways.size() < kGatewayRoutes || m_gateways.contains(gateway)))
+      m_gateways.insert_or_assign(gateway, monotonic_ns());
+  }
   const std::vector<uint8_t> reply =
       pool::encode_route_reply({d.status, message, request_id, d.worker, d.similarity, d.band_size,
                                 d.policy, d.table_epoch, d.completion_token, node(), d.confidence});
@@ -356,6 +372,47 @@ void PoolNode::serve_cancel(const InboxMessage& in) {
     return;
   }
   m_cancelled.put(c->route_key, true);
+}
+
+void PoolNode::serve_gateway_beat(const InboxMessage& in) {
+  const auto b = pool::decode_gateway_beat(in.data);
+  if (!b) {
+    ++m_remote_malformed;
+    return;
+  }
+  // Only the gateways with routes here are followed.
+  const auto it = m_gateways.find(b->gateway);
+  if (it == m_gateways.end()) return;
+  if (b->leaving)
+    release_gateway(b->gateway, "left");
+  else
+    it->second = monotonic_ns();
+}
+
+void PoolNode::expire_gateways(uint64_t now_ns) {
+  const uint64_t timeout = uint64_t{m_config.gateway_timeout_ms} * 1'000'000;
+  std::vector<uint64_t> silent;
+  for (const auto& [gateway, heard_ns] : m_gateways)
+    if (now_ns > heard_ns + timeout) silent.push_back(gateway);
+  for (const uint64_t gateway : silent) release_gateway(gateway, "went silent");
+}
+
+void PoolNode::release_gateway(uint64_t gateway, const char* why) {
+  // Its routes still held here can never be completed or cancelled now.
+  std::vector<std::pair<std::string, uint64_t>> routes;
+  m_gateway_routes.for_each([&](const std::string& id, const GatewayRoute& r) {
+    if (r.gateway == gateway) routes.emplace_back(id, r.token);
+  });
+  size_t released = 0;
+  for (const auto& [id, token] : routes) {
+    m_gateway_routes.take(id);
+    if (m_service.complete_for_pool(id, token)) ++released;
+  }
+  m_gateways.erase(gateway);
+  m_routes_orphaned += released;
+  if (released > 0)
+    ELDR_LOG(warn, "pool: gateway %s %s: released the %zu requests it routed here",
+             pool::format_key(gateway).c_str(), why, released);
 }
 
 void PoolNode::serve_complete(const InboxMessage& in, bool pool_wide) {
@@ -451,7 +508,12 @@ std::string PoolNode::maintain() {
                "pool: NATS connection lost: routing on the last view plus this node's own "
                "bookings, reconnecting");
     m_was_connected = connected;
-    if (connected) m_next_snapshot_ns = 0;  // tell everyone where we stand at once
+    if (connected) {
+      m_next_snapshot_ns = 0;  // tell everyone where we stand at once
+      // Beats went unheard while we were away: the gateways get a timeout
+      // from now before their routes go.
+      for (auto& [gateway, heard_ns] : m_gateways) heard_ns = now;
+    }
   }
   // Not in the pool (never joined, or lost): say why as soon as NATS says it,
   // once per reason; the library keeps retrying.
@@ -468,6 +530,7 @@ std::string PoolNode::maintain() {
     m_next_snapshot_ns = now + uint64_t{m_config.snapshot_ms} * 1'000'000;
   }
   resend_unacked(now);
+  if (connected) expire_gateways(now);
   for (const std::string& gone : m_view->expire(now))
     ELDR_LOG(warn, "pool: node %s silent for %u ms: its bookings expired", gone.c_str(),
              m_config.peer_timeout_ms);
@@ -509,6 +572,7 @@ std::string PoolNode::maintain() {
   g.remote_malformed = m_remote_malformed;
   g.routes_cancelled = m_routes_cancelled;
   g.routes_refused = m_routes_refused;
+  g.routes_orphaned = m_routes_orphaned;
   g.completes_forwarded = m_completes_forwarded;
   g.completes_direct = m_completes_direct;
   g.completes_resent = m_completes_resent;
@@ -558,7 +622,9 @@ std::string PoolNode::status_json(uint64_t now_ns) const {
   // (it never heard the answer): released here, or refused as they came.
   j["gateway_routes"] = {{"routed", m_remote_routes},
                          {"cancelled", m_routes_cancelled},
-                         {"refused", m_routes_refused}};
+                         {"refused", m_routes_refused},
+                         {"orphaned", m_routes_orphaned},
+                         {"gateways", m_gateways.size()}};
   j["table_source"] = revision != 0 ? "pool" : "local";
   j["table_revision"] = revision != 0 ? nlohmann::json(revision) : nlohmann::json(nullptr);
   j["table_epoch"] = m_service.table_epoch();

@@ -78,6 +78,12 @@ class PoolNode final : public PoolPublisher {
   // eldr.<pool>.cancel: a gateway's RouteCancel of a route it never heard
   // the answer to; released here when it routed here with that key.
   void serve_cancel(const InboxMessage& in);
+  // eldr.<pool>.gateway: a pool handle's GatewayBeat.
+  void serve_gateway_beat(const InboxMessage& in);
+  // Releases the routes of gateways not heard for gateway_timeout_ms, or
+  // that said they are leaving (maintain, when connected).
+  void expire_gateways(uint64_t now_ns);
+  void release_gateway(uint64_t gateway, const char* why);
   std::string status_json(uint64_t now_ns) const;
   std::string not_connected_reason() const;
   // The table watcher's thread: the pool's table bucket, watched, each new
@@ -98,6 +104,7 @@ class PoolNode final : public PoolPublisher {
   std::string m_complete_subject;  // ours
   std::string m_complete_any_subject;
   std::string m_cancel_subject;
+  std::string m_gateway_subject;
   std::string m_ack_subject;  // ours: answers to the completes we forward
   std::string m_ack_prefix;   // "eldr.<pool>.ack.": where we answer, nowhere else
   uint32_t m_tag;             // node_tag(node): in our completion tokens
@@ -121,18 +128,25 @@ class PoolNode final : public PoolPublisher {
   uint64_t m_completes_unanswered = 0;  // forwards given up on
   void resend_unacked(uint64_t now_ns);
   // The gateway routes this node made, by request id: the key their request
-  // carried and the token they hold. And the keys cancelled before their
-  // route came here (the cancel overtook it): such a route is refused.
-  // Bounded, oldest forgotten first: a forgotten route can no longer be
-  // cancelled; a stale one's token releases nothing.
+  // carried, the gateway (pool handle) that sent it and the token they hold.
+  // And the keys cancelled before their route came here (the cancel
+  // overtook it): such a route is refused. Bounded, oldest forgotten first:
+  // a forgotten route can no longer be cancelled; a stale one's token
+  // releases nothing.
   struct GatewayRoute {
     uint64_t key = 0;
+    uint64_t gateway = 0;
     uint64_t token = 0;
   };
   RecentMap<std::string, GatewayRoute> m_gateway_routes;
   RecentMap<uint64_t, bool> m_cancelled;
+  // The gateways with routes here, by id: when last heard (a beat or a
+  // route). One silent for gateway_timeout_ms (a crashed gateway) has its
+  // routes released: nobody is left to complete them.
+  std::unordered_map<uint64_t, uint64_t> m_gateways;
   uint64_t m_routes_cancelled = 0;  // released by their gateway's cancel
   uint64_t m_routes_refused = 0;    // refused: cancelled before they came
+  uint64_t m_routes_orphaned = 0;   // released: their gateway went silent or left
   uint64_t m_remote_routes = 0;     // footprints routed over NATS
   uint64_t m_remote_malformed = 0;  // route or complete requests refused as malformed
   std::unique_ptr<NatsLink> m_link;

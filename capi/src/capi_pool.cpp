@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -31,15 +32,57 @@
 
 struct eldr_pool {
   static constexpr size_t kRemembered = size_t{1} << 16;  // requests whose node a handle keeps
+  static constexpr auto kBeatPeriod = std::chrono::seconds(1);
   natsConnection* nc = nullptr;
   std::string route_subject;
   std::string complete_prefix;  // "eldr.<pool>.complete."
   std::string cancel_subject;   // "eldr.<pool>.cancel"
-  bool headers = false;         // the server takes headers: routes carry a key
-  std::mutex mutex;             // the members below; the connection is thread-safe
+  std::string gateway_subject;  // "eldr.<pool>.gateway"
+  // The server takes headers: routes carry a key and this handle's id, and
+  // the handle beats, so that the nodes release its routes if it dies.
+  bool headers = false;
+  uint64_t gateway = 0;  // this handle's id (random)
+  std::mutex mutex;      // the members below; the connection is thread-safe
   eldr::pool::RecentMap<std::string, std::string> node_of{kRemembered};  // request id -> node
   std::mt19937_64 keys{std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)};
+  bool stopping = false;
+  std::condition_variable stop;
+  std::thread beater;
+
+  uint64_t next_key() {
+    std::lock_guard lock(mutex);
+    uint64_t key = 0;
+    while (key == 0) key = keys();
+    return key;
+  }
+  void beat(bool leaving) const {
+    const auto bytes = eldr::pool::encode_gateway_beat({gateway, leaving});
+    (void)natsConnection_Publish(nc, gateway_subject.c_str(), bytes.data(),
+                                 static_cast<int>(bytes.size()));
+  }
+  void start_beating() {
+    gateway = next_key();
+    beater = std::thread([this] {
+      std::unique_lock lock(mutex);
+      while (!stop.wait_for(lock, kBeatPeriod, [this] { return stopping; })) {
+        lock.unlock();  // routes and completes go on meanwhile
+        beat(false);
+        lock.lock();
+      }
+    });
+  }
   ~eldr_pool() {
+    if (beater.joinable()) {
+      {
+        std::lock_guard lock(mutex);
+        stopping = true;
+      }
+      stop.notify_all();
+      beater.join();
+      // Its routes can never complete now: the nodes release them at once.
+      beat(true);
+      (void)natsConnection_FlushTimeout(nc, 500);
+    }
     if (nc != nullptr) {
       natsConnection_Close(nc);
       natsConnection_Destroy(nc);
@@ -98,18 +141,17 @@ eldr_status_t request_route(const char* fn, eldr_pool_t* pool, std::string_view 
                             eldr_decision_t* out) {
   const int timeout =
       timeout_ms == 0 ? 2000 : static_cast<int>(std::min<uint32_t>(timeout_ms, INT32_MAX));
-  uint64_t key = 0;  // 0: a server without headers, the route cannot be cancelled
-  if (pool->headers) {
-    std::lock_guard lock(pool->mutex);
-    while (key == 0) key = pool->keys();
-  }
+  // 0: a server without headers, the route cannot be cancelled
+  const uint64_t key = pool->headers ? pool->next_key() : 0;
   natsMsg* msg = nullptr;
   natsStatus ns = natsMsg_Create(&msg, pool->route_subject.c_str(), nullptr,
                                  reinterpret_cast<const char*>(request.data()),
                                  static_cast<int>(request.size()));
   if (ns == NATS_OK && key != 0)
-    ns = natsMsgHeader_Set(msg, eldr::pool::kRouteKeyHeader,
-                           eldr::pool::format_route_key(key).c_str());
+    ns = natsMsgHeader_Set(msg, eldr::pool::kRouteKeyHeader, eldr::pool::format_key(key).c_str());
+  if (ns == NATS_OK && key != 0)
+    ns = natsMsgHeader_Set(msg, eldr::pool::kGatewayHeader,
+                           eldr::pool::format_key(pool->gateway).c_str());
   natsMsg* reply = nullptr;
   if (ns == NATS_OK) ns = natsConnection_RequestMsg(&reply, pool->nc, msg, timeout);
   natsMsg_Destroy(msg);
@@ -254,7 +296,9 @@ eldr_status_t eldr_pool_open_auth(const char* nats_urls, const char* pool,
     handle->route_subject = eldr::pool::route_subject(pool);
     handle->complete_prefix = std::string("eldr.") + pool + ".complete.";
     handle->cancel_subject = eldr::pool::cancel_subject(pool);
+    handle->gateway_subject = eldr::pool::gateway_subject(pool);
     handle->headers = natsConnection_HasHeaderSupport(handle->nc) == NATS_OK;
+    if (handle->headers) handle->start_beating();
     *out = handle.release();
     return ELDR_OK;
   });

@@ -86,9 +86,10 @@ struct NatsLink::Impl {
     InboxMessage m;
     m.subject = natsMsg_GetSubject(msg);
     if (const char* reply = natsMsg_GetReply(msg); reply != nullptr) m.reply = reply;
-    if (const char* key = nullptr;
-        natsMsgHeader_Get(msg, kRouteKeyHeader, &key) == NATS_OK && key != nullptr)
-      m.route_key = key;
+    if (const char* v = nullptr; natsMsgHeader_Get(msg, kRouteKeyHeader, &v) == NATS_OK && v)
+      m.route_key = v;
+    if (const char* v = nullptr; natsMsgHeader_Get(msg, kGatewayHeader, &v) == NATS_OK && v)
+      m.gateway = v;
     const auto* data = reinterpret_cast<const uint8_t*>(natsMsg_GetData(msg));
     m.data.assign(data, data + natsMsg_GetDataLength(msg));
     natsMsg_Destroy(msg);

@@ -67,6 +67,10 @@ std::string cancel_subject(std::string_view pool) {
   return "eldr." + std::string(pool) + ".cancel";
 }
 
+std::string gateway_subject(std::string_view pool) {
+  return "eldr." + std::string(pool) + ".gateway";
+}
+
 uint32_t node_tag(std::string_view node) noexcept {
   return static_cast<uint32_t>(XXH3_64bits(node.data(), node.size()) & 0xffffff);
 }

@@ -67,13 +67,13 @@ Result<RouteComplete> decode_route_complete(std::span<const uint8_t> bytes) {
   return RouteComplete{c->request_id()->str(), c->completion_token()};
 }
 
-std::string format_route_key(uint64_t key) {
+std::string format_key(uint64_t key) {
   char text[17];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(key));
   return text;
 }
 
-uint64_t parse_route_key(std::string_view text) noexcept {
+uint64_t parse_key(std::string_view text) noexcept {
   if (text.empty() || text.size() > 16) return 0;
   uint64_t key = 0;
   for (const char c : text) {
@@ -104,6 +104,24 @@ Result<RouteCancel> decode_route_cancel(std::span<const uint8_t> bytes) {
   if (c == nullptr || c->request_id() == nullptr || c->route_key() == 0)
     return Status{Errc::corrupt, "not a RouteCancel with a request id and a key"};
   return RouteCancel{c->request_id()->str(), c->route_key()};
+}
+
+std::vector<uint8_t> encode_gateway_beat(const GatewayBeat& beat) {
+  flatbuffers::FlatBufferBuilder fbb(64);
+  fbb.Finish(fb::CreateGatewayBeat(fbb, beat.gateway, beat.leaving));
+  return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
+}
+
+Result<GatewayBeat> decode_gateway_beat(std::span<const uint8_t> bytes) {
+  const std::vector<uint64_t> aligned = aligned_copy(bytes);
+  const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
+  flatbuffers::Verifier verifier(data, bytes.size());
+  const fb::GatewayBeat* b = bytes.size() >= 8 && verifier.VerifyBuffer<fb::GatewayBeat>(nullptr)
+                                 ? flatbuffers::GetRoot<fb::GatewayBeat>(data)
+                                 : nullptr;
+  if (b == nullptr || b->gateway() == 0)
+    return Status{Errc::corrupt, "not a GatewayBeat with a gateway id"};
+  return GatewayBeat{b->gateway(), b->leaving()};
 }
 
 }  // namespace eldr::pool

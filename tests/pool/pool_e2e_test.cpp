@@ -410,23 +410,18 @@ TEST_F(PoolTest, a_secured_pool_routes_and_refuses_outsiders_and_gateways_the_no
   std::ofstream(d + "/node.pw") << "node-pw-" << tag << "\n";
   std::ofstream(d + "/gateway.pw") << "gateway-pw-" << tag << "\n";
   const std::string pool = "p" + tag;
-  std::ofstream(d + "/nats.conf") << "tls {\n  cert_file: \"" << d
-                                  << "/server.pem\"\n  key_file: \"" << d
-                                  << "/server.key\"\n  ca_file: \"" << d
-                                  << "/ca.pem\"\n  verify: true\n  timeout: 2\n}\n"
-                                  << "authorization {\n  users = [\n"
-                                  << "    { user: node, password: \"node-pw-" << tag
-                                  << "\", permissions: {\n"
-                                  << "        publish: [\"eldr." << pool
-                                  << ".>\", \"$JS.>\", \"$KV.eldr_" << pool << ".>\", \"$KV.eldr_"
-                                  << pool << "_lease.>\", \"_INBOX.>\"]\n"
-                                  << "        subscribe: [\"eldr." << pool
-                                  << ".>\", \"_INBOX.>\"] } }\n"
-                                  << "    { user: gateway, password: \"gateway-pw-" << tag
-                                  << "\", permissions: {\n"
-                                  << "        publish: [\"eldr." << pool << ".route\", \"eldr."
-                                  << pool << ".complete.*\", \"eldr." << pool << ".cancel\"]\n"
-                                  << "        subscribe: [\"_INBOX.>\"] } }\n  ]\n}\n";
+  std::ofstream(d + "/nats.conf")
+      << "tls {\n  cert_file: \"" << d << "/server.pem\"\n  key_file: \"" << d
+      << "/server.key\"\n  ca_file: \"" << d << "/ca.pem\"\n  verify: true\n  timeout: 2\n}\n"
+      << "authorization {\n  users = [\n"
+      << "    { user: node, password: \"node-pw-" << tag << "\", permissions: {\n"
+      << "        publish: [\"eldr." << pool << ".>\", \"$JS.>\", \"$KV.eldr_" << pool
+      << ".>\", \"$KV.eldr_" << pool << "_lease.>\", \"_INBOX.>\"]\n"
+      << "        subscribe: [\"eldr." << pool << ".>\", \"_INBOX.>\"] } }\n"
+      << "    { user: gateway, password: \"gateway-pw-" << tag << "\", permissions: {\n"
+      << "        publish: [\"eldr." << pool << ".route\", \"eldr." << pool
+      << ".complete.*\", \"eldr." << pool << ".cancel\", \"eldr." << pool << ".gateway\"]\n"
+      << "        subscribe: [\"_INBOX.>\"] } }\n  ]\n}\n";
   server_args = {"-c", d + "/nats.conf"};
   start_servers(1, true);
   const std::vector<std::string> tls = {"--nats-ca",       d + "/ca.pem", "--nats-cert",
@@ -1098,7 +1093,7 @@ TEST_F(PoolTest, a_gateway_route_that_gets_no_answer_is_cancelled_where_it_was_r
         eventually([&] { return metric(a, "eldr_pool_remote_malformed_total") == malformed; }));
   };
   // Routed with a key: a cancel with another key or another id leaves it.
-  const pool::RouteReply kept = route("kept", eldr::pool::format_route_key(0x1234));
+  const pool::RouteReply kept = route("kept", eldr::pool::format_key(0x1234));
   ASSERT_EQ(kept.status, 0) << kept.message;
   ASSERT_TRUE(eventually([&] { return inflight(a).first == 1; })) << pool_of(a).dump();
   cancel("kept", 0x1235);
@@ -1109,7 +1104,7 @@ TEST_F(PoolTest, a_gateway_route_that_gets_no_answer_is_cancelled_where_it_was_r
   EXPECT_TRUE(eventually([&] { return inflight(a).first == 0; })) << pool_of(a).dump();
   // Cancelled before it came: refused, nothing booked.
   cancel("early", 0x77);
-  const pool::RouteReply early = route("early", eldr::pool::format_route_key(0x77));
+  const pool::RouteReply early = route("early", eldr::pool::format_key(0x77));
   EXPECT_EQ(early.status, static_cast<int32_t>(Errc::state));
   EXPECT_NE(early.message.find("cancelled"), std::string::npos) << early.message;
   // A key that is no key: refused as malformed. None at all: routed, not cancellable.
@@ -1119,6 +1114,62 @@ TEST_F(PoolTest, a_gateway_route_that_gets_no_answer_is_cancelled_where_it_was_r
   EXPECT_TRUE(eventually([&] { return inflight(a).first == 1; })) << pool_of(a).dump();
   natsConnection_Destroy(nc);
   (void)nats_CloseAndWait(2000);
+}
+
+// A gateway routing over NATS beats every second. One that dies (SIGKILL)
+// leaves requests nobody can complete: the node that routed them releases
+// them once it has not heard the gateway for gateway_timeout_ms. A live one
+// keeps its requests however long they run; one freed with requests open
+// has them released at once.
+TEST_F(PoolTest, the_requests_of_a_gateway_that_dies_are_released_where_they_were_routed) {
+  if (std::string_view(ELDR_CLI_PATH).empty()) GTEST_SKIP() << "the eldr CLI is not built";
+  const std::string config = dir.file("gateway_timeout.toml");
+  std::ofstream(config) << read_file(config_path) << "gateway_timeout_ms = 2000\n";  // in [pool]
+  start_servers(1);
+  nodes.reserve(1);
+  Node& a = start_node("a", config);
+  ASSERT_TRUE(eventually([&] { return connected(a); }, 15s));
+  // A gateway process that routes 10 requests a second and holds them all.
+  const std::string gateway_log = dir.file("gateway.log");
+  const pid_t gateway =
+      spawn({ELDR_CLI_PATH, "loadgen", "--nats", servers[0].url(), "--pool", "p" + tag, "--model",
+             "2x4x1", "--requests", "1000", "--rate", "10", "--complete", "--hold", "1000"},
+            gateway_log);
+  ASSERT_GT(gateway, 0);
+  EXPECT_TRUE(eventually([&] { return inflight(a).first >= 5; }, 15s)) << read_file(gateway_log);
+  ASSERT_EQ(kill(gateway, SIGKILL), 0);
+  (void)wait_exit(gateway, 5s);
+  const uint64_t held = inflight(a).first;
+  EXPECT_GE(held, 5u);
+  // Released after the timeout, not before.
+  const auto killed = SteadyClock::now();
+  EXPECT_TRUE(eventually([&] { return inflight(a).first == 0; }, 15s)) << pool_of(a).dump();
+  EXPECT_GE(SteadyClock::now() - killed, 1500ms);
+  EXPECT_GE(metric(a, "eldr_pool_routes_orphaned_total"), held);
+  EXPECT_NE(read_file(a.log).find("went silent: released the"), std::string::npos);
+
+  // A live handle's requests stay past the timeout; freed, they go at once.
+  eldr_pool_t* pool = nullptr;
+  ASSERT_EQ(eldr_pool_open(servers[0].url().c_str(), ("p" + tag).c_str(), 2000, &pool), ELDR_OK)
+      << eldr_last_error_message();
+  std::vector<int16_t> counts(8, 0);
+  counts[2] = 5;
+  for (const char* id : {"live-1", "live-2"}) {
+    eldr_decision_t d = ELDR_DECISION_INIT;
+    ASSERT_EQ(eldr_pool_route(pool, id, counts.data(), 2, 4, 2000, &d), ELDR_OK)
+        << eldr_last_error_message();
+  }
+  EXPECT_TRUE(eventually([&] { return inflight(a).first == 2; })) << pool_of(a).dump();
+  std::this_thread::sleep_for(3500ms);  // the timeout and more
+  EXPECT_EQ(inflight(a).first, 2u);
+  const uint64_t orphaned = metric(a, "eldr_pool_routes_orphaned_total");
+  eldr_pool_free(pool);
+  const auto freed = SteadyClock::now();
+  EXPECT_TRUE(eventually([&] { return inflight(a).first == 0; })) << pool_of(a).dump();
+  EXPECT_LT(SteadyClock::now() - freed, 1500ms);
+  EXPECT_EQ(metric(a, "eldr_pool_routes_orphaned_total"), orphaned + 2);
+  EXPECT_NE(read_file(a.log).find(" left: released the 2 requests"), std::string::npos)
+      << read_file(a.log);
 }
 
 // Routing from the prompt over NATS: any node routes it with the table's

@@ -58,15 +58,25 @@ TEST(RouteWire, a_cancel_round_trips_and_needs_its_key) {
   EXPECT_EQ(decode_route_cancel({}).status().code(), Errc::corrupt);
 }
 
-TEST(RouteWire, a_route_key_is_sixteen_hex_digits_and_anything_else_is_none) {
-  for (const uint64_t key : {uint64_t{1}, uint64_t{0xabcdef}, ~uint64_t{0}}) {
-    const std::string text = format_route_key(key);
-    EXPECT_EQ(text.size(), 16u);
-    EXPECT_EQ(parse_route_key(text), key) << text;
+TEST(RouteWire, a_gateway_beat_round_trips_and_needs_its_id) {
+  for (const bool leaving : {false, true}) {
+    auto got = decode_gateway_beat(encode_gateway_beat({0xabc, leaving}));
+    ASSERT_TRUE(got) << got.status().message();
+    EXPECT_EQ(got->gateway, 0xabcu);
+    EXPECT_EQ(got->leaving, leaving);
   }
-  EXPECT_EQ(parse_route_key("00000000000000FF"), 0xffu);  // either case
+  EXPECT_EQ(decode_gateway_beat(encode_gateway_beat({0, true})).status().code(), Errc::corrupt);
+}
+
+TEST(RouteWire, a_key_is_sixteen_hex_digits_and_anything_else_is_none) {
+  for (const uint64_t key : {uint64_t{1}, uint64_t{0xabcdef}, ~uint64_t{0}}) {
+    const std::string text = format_key(key);
+    EXPECT_EQ(text.size(), 16u);
+    EXPECT_EQ(parse_key(text), key) << text;
+  }
+  EXPECT_EQ(parse_key("00000000000000FF"), 0xffu);  // either case
   for (const char* bad : {"", "0", "0000000000000000", "00000000000000001", "12g4", "-1", " 1"})
-    EXPECT_EQ(parse_route_key(bad), 0u) << "'" << bad << "'";
+    EXPECT_EQ(parse_key(bad), 0u) << "'" << bad << "'";
 }
 
 TEST(RouteWire, other_bytes_are_corrupt_never_a_crash) {
@@ -81,6 +91,7 @@ TEST(RouteWire, other_bytes_are_corrupt_never_a_crash) {
     (void)decode_route_reply(flipped);
     (void)decode_route_complete(flipped);
     (void)decode_route_cancel(flipped);
+    (void)decode_gateway_beat(flipped);
   }
 }
 

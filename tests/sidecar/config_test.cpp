@@ -29,6 +29,7 @@ TEST(daemon_config, the_shipped_eldrd_toml_parses_and_validates) {
   EXPECT_EQ(sut.pool.name, defaults.pool.name);
   EXPECT_EQ(sut.pool.snapshot_ms, defaults.pool.snapshot_ms);
   EXPECT_EQ(sut.pool.peer_timeout_ms, defaults.pool.peer_timeout_ms);
+  EXPECT_EQ(sut.pool.gateway_timeout_ms, defaults.pool.gateway_timeout_ms);
   EXPECT_EQ(sut.pool.max_peer_bookings, defaults.pool.max_peer_bookings);
   EXPECT_EQ(sut.pool.anticipate, defaults.pool.anticipate);
   EXPECT_TRUE(sut.pool.compact_bookings);
@@ -77,6 +78,11 @@ TEST(daemon_config, bad_pool_values_name_their_key) {
           "[pool]\nnats = \"nats://a:1\"\nsnapshot_ms = 800\npeer_timeout_ms = 1000\n", hasty)
           .is_ok());
   EXPECT_NE(hasty.validate().message().find("peer_timeout_ms"), std::string::npos);
+  // A gateway beats every second: a timeout under two beats is refused.
+  DaemonConfig twitchy;
+  const Status t = parse_config_toml("[pool]\ngateway_timeout_ms = 1500\n", twitchy);
+  EXPECT_FALSE(t.is_ok());
+  EXPECT_NE(t.message().find("gateway_timeout_ms"), std::string::npos) << t.message();
 }
 
 TEST(daemon_config, the_router_table_sets_the_step_constants_all_or_none) {

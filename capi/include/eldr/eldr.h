@@ -271,6 +271,9 @@ ELDR_API eldr_status_t eldr_client_remove_worker(eldr_client_t* client, int32_t 
  * without libnats returns UNSUPPORTED from each call. */
 typedef struct eldr_pool eldr_pool_t;
 /* Connects to nats_urls ("nats://a:4222,nats://b:4222"); reconnects by itself.
+ * A thread of the handle beats on eldr.<pool>.gateway every second: a node
+ * releases the requests a handle routed through it once it stops hearing it
+ * (the gateway died; [pool] gateway_timeout_ms, 10 s by default).
  * Errors: INVALID_ARGUMENT, IO (no server), TIMEOUT, UNSUPPORTED. */
 ELDR_API eldr_status_t eldr_pool_open(const char* nats_urls, const char* pool, uint32_t timeout_ms,
                                       eldr_pool_t** out);
@@ -299,7 +302,8 @@ typedef struct eldr_nats_auth {
 ELDR_API eldr_status_t eldr_pool_open_auth(const char* nats_urls, const char* pool,
                                            const eldr_nats_auth_t* auth, uint32_t timeout_ms,
                                            eldr_pool_t** out);
-/* NULL is fine. */
+/* Requests it routed and did not complete can never complete now: the nodes
+ * release them at once. NULL is fine. */
 ELDR_API void eldr_pool_free(eldr_pool_t* pool);
 /* Routes one dense footprint (int16 [layers][experts]); waits at most
  * timeout_ms (0: 2000) for the answer. out->completion_token is what

@@ -50,7 +50,8 @@ struct InboxMessage {
   std::string subject;
   std::string reply;  // a request's reply subject, or ""
   std::vector<uint8_t> data;
-  std::string route_key;  // its kRouteKeyHeader (route_wire.hpp) as sent, or ""
+  // Its kRouteKeyHeader and kGatewayHeader (route_wire.hpp) as sent, or "".
+  std::string route_key, gateway;
 };
 
 struct NatsLinkCounters {

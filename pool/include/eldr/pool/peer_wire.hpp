@@ -37,6 +37,8 @@ std::string complete_any_subject(std::string_view pool);
 // eldr.<pool>.cancel: a gateway's RouteCancel of a route it never heard the
 // answer to (every node listens; the one that routed it releases it).
 std::string cancel_subject(std::string_view pool);
+// eldr.<pool>.gateway: the pool handles' beats (every node listens).
+std::string gateway_subject(std::string_view pool);
 // eldr.<pool>.ack.<node>: the reply subject of the completes a node forwards
 // to the node its token names; that node answers with the token (8 bytes),
 // and the forwarder sends again until it does (a complete lost with a

@@ -44,6 +44,12 @@ class RecentMap {
     return value;
   }
 
+  // f(key, value) for every entry, in no order.
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto& [key, slot] : m_map) f(key, slot.value);
+  }
+
   size_t size() const noexcept { return m_map.size(); }
   size_t capacity() const noexcept { return m_capacity; }
 

@@ -2,8 +2,8 @@
 // FootprintMsg or PromptMsg (shm), the reply a RouteReply, and the complete that goes to
 // the node that routed it a RouteComplete; a route whose answer the gateway
 // never heard is withdrawn by a RouteCancel to every node. The daemon encodes
-// replies and decodes completes and cancels; a pool handle (capi) does the
-// reverse. Bytes in, checked values out: no NATS here.
+// replies and decodes completes, cancels and gateway beats; a pool handle
+// (capi) does the reverse. Bytes in, checked values out: no NATS here.
 #pragma once
 
 #include <cstdint>
@@ -44,13 +44,16 @@ std::vector<uint8_t> encode_route_complete(std::string_view request_id, uint64_t
 // Verified; corrupt when not a RouteComplete or without a request id or token.
 Result<RouteComplete> decode_route_complete(std::span<const uint8_t> bytes);
 
-// The NATS header of a gateway's route request: a random key of the
-// gateway's own for this route (16 hex digits), which its RouteCancel
-// presents. A request without it cannot be cancelled (a client from before).
+// The NATS headers of a gateway's route request, each a 64-bit value in 16
+// hex digits: a random key of the gateway's own for this route, which its
+// RouteCancel presents, and the id of the pool handle that sent it, which
+// beats (GatewayBeat) while it lives. A request without them (a client from
+// before) can be neither cancelled nor released with its gateway.
 inline constexpr const char* kRouteKeyHeader = "Eldr-Route-Key";
-std::string format_route_key(uint64_t key);
-// The key, or 0 when `text` is not 1..16 hex digits or is zero.
-uint64_t parse_route_key(std::string_view text) noexcept;
+inline constexpr const char* kGatewayHeader = "Eldr-Gateway";
+std::string format_key(uint64_t key);
+// The value, or 0 when `text` is not 1..16 hex digits or is zero.
+uint64_t parse_key(std::string_view text) noexcept;
 
 struct RouteCancel {
   std::string request_id;
@@ -60,5 +63,14 @@ struct RouteCancel {
 std::vector<uint8_t> encode_route_cancel(std::string_view request_id, uint64_t route_key);
 // Verified; corrupt when not a RouteCancel or without a request id or key.
 Result<RouteCancel> decode_route_cancel(std::span<const uint8_t> bytes);
+
+struct GatewayBeat {
+  uint64_t gateway = 0;
+  bool leaving = false;
+};
+
+std::vector<uint8_t> encode_gateway_beat(const GatewayBeat& beat);
+// Verified; corrupt when not a GatewayBeat or without a gateway id.
+Result<GatewayBeat> decode_gateway_beat(std::span<const uint8_t> bytes);
 
 }  // namespace eldr::pool
