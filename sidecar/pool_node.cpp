@@ -351,7 +351,8 @@ void PoolNode::serve_route(const InboxMessage& in) {
   }
   const std::vector<uint8_t> reply =
       pool::encode_route_reply({d.status, message, request_id, d.worker, d.similarity, d.band_size,
-                                d.policy, d.table_epoch, d.completion_token, node(), d.confidence});
+                                d.policy, d.table_epoch, d.completion_token, node(), d.confidence,
+                                /*acks_completes=*/true});
   (void)m_link->publish(in.reply, reply);
 }
 
@@ -430,10 +431,15 @@ void PoolNode::serve_complete(const InboxMessage& in, bool pool_wide) {
   }
   // Sent to us: a gateway's (routed here), or another node's forward of a
   // token that names us. One whose token names another node (a tag this
-  // node's peers shared a moment ago) goes on to every node. A forwarding
-  // node waits for our answer (on its ack subject, nowhere else): it is ours
-  // now, whatever comes of it, so it need not come again.
-  if (in.reply.size() > m_ack_prefix.size() && in.reply.starts_with(m_ack_prefix)) {
+  // node's peers shared a moment ago) goes on to every node. The sender
+  // waits for our answer: it is ours now, whatever comes of it, so it need
+  // not come again. Answered on a forwarding node's ack subject or a
+  // gateway's request inbox, nowhere else (nobody may make a node publish
+  // on another subject).
+  const bool node_asks =
+      in.reply.size() > m_ack_prefix.size() && in.reply.starts_with(m_ack_prefix);
+  const bool gateway_asks = in.reply.size() > 7 && in.reply.starts_with("_INBOX.");
+  if (node_asks || gateway_asks) {
     const uint64_t token = c->completion_token;
     (void)m_link->publish(in.reply, {reinterpret_cast<const uint8_t*>(&token), sizeof token});
   }

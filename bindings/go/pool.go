@@ -107,7 +107,8 @@ func OpenPoolContext(ctx context.Context, natsURLs, pool string) (*Pool, error) 
 		func(p *Pool) { p.Close() })
 }
 
-// Close disconnects. Calling it again is a no-op.
+// Close disconnects; the nodes release at once the requests routed through
+// the Pool and not completed. Calling it again is a no-op.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -43,7 +43,12 @@ struct eldr_pool {
   bool headers = false;
   uint64_t gateway = 0;  // this handle's id (random)
   std::mutex mutex;      // the members below; the connection is thread-safe
-  eldr::pool::RecentMap<std::string, std::string> node_of{kRemembered};  // request id -> node
+  // The node that routed each request, and whether it confirms completes.
+  struct Holder {
+    std::string node;
+    bool acks = false;
+  };
+  eldr::pool::RecentMap<std::string, Holder> holder_of{kRemembered};  // by request id
   std::mt19937_64 keys{std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)};
   bool stopping = false;
   std::condition_variable stop;
@@ -94,6 +99,9 @@ namespace eldr::capi {
 namespace {
 
 constexpr auto kCompleteBudget = std::chrono::seconds(5);  // eldr_pool_complete tries this long
+// A node with no subscriber (between connections, or gone: then its lease
+// releases its requests) is asked again for this long only.
+constexpr auto kAbsentBudget = std::chrono::seconds(1);
 
 eldr_status_t nats_fail(const char* fn, const std::string& what, natsStatus s) noexcept {
   natsStatus code = s;
@@ -132,6 +140,40 @@ natsStatus publish_until_taken(eldr_pool_t* pool, const std::string& subject,
     if (s == NATS_OK || std::chrono::steady_clock::now() >= deadline) return s;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // reconnecting
   }
+}
+
+// A complete to a node that confirms them: sent again, 0.25, 0.5, 1, 2 s
+// apart, until the node answers with its token, for at most kCompleteBudget
+// (kAbsentBudget while nobody listens on the subject).
+eldr_status_t request_until_answered(const char* fn, eldr_pool_t* pool, const std::string& subject,
+                                     const std::vector<uint8_t>& bytes, uint64_t token) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto wait = std::chrono::milliseconds(250);
+  natsStatus s = NATS_OK;
+  for (;;) {
+    const auto budget = s == NATS_NO_RESPONDERS ? kAbsentBudget : kCompleteBudget;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(start + budget - Clock::now());
+    if (left.count() <= 0) break;
+    natsMsg* reply = nullptr;
+    s = natsConnection_Request(&reply, pool->nc, subject.c_str(), bytes.data(),
+                               static_cast<int>(bytes.size()),
+                               static_cast<int64_t>(std::min(wait, left).count()));
+    if (s == NATS_OK) {
+      const bool ours = natsMsg_GetDataLength(reply) == sizeof token &&
+                        std::memcmp(natsMsg_GetData(reply), &token, sizeof token) == 0;
+      natsMsg_Destroy(reply);
+      if (ours) return ELDR_OK;
+      return fail(ELDR_E_CORRUPT,
+                  std::string(fn) + ": the answer on " + subject + " is not the complete's token");
+    }
+    if (s == NATS_NO_RESPONDERS)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // between connections
+    else
+      wait = std::min(wait * 2, std::chrono::milliseconds(2000));
+  }
+  return nats_fail(fn, "the node did not confirm the complete on " + subject, s);
 }
 
 // The request/reply of every eldr_pool_route*: `request` (a FootprintMsg
@@ -194,7 +236,7 @@ eldr_status_t request_route(const char* fn, eldr_pool_t* pool, std::string_view 
         fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is for another request"));
   {
     std::lock_guard lock(pool->mutex);
-    pool->node_of.put(std::string(id), r->node);
+    pool->holder_of.put(std::string(id), {r->node, r->acks_completes});
   }
   eldr::capi::write_decision({.worker = r->worker,
                               .similarity = r->similarity,
@@ -342,22 +384,28 @@ eldr_status_t eldr_pool_complete(eldr_pool_t* pool, const char* request_id,
     if (completion_token == 0)
       return fail(ELDR_E_INVALID_ARGUMENT,
                   std::string(fn) + ": a complete over NATS needs the decision's completion token");
-    std::optional<std::string> node;
+    std::optional<eldr_pool::Holder> holder;
     {
       std::lock_guard lock(pool->mutex);
-      node = pool->node_of.take(std::string(id));
+      holder = pool->holder_of.take(std::string(id));
     }
-    if (!node)
+    if (!holder)
       return fail(ELDR_E_NOT_FOUND, std::string(fn) + ": request '" + std::string(id) +
                                         "' was not routed by this handle (or long ago)");
-    const std::string subject = pool->complete_prefix + *node;
+    const std::string subject = pool->complete_prefix + holder->node;
+    const std::vector<uint8_t> bytes = eldr::pool::encode_route_complete(id, completion_token);
     // A lost complete would hold the request in flight at its node for good,
-    // so it is not fire and forget.
-    const natsStatus s = eldr::capi::publish_until_taken(
-        pool, subject, eldr::pool::encode_route_complete(id, completion_token),
-        eldr::capi::kCompleteBudget);
-    if (s == NATS_OK) return ELDR_OK;
-    return eldr::capi::nats_fail(fn, "no NATS server took the complete on " + subject, s);
+    // so it is not fire and forget. A node from before confirmations: until
+    // a server has it.
+    if (!holder->acks) {
+      const natsStatus s =
+          eldr::capi::publish_until_taken(pool, subject, bytes, eldr::capi::kCompleteBudget);
+      if (s == NATS_OK) return ELDR_OK;
+      return eldr::capi::nats_fail(fn, "no NATS server took the complete on " + subject, s);
+    }
+    // Until the node answers with the token: a server on the way may die
+    // with it, after the gateway's own server took it.
+    return eldr::capi::request_until_answered(fn, pool, subject, bytes, completion_token);
   });
 }
 

@@ -20,7 +20,8 @@ std::vector<uint8_t> encode_route_reply(const RouteReply& r) {
   const auto node = fbb.CreateString(r.node);
   fb::FinishRouteReplyBuffer(
       fbb, fb::CreateRouteReply(fbb, r.status, message, id, r.worker, r.similarity, r.band_size,
-                                r.policy, r.table_epoch, r.completion_token, node, r.confidence));
+                                r.policy, r.table_epoch, r.completion_token, node, r.confidence,
+                                r.acks_completes));
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }
 
@@ -44,6 +45,7 @@ Result<RouteReply> decode_route_reply(std::span<const uint8_t> bytes) {
   r.completion_token = m->completion_token();
   r.node = str_or_empty(m->node());
   r.confidence = m->confidence();
+  r.acks_completes = m->acks_completes();
   return r;
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -654,7 +655,7 @@ TEST_F(PoolTest, one_server_of_three_down_interrupts_nothing) {
     return s == ELDR_OK && eldr_pool_complete(gw, id.c_str(), d.completion_token) == ELDR_OK;
   };
   EXPECT_TRUE(gateway_routes("gw-before")) << eldr_last_error_message();
-  // Its complete is fire and forget: released everywhere before a server goes.
+  // Its complete returned once a had it: released everywhere before a server goes.
   ASSERT_TRUE(eventually([&] { return inflight(a).first == 0 && inflight(b).first == 0; }));
   // Take down the server a is on: its client moves to another by itself.
   const std::string on = pool_of(a).value("server", "");
@@ -1177,6 +1178,78 @@ TEST_F(PoolTest, a_live_gateways_requests_stay_and_a_freed_ones_go_at_once) {
   EXPECT_EQ(metric(a, "eldr_pool_routes_orphaned_total"), orphaned + 2);
   EXPECT_NE(read_file(a.log).find(" left: released the 2 requests"), std::string::npos)
       << read_file(a.log);
+}
+
+// A gateway's complete returns once the node that routed the request has
+// it (it answers with the token; a server on the way could have died with
+// it). A node from before such answers gets it as before: once a server has it.
+TEST_F(PoolTest, a_gateways_complete_waits_for_the_node_and_a_node_from_before_gets_it_as_before) {
+  start_servers(1);
+  nodes.reserve(1);
+  Node& a = start_node("a");
+  ASSERT_TRUE(eventually([&] { return connected(a); }, 15s));
+  eldr_pool_t* pool = nullptr;
+  ASSERT_EQ(eldr_pool_open(servers[0].url().c_str(), ("p" + tag).c_str(), 2000, &pool), ELDR_OK)
+      << eldr_last_error_message();
+  std::vector<int16_t> counts(8, 0);
+  counts[3] = 5;
+  eldr_decision_t d = ELDR_DECISION_INIT;
+  ASSERT_EQ(eldr_pool_route(pool, "c1", counts.data(), 2, 4, 2000, &d), ELDR_OK)
+      << eldr_last_error_message();
+  ASSERT_EQ(kill(a.pid, SIGSTOP), 0);
+  auto done = std::async(std::launch::async,
+                         [&] { return eldr_pool_complete(pool, "c1", d.completion_token); });
+  EXPECT_EQ(done.wait_for(800ms), std::future_status::timeout);  // a has not taken it
+  ASSERT_EQ(kill(a.pid, SIGCONT), 0);
+  EXPECT_EQ(done.get(), ELDR_OK) << eldr_last_error_message();
+  EXPECT_TRUE(eventually([&] { return inflight(a).first == 0; })) << pool_of(a).dump();
+  eldr_pool_free(pool);
+
+  // A node from before answers routes without acks_completes.
+  natsConnection* old = nullptr;
+  ASSERT_EQ(natsConnection_ConnectTo(&old, servers[0].url().c_str()), NATS_OK);
+  const std::string legacy = "legacy" + tag;
+  natsSubscription* routes = nullptr;
+  ASSERT_EQ(natsConnection_QueueSubscribe(
+                &routes, old, ("eldr." + legacy + ".route").c_str(), "eldr",
+                [](natsConnection* nc, natsSubscription*, natsMsg* msg, void*) {
+                  pool::RouteReply r;
+                  r.request_id = "old-1";
+                  r.worker = 101;
+                  r.completion_token = 42;
+                  r.node = "old-node";
+                  const auto bytes = pool::encode_route_reply(r);
+                  (void)natsConnection_Publish(nc, natsMsg_GetReply(msg), bytes.data(),
+                                               static_cast<int>(bytes.size()));
+                  natsMsg_Destroy(msg);
+                },
+                nullptr),
+            NATS_OK);
+  natsSubscription* completes = nullptr;
+  ASSERT_EQ(natsConnection_SubscribeSync(&completes, old,
+                                         ("eldr." + legacy + ".complete.old-node").c_str()),
+            NATS_OK);
+  ASSERT_EQ(natsConnection_FlushTimeout(old, 2000), NATS_OK);
+  ASSERT_EQ(eldr_pool_open(servers[0].url().c_str(), legacy.c_str(), 2000, &pool), ELDR_OK);
+  ASSERT_EQ(eldr_pool_route(pool, "old-1", counts.data(), 2, 4, 2000, &d), ELDR_OK)
+      << eldr_last_error_message();
+  EXPECT_EQ(d.worker, 101);
+  const auto sent = SteadyClock::now();
+  EXPECT_EQ(eldr_pool_complete(pool, "old-1", 42), ELDR_OK) << eldr_last_error_message();
+  EXPECT_LT(SteadyClock::now() - sent, 500ms);  // not waiting for an answer
+  natsMsg* got = nullptr;
+  ASSERT_EQ(natsSubscription_NextMsg(&got, completes, 2000), NATS_OK);
+  const auto c =
+      pool::decode_route_complete({reinterpret_cast<const uint8_t*>(natsMsg_GetData(got)),
+                                   static_cast<size_t>(natsMsg_GetDataLength(got))});
+  natsMsg_Destroy(got);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->completion_token, 42u);
+  eldr_pool_free(pool);
+  natsSubscription_Destroy(routes);
+  natsSubscription_Destroy(completes);
+  natsConnection_Destroy(old);
+  (void)nats_CloseAndWait(2000);
 }
 
 // Routing from the prompt over NATS: any node routes it with the table's

@@ -32,12 +32,15 @@ TEST(RouteWire, a_reply_round_trips_every_field) {
     EXPECT_EQ(got->completion_token, 99u);
     EXPECT_EQ(got->node, "node-a");
     EXPECT_EQ(got->confidence, 1.0f);  // the default: a footprint's, or an older node's
+    EXPECT_FALSE(got->acks_completes);  // the default: a node before confirmations
   }
   RouteReply prompt = sent;
   prompt.confidence = 0.375f;
+  prompt.acks_completes = true;
   auto got = decode_route_reply(encode_route_reply(prompt));
   ASSERT_TRUE(got) << got.status().message();
   EXPECT_EQ(got->confidence, 0.375f);
+  EXPECT_TRUE(got->acks_completes);
 }
 
 TEST(RouteWire, a_complete_round_trips_and_needs_its_token) {

@@ -108,7 +108,9 @@ void bind_pool(py::module_& m) {
            "The request finished: tells the node that routed it (token: the decision's).")
       .def_property_readonly("name", &Pool::name)
       .def_property_readonly("closed", &Pool::closed)
-      .def("close", &Pool::close, "Disconnects. Idempotent.")
+      .def("close", &Pool::close,
+           "Disconnects; the nodes release at once the requests routed through it and not "
+           "completed. Idempotent.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](Pool& p, const py::args&) { p.close(); });
 }

@@ -318,11 +318,14 @@ ELDR_API eldr_status_t eldr_pool_route(eldr_pool_t* pool, const char* request_id
                                        const int16_t* counts, uint32_t layers, uint32_t experts,
                                        uint32_t timeout_ms, eldr_decision_t* out);
 /* The request has finished: sent to the node that routed it (the handle keeps
- * the last 65,536 routed requests' nodes). Returns once a NATS server has it
- * (a flush: one round trip), sending it again across a reconnect for up to
- * 5 s, because a lost complete keeps the request in flight at its node.
+ * the last 65,536 routed requests' nodes). Returns once that node has it (it
+ * answers: one round trip to it), sending it again until then for up to 5 s,
+ * because a lost complete keeps the request in flight at its node; to a node
+ * from before such answers, once a NATS server has it.
  * Errors: INVALID_ARGUMENT (token 0), NOT_FOUND (not routed by this handle),
- * TIMEOUT or IO (no server took it within 5 s). */
+ * TIMEOUT or IO (no answer within 5 s), NO_DAEMON (nobody listened on the
+ * node's subject for 1 s: the node is gone, and its lease releases its
+ * requests), CORRUPT (an answer that is not the token). */
 ELDR_API eldr_status_t eldr_pool_complete(eldr_pool_t* pool, const char* request_id,
                                           uint64_t completion_token);
 

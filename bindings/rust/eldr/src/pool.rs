@@ -199,6 +199,8 @@ impl Pool {
     }
 }
 
+/// Dropping the pool disconnects; the nodes release at once the requests
+/// routed through it and not completed.
 impl Drop for Pool {
     fn drop(&mut self) {
         // SAFETY: owned handle, freed once.

@@ -28,6 +28,7 @@ struct RouteReply {
   uint64_t completion_token = 0;  // what the RouteComplete presents
   std::string node;               // the node that routed it
   float confidence = 1.0f;        // routed from a prompt: how sure; 1 from older nodes
+  bool acks_completes = false;    // the node answers a complete sent as a request
 };
 
 std::vector<uint8_t> encode_route_reply(const RouteReply& reply);
