@@ -304,7 +304,8 @@ def kill_run(args, tmp, table):
             "error" in r or r.get("failed", 0) or r.get("errors")
             or r.get("routed") != r.get("requests"))}
         gw = results["gateway"]
-        events["gateway"] = {k: gw.get(k) for k in ("requests", "routed", "failed", "p99_ns", "error")
+        events["gateway"] = {k: gw.get(k) for k in ("requests", "routed", "failed", "p99_ns",
+                                                    "completes_to_gone_nodes", "error")
                              if k in gw}
         events["decisions"] = sum(r.get("routed", 0) for r in results.values())
         events["decisions_lost"] = sum(r.get("requests", per_node) - r.get("routed", 0)

@@ -43,7 +43,8 @@ struct LoadgenArgs {
 
 // Where requests go: an eldrd's rings (as an engine does) or any node of a
 // pool over NATS (as a gateway does, eldr_pool_route). A failed route is
-// counted by the caller; a failed complete ends the run.
+// counted by the caller; a failed complete ends the run, but for one to a
+// node that is gone (its lease releases its requests), counted.
 class Target {
  public:
   virtual ~Target() = default;
@@ -52,6 +53,7 @@ class Target {
   virtual Status complete(const std::string& id, uint64_t token) = 0;
   virtual std::string name() const = 0;
   uint64_t ring_full = 0;  // retries on a full ring (engine only)
+  uint64_t gone = 0;       // completes to a node that is gone (gateway only)
 };
 
 class EngineTarget final : public Target {
@@ -101,8 +103,12 @@ class GatewayTarget final : public Target {
     return rt;
   }
   Status complete(const std::string& id, uint64_t token) override {
-    if (eldr_pool_complete(m_pool, id.c_str(), token) != ELDR_OK)
-      return Status{Errc::io, eldr_last_error_message()};
+    const eldr_status_t s = eldr_pool_complete(m_pool, id.c_str(), token);
+    if (s == ELDR_E_NO_DAEMON) {
+      ++gone;
+      return {};
+    }
+    if (s != ELDR_OK) return Status{static_cast<Errc>(s), eldr_last_error_message()};
     return {};
   }
   std::string name() const override { return "pool " + m_a.pool + " at " + m_a.nats; }
@@ -188,6 +194,7 @@ int run_loadgen(const LoadgenArgs& a) {
     j["routed"] = similarity_n;
     j["failed"] = failed;
     j["ring_full_retries"] = t.ring_full;
+    if (!a.nats.empty()) j["completes_to_gone_nodes"] = t.gone;
     j["p50_ns"] = p50;
     j["p99_ns"] = p99;
     j["seconds"] = secs;

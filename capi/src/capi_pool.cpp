@@ -49,6 +49,9 @@ struct eldr_pool {
     bool acks = false;
   };
   eldr::pool::RecentMap<std::string, Holder> holder_of{kRemembered};  // by request id
+  // Nodes nobody listened for the last time a complete was sent to them
+  // (gone, as far as this handle knows): asked once, not for kAbsentBudget.
+  eldr::pool::RecentMap<std::string, bool> absent{1024};
   std::mt19937_64 keys{std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32)};
   bool stopping = false;
   std::condition_variable stop;
@@ -144,15 +147,23 @@ natsStatus publish_until_taken(eldr_pool_t* pool, const std::string& subject,
 
 // A complete to a node that confirms them: sent again, 0.25, 0.5, 1, 2 s
 // apart, until the node answers with its token, for at most kCompleteBudget
-// (kAbsentBudget while nobody listens on the subject).
-eldr_status_t request_until_answered(const char* fn, eldr_pool_t* pool, const std::string& subject,
-                                     const std::vector<uint8_t>& bytes, uint64_t token) {
+// (kAbsentBudget while nobody listens on the subject; once, to a node that
+// was absent last time).
+eldr_status_t request_until_answered(const char* fn, eldr_pool_t* pool, const std::string& node,
+                                     const std::string& subject, const std::vector<uint8_t>& bytes,
+                                     uint64_t token) {
   using Clock = std::chrono::steady_clock;
+  bool was_absent = false;
+  {
+    std::lock_guard lock(pool->mutex);
+    was_absent = pool->absent.find(node) != nullptr;
+  }
+  const auto absent_budget = was_absent ? std::chrono::milliseconds(0) : kAbsentBudget;
   const auto start = Clock::now();
   auto wait = std::chrono::milliseconds(250);
   natsStatus s = NATS_OK;
   for (;;) {
-    const auto budget = s == NATS_NO_RESPONDERS ? kAbsentBudget : kCompleteBudget;
+    const auto budget = s == NATS_NO_RESPONDERS ? absent_budget : kCompleteBudget;
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(start + budget - Clock::now());
     if (left.count() <= 0) break;
@@ -164,6 +175,10 @@ eldr_status_t request_until_answered(const char* fn, eldr_pool_t* pool, const st
       const bool ours = natsMsg_GetDataLength(reply) == sizeof token &&
                         std::memcmp(natsMsg_GetData(reply), &token, sizeof token) == 0;
       natsMsg_Destroy(reply);
+      if (was_absent) {
+        std::lock_guard lock(pool->mutex);
+        pool->absent.take(node);
+      }
       if (ours) return ELDR_OK;
       return fail(ELDR_E_CORRUPT,
                   std::string(fn) + ": the answer on " + subject + " is not the complete's token");
@@ -172,6 +187,10 @@ eldr_status_t request_until_answered(const char* fn, eldr_pool_t* pool, const st
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // between connections
     else
       wait = std::min(wait * 2, std::chrono::milliseconds(2000));
+  }
+  if (s == NATS_NO_RESPONDERS) {
+    std::lock_guard lock(pool->mutex);
+    pool->absent.put(node, true);
   }
   return nats_fail(fn, "the node did not confirm the complete on " + subject, s);
 }
@@ -405,7 +424,8 @@ eldr_status_t eldr_pool_complete(eldr_pool_t* pool, const char* request_id,
     }
     // Until the node answers with the token: a server on the way may die
     // with it, after the gateway's own server took it.
-    return eldr::capi::request_until_answered(fn, pool, subject, bytes, completion_token);
+    return eldr::capi::request_until_answered(fn, pool, holder->node, subject, bytes,
+                                              completion_token);
   });
 }
 

@@ -1203,6 +1203,18 @@ TEST_F(PoolTest, a_gateways_complete_waits_for_the_node_and_a_node_from_before_g
   ASSERT_EQ(kill(a.pid, SIGCONT), 0);
   EXPECT_EQ(done.get(), ELDR_OK) << eldr_last_error_message();
   EXPECT_TRUE(eventually([&] { return inflight(a).first == 0; })) << pool_of(a).dump();
+  // A node that is gone: nobody listens for a second, NO_DAEMON; the next
+  // complete to it is tried once.
+  eldr_decision_t d2 = ELDR_DECISION_INIT, d3 = ELDR_DECISION_INIT;
+  ASSERT_EQ(eldr_pool_route(pool, "c2", counts.data(), 2, 4, 2000, &d2), ELDR_OK);
+  ASSERT_EQ(eldr_pool_route(pool, "c3", counts.data(), 2, 4, 2000, &d3), ELDR_OK);
+  stop_node(a);
+  auto sent = SteadyClock::now();
+  EXPECT_EQ(eldr_pool_complete(pool, "c2", d2.completion_token), ELDR_E_NO_DAEMON);
+  EXPECT_GE(SteadyClock::now() - sent, 900ms);
+  sent = SteadyClock::now();
+  EXPECT_EQ(eldr_pool_complete(pool, "c3", d3.completion_token), ELDR_E_NO_DAEMON);
+  EXPECT_LT(SteadyClock::now() - sent, 500ms);
   eldr_pool_free(pool);
 
   // A node from before answers routes without acks_completes.
@@ -1234,7 +1246,7 @@ TEST_F(PoolTest, a_gateways_complete_waits_for_the_node_and_a_node_from_before_g
   ASSERT_EQ(eldr_pool_route(pool, "old-1", counts.data(), 2, 4, 2000, &d), ELDR_OK)
       << eldr_last_error_message();
   EXPECT_EQ(d.worker, 101);
-  const auto sent = SteadyClock::now();
+  sent = SteadyClock::now();
   EXPECT_EQ(eldr_pool_complete(pool, "old-1", 42), ELDR_OK) << eldr_last_error_message();
   EXPECT_LT(SteadyClock::now() - sent, 500ms);  // not waiting for an answer
   natsMsg* got = nullptr;

@@ -324,8 +324,9 @@ ELDR_API eldr_status_t eldr_pool_route(eldr_pool_t* pool, const char* request_id
  * from before such answers, once a NATS server has it.
  * Errors: INVALID_ARGUMENT (token 0), NOT_FOUND (not routed by this handle),
  * TIMEOUT or IO (no answer within 5 s), NO_DAEMON (nobody listened on the
- * node's subject for 1 s: the node is gone, and its lease releases its
- * requests), CORRUPT (an answer that is not the token). */
+ * node's subject for 1 s, or at once when nobody did last time either: the
+ * node is gone, and its lease releases its requests), CORRUPT (an answer
+ * that is not the token). */
 ELDR_API eldr_status_t eldr_pool_complete(eldr_pool_t* pool, const char* request_id,
                                           uint64_t completion_token);
 
