@@ -30,14 +30,19 @@ struct PoolBenchArgs {
   bool json = false;
 };
 
-// Round trips through the pool over NATS request/reply, each completed.
-Result<std::vector<uint64_t>> pool_round_trips(const PoolBenchArgs& a, const std::string& pool,
-                                               const SyntheticWorkload& fps) {
+// Round trips through the pool over NATS request/reply: each route, then
+// its complete (which returns once the node has it).
+struct NatsRoundTrips {
+  std::vector<uint64_t> route_ns, complete_ns;
+};
+Result<NatsRoundTrips> pool_round_trips(const PoolBenchArgs& a, const std::string& pool,
+                                        const SyntheticWorkload& fps) {
   eldr_pool_t* handle = nullptr;
   if (eldr_pool_open(a.nats.c_str(), pool.c_str(), 2000, &handle) != ELDR_OK)
     return Status{Errc::io, eldr_last_error_message()};
-  std::vector<uint64_t> ns;
-  ns.reserve(a.requests);
+  NatsRoundTrips rt;
+  rt.route_ns.reserve(a.requests);
+  rt.complete_ns.reserve(a.requests);
   const std::string prefix = "nbench-" + std::to_string(getpid()) + "-";
   const Geometry g{fps.prefill.layers, fps.prefill.experts, 0};
   for (uint64_t i = 0; i < a.requests; ++i) {
@@ -52,11 +57,13 @@ Result<std::vector<uint64_t>> pool_round_trips(const PoolBenchArgs& a, const std
       eldr_pool_free(handle);
       return Status{static_cast<Errc>(s), why};
     }
-    ns.push_back(ns_since(t0));
-    (void)eldr_pool_complete(handle, id.c_str(), d.completion_token);
+    rt.route_ns.push_back(ns_since(t0));
+    const auto t1 = Clock::now();
+    if (eldr_pool_complete(handle, id.c_str(), d.completion_token) == ELDR_OK)
+      rt.complete_ns.push_back(ns_since(t1));
   }
   eldr_pool_free(handle);
-  return ns;
+  return rt;
 }
 
 Result<nlohmann::json> pool_status(const std::string& instance) {
@@ -124,7 +131,7 @@ int run_bench_pool(const PoolBenchArgs& a) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const auto delay = after.value("booking_delay_ms", nlohmann::json::object());
-  std::optional<std::vector<uint64_t>> nats_ns;
+  std::optional<NatsRoundTrips> nats_ns;
   if (!a.nats.empty()) {
     auto ns = pool_round_trips(a, from_status->value("pool", ""), *footprints);
     if (!ns) return report(ns.status());
@@ -136,10 +143,14 @@ int run_bench_pool(const PoolBenchArgs& a) {
     nlohmann::json j;
     j["booking_counted_at_peer_ms"] = delay;
     j["ring_round_trip_us"] = {{"p50", ring_p50_us}, {"p99", ring_p99_us}};
-    if (nats_ns)
-      j["nats_route_round_trip_us"] = {
-          {"p50", static_cast<double>(percentile(*nats_ns, 50)) / 1e3},
-          {"p99", static_cast<double>(percentile(*nats_ns, 99)) / 1e3}};
+    const auto us = [](const std::vector<uint64_t>& ns) {
+      return nlohmann::json{{"p50", static_cast<double>(percentile(ns, 50)) / 1e3},
+                            {"p99", static_cast<double>(percentile(ns, 99)) / 1e3}};
+    };
+    if (nats_ns) {
+      j["nats_route_round_trip_us"] = us(nats_ns->route_ns);
+      j["nats_complete_round_trip_us"] = us(nats_ns->complete_ns);
+    }
     j["requests"] = a.requests;
     j["rate"] = a.rate;
     j["from"] = a.from;
@@ -154,9 +165,11 @@ int run_bench_pool(const PoolBenchArgs& a) {
     std::printf("  ring round trip at %-8s  p50 %8.3f us  p99 %8.3f us\n", a.from.c_str(),
                 ring_p50_us, ring_p99_us);
     if (nats_ns)
-      std::printf("  route over NATS (closed loop) p50 %8.3f us  p99 %8.3f us\n",
-                  static_cast<double>(percentile(*nats_ns, 50)) / 1e3,
-                  static_cast<double>(percentile(*nats_ns, 99)) / 1e3);
+      for (const auto& [what, ns] :
+           {std::pair{"route", nats_ns->route_ns}, std::pair{"complete", nats_ns->complete_ns}})
+        std::printf("  %-8s over NATS (closed loop) p50 %8.3f us  p99 %8.3f us\n", what,
+                    static_cast<double>(percentile(ns, 50)) / 1e3,
+                    static_cast<double>(percentile(ns, 99)) / 1e3);
   }
   return 0;
 }
