@@ -30,11 +30,11 @@ std::string default_node_name() {
 
 namespace {
 
-constexpr size_t kMaxUnacked = size_t{1} << 16;     // forwards awaiting an answer
-constexpr uint64_t kForwardRetryNs = 250'000'000;   // first wait for an answer
-constexpr uint32_t kForwardTries = 8;               // sends, then given up (~12 s)
-constexpr size_t kGatewayRoutes = size_t{1} << 16;  // gateway routes whose key a node keeps
-constexpr size_t kCancelled = size_t{1} << 12;      // cancels kept for a route yet to come
+constexpr size_t kMaxUnacked = size_t{1} << 16;    // forwards awaiting an answer
+constexpr uint64_t kForwardRetryNs = 250'000'000;  // first wait for an answer
+constexpr uint32_t kForwardTries = 8;              // sends, then given up (~12 s)
+constexpr size_t kGateways = size_t{1} << 16;      // gateways a node follows at most
+constexpr size_t kCancelled = size_t{1} << 12;     // cancels kept for a route yet to come
 
 uint64_t random_incarnation() {
   std::random_device rd;
@@ -59,7 +59,6 @@ PoolNode::PoolNode(const PoolConfig& config, std::string node, Service& service,
       m_ack_subject(ack_subject(config.name, m_encoder.node())),
       m_ack_prefix(ack_subject(config.name, "")),
       m_tag(pool::node_tag(m_encoder.node())),
-      m_gateway_routes(kGatewayRoutes),
       m_cancelled(kCancelled),
       m_sample_encoder(m_encoder.node(), m_encoder.incarnation()),
       m_sample_subject(sample_subject(config.name, m_encoder.node())) {}
@@ -130,6 +129,7 @@ void PoolNode::send(std::vector<uint8_t> bytes) {
 
 void PoolNode::booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) {
   ++m_own_picks;
+  m_booked_key = key;
   const Router& router = m_service.router();
   const Geometry& geometry = router.table()->geometry;
   if (m_config.compact_bookings) {
@@ -167,7 +167,13 @@ void PoolNode::sample_to_holder(uint64_t key, int32_t worker, std::span<const in
   if (m_link->publish(sample_subject(m_config.name, holder), bytes)) ++m_samples_sent;
 }
 
-void PoolNode::released(uint64_t key) { send(m_encoder.release(key)); }
+void PoolNode::released(uint64_t key) {
+  send(m_encoder.release(key));
+  if (const auto it = m_gateway_route_ids.find(key); it != m_gateway_route_ids.end()) {
+    m_gateway_routes.erase(it->second);
+    m_gateway_route_ids.erase(it);
+  }
+}
 
 double PoolNode::twins_per_pick(uint64_t now_ns) {
   // The peers' booking rate over ours, each smoothed over about 2 s: a
@@ -324,6 +330,7 @@ void PoolNode::serve_route(const InboxMessage& in) {
     ++m_routes_refused;
     refuse(Errc::state, "the gateway cancelled this route before it reached a node");
   } else if (prompt) {
+    m_booked_key = 0;
     ++m_remote_routes;
     shm::PromptIn p = record.prompt;
     p.client = kRemoteClient;
@@ -333,6 +340,7 @@ void PoolNode::serve_route(const InboxMessage& in) {
     d = m_service.route_remote(p);
     if (d.status != 0) message = "the daemon rejected the prompt";
   } else {
+    m_booked_key = 0;
     ++m_remote_routes;
     shm::FootprintIn f = record.footprint;
     f.client = kRemoteClient;  // not a ring's
@@ -342,11 +350,16 @@ void PoolNode::serve_route(const InboxMessage& in) {
     d = m_service.route_remote(f);
     if (d.status != 0) message = "the daemon rejected the footprint";
   }
-  if (d.status == 0 && route_key != 0) {
-    m_gateway_routes.put(request_id, {route_key, gateway, d.completion_token});
+  // Booked here (m_booked_key: the router's key booked() just saw).
+  if (d.status == 0 && route_key != 0 && m_booked_key != 0) {
+    if (const auto old = m_gateway_routes.find(request_id); old != m_gateway_routes.end())
+      m_gateway_route_ids.erase(old->second.router_key);
+    m_gateway_routes.insert_or_assign(
+        request_id, GatewayRoute{route_key, gateway, d.completion_token, m_booked_key});
+    m_gateway_route_ids.insert_or_assign(m_booked_key, request_id);
     // Its gateway is heard of (bounded: past that, a new gateway's routes
-    // stay until completed or forgotten).
-    if (gateway != 0 && (m_gateways.size() < kGatewayRoutes || m_gateways.contains(gateway)))
+    // stay until completed).
+    if (gateway != 0 && (m_gateways.size() < kGateways || m_gateways.contains(gateway)))
       m_gateways.insert_or_assign(gateway, monotonic_ns());
   }
   const std::vector<uint8_t> reply =
@@ -365,11 +378,10 @@ void PoolNode::serve_cancel(const InboxMessage& in) {
   // Every node hears it. Ours when we routed the id with that key: the
   // request is released as its complete would (nothing when it completed
   // already). Else its route may not have come yet: remembered, refused then.
-  if (const GatewayRoute* r = m_gateway_routes.find(c->request_id);
-      r != nullptr && r->key == c->route_key) {
-    const uint64_t token = r->token;
-    m_gateway_routes.take(c->request_id);
-    if (m_service.complete_for_pool(c->request_id, token)) ++m_routes_cancelled;
+  if (const auto it = m_gateway_routes.find(c->request_id);
+      it != m_gateway_routes.end() && it->second.key == c->route_key) {
+    // released() takes it out of the maps.
+    if (m_service.complete_for_pool(c->request_id, it->second.token)) ++m_routes_cancelled;
     return;
   }
   m_cancelled.put(c->route_key, true);
@@ -400,15 +412,13 @@ void PoolNode::expire_gateways(uint64_t now_ns) {
 
 void PoolNode::release_gateway(uint64_t gateway, const char* why) {
   // Its routes still held here can never be completed or cancelled now.
+  // (Collected first: released() takes each out of the maps.)
   std::vector<std::pair<std::string, uint64_t>> routes;
-  m_gateway_routes.for_each([&](const std::string& id, const GatewayRoute& r) {
+  for (const auto& [id, r] : m_gateway_routes)
     if (r.gateway == gateway) routes.emplace_back(id, r.token);
-  });
   size_t released = 0;
-  for (const auto& [id, token] : routes) {
-    m_gateway_routes.take(id);
+  for (const auto& [id, token] : routes)
     if (m_service.complete_for_pool(id, token)) ++released;
-  }
   m_gateways.erase(gateway);
   m_routes_orphaned += released;
   if (released > 0)
@@ -626,11 +636,9 @@ std::string PoolNode::status_json(uint64_t now_ns) const {
   const uint64_t revision = m_table_revision.load();
   // Routes made for gateways over NATS, and those their gateway withdrew
   // (it never heard the answer): released here, or refused as they came.
-  j["gateway_routes"] = {{"routed", m_remote_routes},
-                         {"cancelled", m_routes_cancelled},
-                         {"refused", m_routes_refused},
-                         {"orphaned", m_routes_orphaned},
-                         {"gateways", m_gateways.size()}};
+  j["gateway_routes"] = {{"routed", m_remote_routes},       {"cancelled", m_routes_cancelled},
+                         {"refused", m_routes_refused},     {"orphaned", m_routes_orphaned},
+                         {"held", m_gateway_routes.size()}, {"gateways", m_gateways.size()}};
   j["table_source"] = revision != 0 ? "pool" : "local";
   j["table_revision"] = revision != 0 ? nlohmann::json(revision) : nlohmann::json(nullptr);
   j["table_epoch"] = m_service.table_epoch();

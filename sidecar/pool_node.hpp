@@ -127,18 +127,22 @@ class PoolNode final : public PoolPublisher {
   uint64_t m_completes_resent = 0;      // forwards sent again (no answer yet)
   uint64_t m_completes_unanswered = 0;  // forwards given up on
   void resend_unacked(uint64_t now_ns);
-  // The gateway routes this node made, by request id: the key their request
-  // carried, the gateway (pool handle) that sent it and the token they hold.
-  // And the keys cancelled before their route came here (the cancel
-  // overtook it): such a route is refused. Bounded, oldest forgotten first:
-  // a forgotten route can no longer be cancelled; a stale one's token
-  // releases nothing.
+  // The gateway routes this node holds, by request id: the key their
+  // request carried, the gateway (pool handle) that sent it, the token they
+  // hold, and the router's key of the request, by which released() takes
+  // them out whichever way the request ends (so both hold only what is in
+  // flight, at most the request map's capacity).
   struct GatewayRoute {
     uint64_t key = 0;
     uint64_t gateway = 0;
     uint64_t token = 0;
+    uint64_t router_key = 0;
   };
-  RecentMap<std::string, GatewayRoute> m_gateway_routes;
+  std::unordered_map<std::string, GatewayRoute> m_gateway_routes;
+  std::unordered_map<uint64_t, std::string> m_gateway_route_ids;  // by router key
+  uint64_t m_booked_key = 0;  // the router key of the last booked()
+  // The keys cancelled before their route came here (the cancel overtook
+  // it): such a route is refused. Bounded, oldest forgotten first.
   RecentMap<uint64_t, bool> m_cancelled;
   // The gateways with routes here, by id: when last heard (a beat or a
   // route). One silent for gateway_timeout_ms (a crashed gateway) has its

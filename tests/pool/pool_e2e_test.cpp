@@ -987,6 +987,11 @@ TEST_F(PoolTest, a_gateway_without_a_sidecar_routes_through_any_node_over_nats) 
   for (const Node* n : {&a, &b})
     EXPECT_TRUE(eventually([&] { return inflight(*n).first == 6; })) << n->name;
   EXPECT_EQ(inflight(a).second + inflight(b).second, 6u);
+  // Each node keeps its gateway routes (key, gateway) while they are in flight.
+  const auto held = [&](const Node& n) {
+    return pool_of(n).value("gateway_routes", nlohmann::json::object()).value("held", 99);
+  };
+  EXPECT_EQ(held(a) + held(b), 6);
   // The pool's answer to a footprint it cannot route is its error.
   std::vector<int16_t> wrong(12, 1);
   eldr_decision_t d = ELDR_DECISION_INIT;
@@ -1000,8 +1005,10 @@ TEST_F(PoolTest, a_gateway_without_a_sidecar_routes_through_any_node_over_nats) 
     ASSERT_EQ(
         eldr_pool_complete(pool, ("g" + std::to_string(i)).c_str(), tokens[static_cast<size_t>(i)]),
         ELDR_OK);
-  for (const Node* n : {&a, &b})
+  for (const Node* n : {&a, &b}) {
     EXPECT_TRUE(eventually([&] { return inflight(*n).first == 0; })) << n->name;
+    EXPECT_TRUE(eventually([&] { return held(*n) == 0; })) << pool_of(*n).dump();
+  }
   eldr_pool_free(pool);
   // Garbage on the route subject gets an error answer, never a crash.
   natsConnection* nc = nullptr;

@@ -1,7 +1,8 @@
 // A map that keeps its newest `capacity` entries: what a pool client or node
-// remembers about requests routed over NATS (which node routed each, a
-// gateway's route key), where nothing says when an entry is no longer
-// needed and the oldest is the first to let go. Not thread-safe.
+// remembers about requests routed over NATS (which node routed each, the
+// route keys cancelled before their route came), where nothing says when an
+// entry is no longer needed and the oldest is the first to let go. Not
+// thread-safe.
 #pragma once
 
 #include <algorithm>
@@ -42,12 +43,6 @@ class RecentMap {
     V value = std::move(it->second.value);
     m_map.erase(it);
     return value;
-  }
-
-  // f(key, value) for every entry, in no order.
-  template <class F>
-  void for_each(F&& f) const {
-    for (const auto& [key, slot] : m_map) f(key, slot.value);
   }
 
   size_t size() const noexcept { return m_map.size(); }
