@@ -31,7 +31,7 @@ TEST(RouteWire, a_reply_round_trips_every_field) {
     EXPECT_EQ(got->table_epoch, 42u);
     EXPECT_EQ(got->completion_token, 99u);
     EXPECT_EQ(got->node, "node-a");
-    EXPECT_EQ(got->confidence, 1.0f);  // the default: a footprint's, or an older node's
+    EXPECT_EQ(got->confidence, 1.0f);   // the default: a footprint's, or an older node's
     EXPECT_FALSE(got->acks_completes);  // the default: a node before confirmations
   }
   RouteReply prompt = sent;
