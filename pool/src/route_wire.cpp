@@ -11,6 +11,18 @@ namespace {
 
 std::string str_or_empty(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
 
+// The root table T of `bytes` (a RouteComplete, RouteCancel or GatewayBeat,
+// which carry no file identifier) once verified, read from `aligned`, a
+// copy this call makes; nullptr when the bytes are not one.
+template <class T>
+const T* verified_root(std::span<const uint8_t> bytes, std::vector<uint64_t>& aligned) {
+  aligned = aligned_copy(bytes);
+  const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
+  flatbuffers::Verifier verifier(data, bytes.size());
+  return bytes.size() >= 8 && verifier.VerifyBuffer<T>(nullptr) ? flatbuffers::GetRoot<T>(data)
+                                                                : nullptr;
+}
+
 }  // namespace
 
 std::vector<uint8_t> encode_route_reply(const RouteReply& r) {
@@ -57,13 +69,8 @@ std::vector<uint8_t> encode_route_complete(std::string_view request_id, uint64_t
 }
 
 Result<RouteComplete> decode_route_complete(std::span<const uint8_t> bytes) {
-  const std::vector<uint64_t> aligned = aligned_copy(bytes);
-  const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
-  flatbuffers::Verifier verifier(data, bytes.size());
-  const fb::RouteComplete* c =
-      bytes.size() >= 8 && verifier.VerifyBuffer<fb::RouteComplete>(nullptr)
-          ? flatbuffers::GetRoot<fb::RouteComplete>(data)
-          : nullptr;
+  std::vector<uint64_t> aligned;
+  const auto* c = verified_root<fb::RouteComplete>(bytes, aligned);
   if (c == nullptr || c->request_id() == nullptr || c->completion_token() == 0)
     return Status{Errc::corrupt, "not a RouteComplete with a request id and a token"};
   return RouteComplete{c->request_id()->str(), c->completion_token()};
@@ -97,12 +104,8 @@ std::vector<uint8_t> encode_route_cancel(std::string_view request_id, uint64_t r
 }
 
 Result<RouteCancel> decode_route_cancel(std::span<const uint8_t> bytes) {
-  const std::vector<uint64_t> aligned = aligned_copy(bytes);
-  const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
-  flatbuffers::Verifier verifier(data, bytes.size());
-  const fb::RouteCancel* c = bytes.size() >= 8 && verifier.VerifyBuffer<fb::RouteCancel>(nullptr)
-                                 ? flatbuffers::GetRoot<fb::RouteCancel>(data)
-                                 : nullptr;
+  std::vector<uint64_t> aligned;
+  const auto* c = verified_root<fb::RouteCancel>(bytes, aligned);
   if (c == nullptr || c->request_id() == nullptr || c->route_key() == 0)
     return Status{Errc::corrupt, "not a RouteCancel with a request id and a key"};
   return RouteCancel{c->request_id()->str(), c->route_key()};
@@ -115,12 +118,8 @@ std::vector<uint8_t> encode_gateway_beat(const GatewayBeat& beat) {
 }
 
 Result<GatewayBeat> decode_gateway_beat(std::span<const uint8_t> bytes) {
-  const std::vector<uint64_t> aligned = aligned_copy(bytes);
-  const auto* data = reinterpret_cast<const uint8_t*>(aligned.data());
-  flatbuffers::Verifier verifier(data, bytes.size());
-  const fb::GatewayBeat* b = bytes.size() >= 8 && verifier.VerifyBuffer<fb::GatewayBeat>(nullptr)
-                                 ? flatbuffers::GetRoot<fb::GatewayBeat>(data)
-                                 : nullptr;
+  std::vector<uint64_t> aligned;
+  const auto* b = verified_root<fb::GatewayBeat>(bytes, aligned);
   if (b == nullptr || b->gateway() == 0)
     return Status{Errc::corrupt, "not a GatewayBeat with a gateway id"};
   return GatewayBeat{b->gateway(), b->leaving()};
