@@ -30,11 +30,12 @@ std::string default_node_name() {
 
 namespace {
 
-constexpr size_t kMaxUnacked = size_t{1} << 16;    // forwards awaiting an answer
-constexpr uint64_t kForwardRetryNs = 250'000'000;  // first wait for an answer
-constexpr uint32_t kForwardTries = 8;              // sends, then given up (~12 s)
-constexpr size_t kGateways = size_t{1} << 16;      // gateways a node follows at most
-constexpr size_t kCancelled = size_t{1} << 12;     // cancels kept for a route yet to come
+constexpr size_t kMaxUnacked = size_t{1} << 16;       // forwards awaiting an answer
+constexpr uint64_t kForwardRetryNs = 250'000'000;     // first wait for an answer
+constexpr uint32_t kForwardTries = 8;                 // sends, then given up (~12 s)
+constexpr size_t kGateways = size_t{1} << 16;         // gateways a node follows at most
+constexpr size_t kCancelled = size_t{1} << 12;        // cancels kept for a route yet to come
+constexpr std::string_view kInboxPrefix = "_INBOX.";  // libnats' request inboxes (gateways')
 
 uint64_t random_incarnation() {
   std::random_device rd;
@@ -129,7 +130,6 @@ void PoolNode::send(std::vector<uint8_t> bytes) {
 
 void PoolNode::booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) {
   ++m_own_picks;
-  m_booked_key = key;
   const Router& router = m_service.router();
   const Geometry& geometry = router.table()->geometry;
   if (m_config.compact_bookings) {
@@ -330,7 +330,6 @@ void PoolNode::serve_route(const InboxMessage& in) {
     ++m_routes_refused;
     refuse(Errc::state, "the gateway cancelled this route before it reached a node");
   } else if (prompt) {
-    m_booked_key = 0;
     ++m_remote_routes;
     shm::PromptIn p = record.prompt;
     p.client = kRemoteClient;
@@ -340,7 +339,6 @@ void PoolNode::serve_route(const InboxMessage& in) {
     d = m_service.route_remote(p);
     if (d.status != 0) message = "the daemon rejected the prompt";
   } else {
-    m_booked_key = 0;
     ++m_remote_routes;
     shm::FootprintIn f = record.footprint;
     f.client = kRemoteClient;  // not a ring's
@@ -350,13 +348,14 @@ void PoolNode::serve_route(const InboxMessage& in) {
     d = m_service.route_remote(f);
     if (d.status != 0) message = "the daemon rejected the footprint";
   }
-  // Booked here (m_booked_key: the router's key booked() just saw).
-  if (d.status == 0 && route_key != 0 && m_booked_key != 0) {
+  const std::optional<uint64_t> router_key =
+      d.status == 0 && route_key != 0 ? m_service.request_key(request_id) : std::nullopt;
+  if (router_key) {
     if (const auto old = m_gateway_routes.find(request_id); old != m_gateway_routes.end())
       m_gateway_route_ids.erase(old->second.router_key);
     m_gateway_routes.insert_or_assign(
-        request_id, GatewayRoute{route_key, gateway, d.completion_token, m_booked_key});
-    m_gateway_route_ids.insert_or_assign(m_booked_key, request_id);
+        request_id, GatewayRoute{route_key, gateway, d.completion_token, *router_key});
+    m_gateway_route_ids.insert_or_assign(*router_key, request_id);
     // Its gateway is heard of (bounded: past that, a new gateway's routes
     // stay until completed).
     if (gateway != 0 && (m_gateways.size() < kGateways || m_gateways.contains(gateway)))
@@ -448,7 +447,8 @@ void PoolNode::serve_complete(const InboxMessage& in, bool pool_wide) {
   // on another subject).
   const bool node_asks =
       in.reply.size() > m_ack_prefix.size() && in.reply.starts_with(m_ack_prefix);
-  const bool gateway_asks = in.reply.size() > 7 && in.reply.starts_with("_INBOX.");
+  const bool gateway_asks =
+      in.reply.size() > kInboxPrefix.size() && in.reply.starts_with(kInboxPrefix);
   if (node_asks || gateway_asks) {
     const uint64_t token = c->completion_token;
     (void)m_link->publish(in.reply, {reinterpret_cast<const uint8_t*>(&token), sizeof token});

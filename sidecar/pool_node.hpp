@@ -140,7 +140,6 @@ class PoolNode final : public PoolPublisher {
   };
   std::unordered_map<std::string, GatewayRoute> m_gateway_routes;
   std::unordered_map<uint64_t, std::string> m_gateway_route_ids;  // by router key
-  uint64_t m_booked_key = 0;  // the router key of the last booked()
   // The keys cancelled before their route came here (the cancel overtook
   // it): such a route is refused. Bounded, oldest forgotten first.
   RecentMap<uint64_t, bool> m_cancelled;

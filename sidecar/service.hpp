@@ -138,6 +138,12 @@ class Service final : public shm::RecordHandler {
   bool complete_for_pool(std::string_view request_id, uint64_t token);
   // Every request this node has in flight (router key, worker), oldest first.
   std::vector<std::pair<uint64_t, int32_t>> local_requests() const;
+  // The router key of a request in flight here (what PoolPublisher's booked
+  // and released name it by), if it is held.
+  std::optional<uint64_t> request_key(std::string_view request_id) const {
+    const auto held = m_requests.held(request_id);
+    return held ? std::optional<uint64_t>(held->key) : std::nullopt;
+  }
   // Anticipation of the peers' unseen picks (eldr::PeerTwins): each route
   // books twins_per_pick twins (fractions carried) on its worker until
   // view_age_ms has passed.
