@@ -34,8 +34,8 @@ struct eldr_pool {
   static constexpr size_t kRemembered = size_t{1} << 16;  // requests whose node a handle keeps
   static constexpr auto kBeatPeriod = std::chrono::seconds(1);
   natsConnection* nc = nullptr;
+  std::string name;  // the pool's
   std::string route_subject;
-  std::string complete_prefix;  // "eldr.<pool>.complete."
   std::string cancel_subject;   // "eldr.<pool>.cancel"
   std::string gateway_subject;  // "eldr.<pool>.gateway"
   // The server takes headers: routes carry a key and this handle's id, and
@@ -208,11 +208,12 @@ eldr_status_t request_route(const char* fn, eldr_pool_t* pool, std::string_view 
   natsStatus ns = natsMsg_Create(&msg, pool->route_subject.c_str(), nullptr,
                                  reinterpret_cast<const char*>(request.data()),
                                  static_cast<int>(request.size()));
-  if (ns == NATS_OK && key != 0)
+  if (ns == NATS_OK && key != 0) {
     ns = natsMsgHeader_Set(msg, eldr::pool::kRouteKeyHeader, eldr::pool::format_key(key).c_str());
-  if (ns == NATS_OK && key != 0)
-    ns = natsMsgHeader_Set(msg, eldr::pool::kGatewayHeader,
-                           eldr::pool::format_key(pool->gateway).c_str());
+    if (ns == NATS_OK)
+      ns = natsMsgHeader_Set(msg, eldr::pool::kGatewayHeader,
+                             eldr::pool::format_key(pool->gateway).c_str());
+  }
   natsMsg* reply = nullptr;
   if (ns == NATS_OK) ns = natsConnection_RequestMsg(&reply, pool->nc, msg, timeout);
   natsMsg_Destroy(msg);
@@ -354,8 +355,8 @@ eldr_status_t eldr_pool_open_auth(const char* nats_urls, const char* pool,
     if (opts != nullptr) natsOptions_Destroy(opts);
     if (s != NATS_OK)
       return eldr::capi::nats_fail(fn, "cannot connect to " + eldr::pool::redact_url(nats_urls), s);
+    handle->name = pool;
     handle->route_subject = eldr::pool::route_subject(pool);
-    handle->complete_prefix = std::string("eldr.") + pool + ".complete.";
     handle->cancel_subject = eldr::pool::cancel_subject(pool);
     handle->gateway_subject = eldr::pool::gateway_subject(pool);
     handle->headers = natsConnection_HasHeaderSupport(handle->nc) == NATS_OK;
@@ -411,7 +412,7 @@ eldr_status_t eldr_pool_complete(eldr_pool_t* pool, const char* request_id,
     if (!holder)
       return fail(ELDR_E_NOT_FOUND, std::string(fn) + ": request '" + std::string(id) +
                                         "' was not routed by this handle (or long ago)");
-    const std::string subject = pool->complete_prefix + holder->node;
+    const std::string subject = eldr::pool::complete_subject(pool->name, holder->node);
     const std::vector<uint8_t> bytes = eldr::pool::encode_route_complete(id, completion_token);
     // A lost complete would hold the request in flight at its node for good,
     // so it is not fire and forget. A node from before confirmations: until
