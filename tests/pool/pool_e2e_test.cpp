@@ -192,15 +192,34 @@ class PoolTest : public ::testing::Test {
         if (w.worker == worker) return w.running;
     return UINT32_MAX;
   }
-  // One node on one server that releases a silent gateway's routes after 2 s.
-  Node& start_gateway_timeout_node() {
-    const std::string config = dir.file("gateway_timeout.toml");
-    std::ofstream(config) << read_file(config_path) << "gateway_timeout_ms = 2000\n";  // [pool]
+  // One server and node "a" on it (with `config`), connected.
+  Node& start_lone_node(const std::string& config) {
     start_servers(1);
     nodes.reserve(1);
     Node& n = start_node("a", config);
     EXPECT_TRUE(eventually([&] { return connected(n); }, 15s));
     return n;
+  }
+  Node& start_lone_node() { return start_lone_node(config_path); }
+  // The same, releasing a silent gateway's routes after 2 s.
+  Node& start_gateway_timeout_node() {
+    const std::string config = dir.file("gateway_timeout.toml");
+    std::ofstream(config) << read_file(config_path) << "gateway_timeout_ms = 2000\n";  // [pool]
+    return start_lone_node(config);
+  }
+  // A gateway's handle on the first server (nullptr, the failure recorded,
+  // when it does not open).
+  eldr_pool_t* open_gateway() {
+    eldr_pool_t* pool = nullptr;
+    EXPECT_EQ(eldr_pool_open(servers[0].url().c_str(), ("p" + tag).c_str(), 2000, &pool), ELDR_OK)
+        << eldr_last_error_message();
+    return pool;
+  }
+  // A [2][4] footprint whose top worker is 100 + cell.
+  static std::vector<int16_t> one_cell(int cell) {
+    std::vector<int16_t> counts(8, 0);
+    counts[static_cast<size_t>(cell)] = 5;
+    return counts;
   }
   static std::unique_ptr<shm::Client> client_of(const Node& n) {
     auto c = shm::Client::open(n.instance);
@@ -209,8 +228,7 @@ class PoolTest : public ::testing::Test {
   }
   // A footprint whose top worker is 100 + cell; its decision.
   static Result<shm::DecisionIn> route(shm::Client& c, const std::string& id, int cell) {
-    std::vector<int16_t> counts(8, 0);
-    counts[static_cast<size_t>(cell)] = 5;
+    const std::vector<int16_t> counts = one_cell(cell);
     shm::FootprintOut f;
     f.request_id = id;
     f.layers = 2;
@@ -480,8 +498,7 @@ TEST_F(PoolTest, a_secured_pool_routes_and_refuses_outsiders_and_gateways_the_no
   auth.password_file = gw_pw.c_str();
   ASSERT_EQ(eldr_pool_open_auth(servers[0].url().c_str(), pool.c_str(), &auth, 2000, &gw), ELDR_OK)
       << eldr_last_error_message();
-  std::vector<int16_t> counts(8, 0);
-  counts[2] = 5;
+  const std::vector<int16_t> counts = one_cell(2);
   eldr_decision_t dec = ELDR_DECISION_INIT;
   ASSERT_EQ(eldr_pool_route(gw, "gw-1", counts.data(), 2, 4, 2000, &dec), ELDR_OK)
       << eldr_last_error_message();
@@ -648,8 +665,7 @@ TEST_F(PoolTest, one_server_of_three_down_interrupts_nothing) {
   ASSERT_EQ(eldr_pool_open(urls.c_str(), ("p" + tag).c_str(), 2000, &gw), ELDR_OK)
       << eldr_last_error_message();
   const auto gateway_routes = [&](const std::string& id) {
-    std::vector<int16_t> counts(8, 0);
-    counts[1] = 5;
+    const std::vector<int16_t> counts = one_cell(1);
     eldr_decision_t d = ELDR_DECISION_INIT;
     const eldr_status_t s = eldr_pool_route(gw, id.c_str(), counts.data(), 2, 4, 2000, &d);
     return s == ELDR_OK && eldr_pool_complete(gw, id.c_str(), d.completion_token) == ELDR_OK;
@@ -967,13 +983,11 @@ TEST_F(PoolTest, a_gateway_without_a_sidecar_routes_through_any_node_over_nats) 
   Node& a = start_node("a");
   Node& b = start_node("b");
   ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
-  eldr_pool_t* pool = nullptr;
-  ASSERT_EQ(eldr_pool_open(servers[0].url().c_str(), ("p" + tag).c_str(), 2000, &pool), ELDR_OK)
-      << eldr_last_error_message();
+  eldr_pool_t* pool = open_gateway();
+  ASSERT_NE(pool, nullptr);
   std::vector<uint64_t> tokens;
   for (int i = 0; i < 6; ++i) {
-    std::vector<int16_t> counts(8, 0);
-    counts[static_cast<size_t>(i % 4)] = 5;
+    const std::vector<int16_t> counts = one_cell(i % 4);
     eldr_decision_t d = ELDR_DECISION_INIT;
     ASSERT_EQ(
         eldr_pool_route(pool, ("g" + std::to_string(i)).c_str(), counts.data(), 2, 4, 2000, &d),
@@ -1037,15 +1051,11 @@ TEST_F(PoolTest, a_gateway_without_a_sidecar_routes_through_any_node_over_nats) 
 // route's key: the node that routed it releases it, or refuses it when the
 // cancel gets there first. Only the key the route carried cancels it.
 TEST_F(PoolTest, a_gateway_route_that_gets_no_answer_is_cancelled_where_it_was_routed) {
-  start_servers(1);
-  nodes.reserve(1);
-  Node& a = start_node("a");
-  ASSERT_TRUE(eventually([&] { return connected(a); }, 15s));
-  eldr_pool_t* pool = nullptr;
-  ASSERT_EQ(eldr_pool_open(servers[0].url().c_str(), ("p" + tag).c_str(), 2000, &pool), ELDR_OK)
-      << eldr_last_error_message();
-  std::vector<int16_t> counts(8, 0);
-  counts[1] = 5;
+  Node& a = start_lone_node();
+  ASSERT_TRUE(connected(a));
+  eldr_pool_t* pool = open_gateway();
+  ASSERT_NE(pool, nullptr);
+  const std::vector<int16_t> counts = one_cell(1);
   // The node stalls: the route and then its cancel wait in its socket.
   ASSERT_EQ(kill(a.pid, SIGSTOP), 0);
   eldr_decision_t d = ELDR_DECISION_INIT;
@@ -1164,11 +1174,9 @@ TEST_F(PoolTest, the_requests_of_a_gateway_that_dies_are_released_where_they_wer
 // requests open has them released at once.
 TEST_F(PoolTest, a_live_gateways_requests_stay_and_a_freed_ones_go_at_once) {
   Node& a = start_gateway_timeout_node();
-  eldr_pool_t* pool = nullptr;
-  ASSERT_EQ(eldr_pool_open(servers[0].url().c_str(), ("p" + tag).c_str(), 2000, &pool), ELDR_OK)
-      << eldr_last_error_message();
-  std::vector<int16_t> counts(8, 0);
-  counts[2] = 5;
+  eldr_pool_t* pool = open_gateway();
+  ASSERT_NE(pool, nullptr);
+  const std::vector<int16_t> counts = one_cell(2);
   for (const char* id : {"live-1", "live-2"}) {
     eldr_decision_t d = ELDR_DECISION_INIT;
     ASSERT_EQ(eldr_pool_route(pool, id, counts.data(), 2, 4, 2000, &d), ELDR_OK)
@@ -1191,15 +1199,11 @@ TEST_F(PoolTest, a_live_gateways_requests_stay_and_a_freed_ones_go_at_once) {
 // it (it answers with the token; a server on the way could have died with
 // it). A node from before such answers gets it as before: once a server has it.
 TEST_F(PoolTest, a_gateways_complete_waits_for_the_node_and_a_node_from_before_gets_it_as_before) {
-  start_servers(1);
-  nodes.reserve(1);
-  Node& a = start_node("a");
-  ASSERT_TRUE(eventually([&] { return connected(a); }, 15s));
-  eldr_pool_t* pool = nullptr;
-  ASSERT_EQ(eldr_pool_open(servers[0].url().c_str(), ("p" + tag).c_str(), 2000, &pool), ELDR_OK)
-      << eldr_last_error_message();
-  std::vector<int16_t> counts(8, 0);
-  counts[3] = 5;
+  Node& a = start_lone_node();
+  ASSERT_TRUE(connected(a));
+  eldr_pool_t* pool = open_gateway();
+  ASSERT_NE(pool, nullptr);
+  const std::vector<int16_t> counts = one_cell(3);
   eldr_decision_t d = ELDR_DECISION_INIT;
   ASSERT_EQ(eldr_pool_route(pool, "c1", counts.data(), 2, 4, 2000, &d), ELDR_OK)
       << eldr_last_error_message();
@@ -1281,9 +1285,8 @@ TEST_F(PoolTest, a_gateway_routes_prompts_through_any_node_over_nats) {
   Node& a = start_node("a");
   Node& b = start_node("b");
   ASSERT_TRUE(eventually([&] { return sees_peers(a, 1) && sees_peers(b, 1); }, 15s));
-  eldr_pool_t* pool = nullptr;
-  ASSERT_EQ(eldr_pool_open(servers[0].url().c_str(), ("p" + tag).c_str(), 2000, &pool), ELDR_OK)
-      << eldr_last_error_message();
+  eldr_pool_t* pool = open_gateway();
+  ASSERT_NE(pool, nullptr);
   std::vector<uint64_t> tokens;
   for (uint32_t i = 0; i < 4; ++i) {
     eldr_decision_t d = ELDR_DECISION_INIT;
