@@ -20,9 +20,9 @@ Then the failure run (--kill-nodes, default 8, on the three-server cluster):
 mid-run the NATS server a gateway (eldr loadgen --nats) is on, and then one
 eldrd node, are killed (SIGKILL). Every surviving node's engine must get
 every decision; once the dead node's lease (peer_timeout_ms) has passed and
-every request is completed, no node may count anything in flight but the
-requests of gateway routes whose answer died with the server (reported:
-nobody can complete those). Exits 1 if not.
+every request is completed (or, a gateway route whose answer died with the
+server, cancelled by the gateway), no node may count anything in flight.
+Exits 1 if not.
 
 Prints one JSON object; everything it starts is stopped at the end. On a
 machine with fewer cores than processes the figures include the contention:
