@@ -1075,7 +1075,8 @@ TEST_F(PoolTest, a_gateway_route_that_gets_no_answer_is_cancelled_where_it_was_r
   natsConnection* nc = nullptr;
   ASSERT_EQ(natsConnection_ConnectTo(&nc, servers[0].url().c_str()), NATS_OK);
   const std::string subject = "eldr.p" + tag;
-  const auto route = [&](const std::string& id, const std::string& key) {
+  const auto route = [&](const std::string& id, const std::string& key,
+                         const std::string& gateway = "") {
     shm::FootprintOut f;
     f.request_id = id;
     f.layers = 2;
@@ -1090,6 +1091,9 @@ TEST_F(PoolTest, a_gateway_route_that_gets_no_answer_is_cancelled_where_it_was_r
         NATS_OK);
     if (!key.empty()) {
       EXPECT_EQ(natsMsgHeader_Set(msg, eldr::pool::kRouteKeyHeader, key.c_str()), NATS_OK);
+    }
+    if (!gateway.empty()) {
+      EXPECT_EQ(natsMsgHeader_Set(msg, eldr::pool::kGatewayHeader, gateway.c_str()), NATS_OK);
     }
     natsMsg* reply = nullptr;
     EXPECT_EQ(natsConnection_RequestMsg(&reply, nc, msg, 2000), NATS_OK);
@@ -1135,11 +1139,25 @@ TEST_F(PoolTest, a_gateway_route_that_gets_no_answer_is_cancelled_where_it_was_r
   const pool::RouteReply early = route("early", eldr::pool::format_key(0x77));
   EXPECT_EQ(early.status, static_cast<int32_t>(Errc::state));
   EXPECT_NE(early.message.find("cancelled"), std::string::npos) << early.message;
-  // A key that is no key: refused as malformed. None at all: routed, not cancellable.
+  // A key or a gateway id that is none: refused as malformed, nothing
+  // booked. No key at all: routed, not cancellable.
   EXPECT_EQ(route("bad-key", "xyz").status, static_cast<int32_t>(Errc::invalid_argument));
+  ++malformed;
+  const pool::RouteReply bad_gateway = route("bad-gateway", eldr::pool::format_key(0x78), "0");
+  EXPECT_EQ(bad_gateway.status, static_cast<int32_t>(Errc::invalid_argument));
+  EXPECT_NE(bad_gateway.message.find(eldr::pool::kGatewayHeader), std::string::npos)
+      << bad_gateway.message;
   ++malformed;
   EXPECT_EQ(route("no-key", "").status, 0);
   EXPECT_TRUE(eventually([&] { return inflight(a).first == 1; })) << pool_of(a).dump();
+  // A beat that is no GatewayBeat: counted, nothing else.
+  const char junk[] = "not a beat";
+  ASSERT_EQ(natsConnection_Publish(nc, (subject + ".gateway").c_str(), junk, sizeof junk), NATS_OK);
+  ASSERT_EQ(natsConnection_FlushTimeout(nc, 2000), NATS_OK);
+  ++malformed;
+  EXPECT_TRUE(
+      eventually([&] { return metric(a, "eldr_pool_remote_malformed_total") == malformed; }));
+  EXPECT_EQ(inflight(a).first, 1u);
   natsConnection_Destroy(nc);
   (void)nats_CloseAndWait(2000);
 }
