@@ -1,17 +1,11 @@
 #include "eldr/pool/nats_link.hpp"
 
-#include <nats/nats.h>
-
-#include <atomic>
+#include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
-#include <shared_mutex>
-#include <thread>
+#include <cstdlib>
 
 #include "eldr/pool/nats_auth_apply.hpp"
-#include "eldr/pool/route_wire.hpp"
+#include "nats_link_impl.hpp"
 
 namespace eldr::pool {
 
@@ -19,18 +13,26 @@ bool nats_supported() noexcept { return true; }
 
 void nats_shutdown() noexcept { (void)nats_CloseAndWait(2000); }
 
-namespace {
-
 Status nats_error(const std::string& what, natsStatus s) {
   return {Errc::io, what + ": " + natsStatus_GetText(s)};
 }
 
-// The library's last error text for a failed call (it says more than the code).
 std::string last_error_text(natsStatus s) {
   natsStatus code = s;
   const char* text = nats_GetLastError(&code);
   return text != nullptr && *text != '\0' ? std::string(text) : natsStatus_GetText(s);
 }
+
+size_t servers_known_to(natsConnection* nc) {
+  char** servers = nullptr;
+  int count = 0;
+  if (nc == nullptr || natsConnection_GetServers(nc, &servers, &count) != NATS_OK) return 1;
+  for (int i = 0; i < count; ++i) free(servers[i]);
+  free(servers);
+  return static_cast<size_t>(std::max(count, 1));
+}
+
+namespace {
 
 // What the connection last said, for a subscription that failed because the
 // library closed it (refused credentials: it gives up after two refusals).
@@ -43,140 +45,6 @@ std::string subscribe_failed_reason(natsConnection* nc) {
 }
 
 }  // namespace
-
-// One connection with its options and subscriptions.
-struct Conn {
-  natsOptions* opts = nullptr;
-  natsConnection* nc = nullptr;
-  std::vector<natsSubscription*> subs;
-};
-
-struct NatsLink::Impl {
-  NatsLinkOptions options;
-  // The connection. libnats closes one for good when a server refuses it
-  // twice (credentials, permissions, at start or later); revive_loop() then
-  // opens another and swaps it in under the write lock, while every other
-  // use of conn holds the read lock.
-  mutable std::shared_mutex conn_mutex;
-  Conn conn;
-  std::atomic<uint64_t> generation{0};  // connections replaced so far (KeyValue follows)
-  std::string start_error;              // why the current connection did not start ("": it did)
-  std::string closed_reason;            // what the servers said to the connection it replaced
-  std::atomic<bool> joined{false};      // the current connection has been connected
-
-  mutable std::mutex inbox_mutex;
-  std::deque<InboxMessage> inbox;
-
-  std::atomic<uint64_t> received{0}, dropped{0}, published{0}, publish_failed{0};
-  std::atomic<uint64_t> received_bytes{0}, published_bytes{0};
-  std::atomic<uint64_t> disconnects{0}, reconnects{0}, reopened{0};
-  std::atomic<int64_t> max_payload{0};
-
-  // Shutdown: the library calls back on its own threads, so `this` must
-  // outlive the subscription's last delivery and the connection's close.
-  std::mutex done_mutex;
-  std::condition_variable done_cv;
-  size_t subs_complete = 0;
-  bool closed = false;    // the current connection is closed for good (or never started)
-  bool stopping = false;  // the link is going: no more connections
-  std::thread reviver;
-
-  static void on_msg(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
-    auto* self = static_cast<Impl*>(closure);
-    InboxMessage m;
-    m.subject = natsMsg_GetSubject(msg);
-    if (const char* reply = natsMsg_GetReply(msg); reply != nullptr) m.reply = reply;
-    if (const char* v = nullptr; natsMsgHeader_Get(msg, kRouteKeyHeader, &v) == NATS_OK && v)
-      m.route_key = v;
-    if (const char* v = nullptr; natsMsgHeader_Get(msg, kGatewayHeader, &v) == NATS_OK && v)
-      m.gateway = v;
-    const auto* data = reinterpret_cast<const uint8_t*>(natsMsg_GetData(msg));
-    m.data.assign(data, data + natsMsg_GetDataLength(msg));
-    natsMsg_Destroy(msg);
-    self->received.fetch_add(1, std::memory_order_relaxed);
-    self->received_bytes.fetch_add(m.data.size(), std::memory_order_relaxed);
-    {
-      std::lock_guard lock(self->inbox_mutex);
-      if (self->inbox.size() >= self->options.inbox_limit) {
-        self->dropped.fetch_add(1, std::memory_order_relaxed);
-        return;
-      }
-      self->inbox.push_back(std::move(m));
-    }
-    if (self->options.on_message) self->options.on_message();
-  }
-  static void on_connected(natsConnection* nc, void* closure) {
-    auto* self = static_cast<Impl*>(closure);
-    self->joined.store(true, std::memory_order_relaxed);
-    self->max_payload.store(natsConnection_GetMaxPayload(nc), std::memory_order_relaxed);
-  }
-  static void on_disconnected(natsConnection*, void* closure) {
-    static_cast<Impl*>(closure)->disconnects.fetch_add(1, std::memory_order_relaxed);
-  }
-  static void on_reconnected(natsConnection* nc, void* closure) {
-    auto* self = static_cast<Impl*>(closure);
-    self->reconnects.fetch_add(1, std::memory_order_relaxed);
-    self->max_payload.store(natsConnection_GetMaxPayload(nc), std::memory_order_relaxed);
-  }
-  static void on_closed(natsConnection*, void* closure) {
-    auto* self = static_cast<Impl*>(closure);
-    std::lock_guard lock(self->done_mutex);
-    self->closed = true;
-    self->done_cv.notify_all();
-  }
-  static void on_sub_complete(void* closure) {
-    auto* self = static_cast<Impl*>(closure);
-    std::lock_guard lock(self->done_mutex);
-    ++self->subs_complete;
-    self->done_cv.notify_all();
-  }
-  static void on_error(natsConnection*, natsSubscription* sub, natsStatus err, void* closure) {
-    // Slow consumer: the library dropped messages past the pending limits
-    // (the snapshots repair what they carried).
-    if (sub != nullptr && err == NATS_SLOW_CONSUMER)
-      static_cast<Impl*>(closure)->dropped.fetch_add(1, std::memory_order_relaxed);
-  }
-
-  Status make_options(Conn& c);
-  // A new connection and its subscriptions, into c. First one attempt in
-  // the foreground, so that a refusal (credentials, TLS) comes back with the
-  // server's reason: Errc::state, and revive_loop() tries again in a second.
-  // When no server answers, the library keeps trying in the background.
-  Status connect(Conn& c);
-  // A connection's subscriptions, connection and options, freed.
-  void release(Conn& c);
-  // Puts c in place of the current connection (closed for good, or none yet
-  // at open); whether c started (s) decides when the next try comes.
-  void install(Conn c, const Status& s);
-  void revive_loop();
-
-  ~Impl() {
-    {
-      std::lock_guard lock(done_mutex);
-      stopping = true;
-      done_cv.notify_all();
-    }
-    if (reviver.joinable()) reviver.join();
-    size_t unsubscribed = 0;
-    for (natsSubscription* sub : conn.subs)
-      unsubscribed += natsSubscription_Unsubscribe(sub) == NATS_OK;
-    if (unsubscribed != 0) {
-      std::unique_lock lock(done_mutex);
-      done_cv.wait_for(lock, std::chrono::seconds(2),
-                       [&] { return subs_complete >= unsubscribed; });
-    }
-    if (conn.nc != nullptr && !natsConnection_IsClosed(conn.nc)) {
-      {
-        std::lock_guard lock(done_mutex);
-        closed = false;
-      }
-      natsConnection_Close(conn.nc);
-      std::unique_lock lock(done_mutex);
-      done_cv.wait_for(lock, std::chrono::seconds(2), [&] { return closed; });
-    }
-    release(conn);
-  }
-};
 
 Status NatsLink::Impl::make_options(Conn& c) {
   Impl* m = this;
@@ -336,15 +204,6 @@ bool is_connected(natsConnection* nc) {
   return nc != nullptr && natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED;
 }
 
-size_t servers_known_to(natsConnection* nc) {
-  char** servers = nullptr;
-  int count = 0;
-  if (nc == nullptr || natsConnection_GetServers(nc, &servers, &count) != NATS_OK) return 1;
-  for (int i = 0; i < count; ++i) free(servers[i]);
-  free(servers);
-  return static_cast<size_t>(std::max(count, 1));
-}
-
 }  // namespace
 
 bool NatsLink::connected() const noexcept {
@@ -438,178 +297,6 @@ bool NatsLink::wait_connected(int64_t timeout_ms) const {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return true;
-}
-
-// ---- key-value ------------------------------------------------------------------
-
-namespace {
-
-bool is_wrong_sequence(const std::string& text) {
-  return text.find("wrong last sequence") != std::string::npos ||
-         text.find("key exists") != std::string::npos;
-}
-
-}  // namespace
-
-struct KeyValue::Impl {
-  NatsLink::Impl* link = nullptr;  // outlives every call (not the destructor's business)
-  uint64_t generation = 0;         // the link's connection the handles below are on
-  jsCtx* js = nullptr;
-  kvStore* kv = nullptr;
-  kvWatcher* watcher = nullptr;
-  std::string bucket, watched;
-  int replicas = 0;
-  ~Impl() { drop(); }
-  void drop() {
-    if (watcher != nullptr) {
-      (void)kvWatcher_Stop(watcher);
-      kvWatcher_Destroy(watcher);
-    }
-    if (kv != nullptr) kvStore_Destroy(kv);
-    if (js != nullptr) jsCtx_Destroy(js);
-    watcher = nullptr;
-    kv = nullptr;
-    js = nullptr;
-  }
-  // The bucket on the link's current connection, created when missing.
-  Status bind();
-  // Handles on a connection the link has since replaced are opened again
-  // on the new one (and the watch with them).
-  Status current() {
-    if (generation == link->generation.load(std::memory_order_acquire) && kv != nullptr)
-      return Status::ok();
-    drop();
-    ELDR_TRY(bind());
-    if (!watched.empty()) {
-      if (natsStatus s = kvStore_Watch(&watcher, kv, watched.c_str(), nullptr); s != NATS_OK)
-        return failed("watch " + watched, s);
-    }
-    return Status::ok();
-  }
-  Status failed(const std::string& what, natsStatus s) const {
-    const std::string text = last_error_text(s);
-    return {is_wrong_sequence(text) ? Errc::state : Errc::io,
-            what + " in bucket " + bucket + ": " + text};
-  }
-  static Entry entry_of(kvEntry* e) {
-    Entry out;
-    out.revision = kvEntry_Revision(e);
-    const auto* v = static_cast<const uint8_t*>(kvEntry_Value(e));
-    out.value.assign(v, v + kvEntry_ValueLen(e));
-    out.deleted = kvEntry_Operation(e) != kvOp_Put;
-    return out;
-  }
-};
-
-Status KeyValue::Impl::bind() {
-  std::shared_lock lock(link->conn_mutex);
-  generation = link->generation.load(std::memory_order_acquire);
-  if (link->conn.nc == nullptr) return {Errc::io, "not connected to NATS"};
-  jsOptions jo;
-  jsOptions_Init(&jo);
-  jo.Wait = 2000;
-  if (natsStatus s = natsConnection_JetStream(&js, link->conn.nc, &jo); s != NATS_OK)
-    return nats_error("cannot open JetStream", s);
-  natsStatus s = js_KeyValue(&kv, js, bucket.c_str());
-  if (s == NATS_NOT_FOUND) {
-    kvConfig cfg;
-    kvConfig_Init(&cfg);
-    cfg.Bucket = bucket.c_str();
-    cfg.History = 4;
-    cfg.Replicas = replicas > 0
-                       ? replicas
-                       : static_cast<int>(std::min<size_t>(3, servers_known_to(link->conn.nc)));
-    s = js_CreateKeyValue(&kv, js, &cfg);
-    // Another node created it in between: open that one.
-    if (s != NATS_OK) s = js_KeyValue(&kv, js, bucket.c_str());
-  }
-  if (s != NATS_OK) return failed("cannot open the key-value bucket", s);
-  return Status::ok();
-}
-
-KeyValue::KeyValue(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
-KeyValue::~KeyValue() = default;
-
-Result<std::unique_ptr<KeyValue>> NatsLink::key_value(const std::string& bucket, int replicas) {
-  auto impl = std::make_unique<KeyValue::Impl>();
-  impl->link = m_impl.get();
-  impl->bucket = bucket;
-  impl->replicas = replicas;
-  ELDR_TRY(impl->bind());
-  return std::unique_ptr<KeyValue>(new KeyValue(std::move(impl)));
-}
-
-Result<std::optional<KeyValue::Entry>> KeyValue::get(const std::string& key) {
-  ELDR_TRY(m_impl->current());
-  kvEntry* e = nullptr;
-  const natsStatus s = kvStore_Get(&e, m_impl->kv, key.c_str());
-  if (s == NATS_NOT_FOUND) return std::optional<Entry>{};
-  if (s != NATS_OK) return m_impl->failed("get " + key, s);
-  Entry out = Impl::entry_of(e);
-  kvEntry_Destroy(e);
-  return std::optional<Entry>{std::move(out)};
-}
-
-Result<uint64_t> KeyValue::put(const std::string& key, std::span<const uint8_t> value) {
-  ELDR_TRY(m_impl->current());
-  uint64_t rev = 0;
-  const natsStatus s =
-      kvStore_Put(&rev, m_impl->kv, key.c_str(), value.data(), static_cast<int>(value.size()));
-  if (s != NATS_OK) return m_impl->failed("put " + key, s);
-  return rev;
-}
-
-Result<uint64_t> KeyValue::create(const std::string& key, std::span<const uint8_t> value) {
-  ELDR_TRY(m_impl->current());
-  uint64_t rev = 0;
-  const natsStatus s =
-      kvStore_Create(&rev, m_impl->kv, key.c_str(), value.data(), static_cast<int>(value.size()));
-  if (s != NATS_OK) return m_impl->failed("create " + key, s);
-  return rev;
-}
-
-Result<uint64_t> KeyValue::update(const std::string& key, std::span<const uint8_t> value,
-                                  uint64_t last) {
-  ELDR_TRY(m_impl->current());
-  uint64_t rev = 0;
-  const natsStatus s = kvStore_Update(&rev, m_impl->kv, key.c_str(), value.data(),
-                                      static_cast<int>(value.size()), last);
-  if (s != NATS_OK) return m_impl->failed("update " + key, s);
-  return rev;
-}
-
-Status KeyValue::erase(const std::string& key) {
-  ELDR_TRY(m_impl->current());
-  const natsStatus s = kvStore_Delete(m_impl->kv, key.c_str());
-  if (s != NATS_OK) return m_impl->failed("delete " + key, s);
-  return Status::ok();
-}
-
-Status KeyValue::watch(const std::string& key) {
-  m_impl->watched = key;
-  ELDR_TRY(m_impl->current());
-  if (m_impl->watcher != nullptr) {
-    (void)kvWatcher_Stop(m_impl->watcher);
-    kvWatcher_Destroy(m_impl->watcher);
-    m_impl->watcher = nullptr;
-  }
-  const natsStatus s = kvStore_Watch(&m_impl->watcher, m_impl->kv, key.c_str(), nullptr);
-  if (s != NATS_OK) return m_impl->failed("watch " + key, s);
-  return Status::ok();
-}
-
-Result<std::optional<KeyValue::Entry>> KeyValue::next(int64_t timeout_ms) {
-  if (m_impl->watched.empty()) return Status{Errc::state, "no key is watched"};
-  ELDR_TRY(m_impl->current());
-  if (m_impl->watcher == nullptr) return Status{Errc::state, "the watch failed; watch again"};
-  kvEntry* e = nullptr;
-  const natsStatus s = kvWatcher_Next(&e, m_impl->watcher, timeout_ms);
-  if (s == NATS_TIMEOUT) return std::optional<Entry>{};
-  if (s != NATS_OK) return m_impl->failed("watch", s);
-  if (e == nullptr) return std::optional<Entry>{};  // "initial values delivered"
-  Entry out = Impl::entry_of(e);
-  kvEntry_Destroy(e);
-  return std::optional<Entry>{std::move(out)};
 }
 
 }  // namespace eldr::pool
