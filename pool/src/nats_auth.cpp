@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "eldr/internal/file_io.hpp"
+#include "eldr/pool/inbox.hpp"
 
 namespace eldr::pool {
 
@@ -28,6 +29,7 @@ Status NatsAuth::check() const {
   if (user.empty() != password_file.empty())
     return {Errc::invalid_argument,
             "a NATS user needs a password file, and a password file a user"};
+  if (!inbox_prefix.empty()) ELDR_TRY(validate_inbox_prefix("the NATS inbox prefix", inbox_prefix));
   ELDR_TRY(readable("NATS CA file", ca_file));
   ELDR_TRY(readable("NATS client certificate", cert_file));
   ELDR_TRY(readable("NATS client key", key_file));
@@ -45,6 +47,7 @@ std::string NatsAuth::describe() const {
   if (!creds_file.empty()) add("credentials file " + creds_file);
   if (!user.empty()) add("user " + user + " (password from " + password_file + ")");
   if (!token_file.empty()) add("token from " + token_file);
+  if (!inbox_prefix.empty()) add("inboxes " + inbox_prefix + ".>");
   return out.empty() ? "no TLS, no credentials" : out;
 }
 

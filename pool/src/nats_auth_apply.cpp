@@ -36,6 +36,8 @@ Status apply_nats_auth(natsOptions* opts, const NatsAuth& a) {
     s = natsOptions_SetToken(opts, token->c_str());
   }
   if (s != NATS_OK) return refused("NATS credentials refused", s);
+  if (!a.inbox_prefix.empty()) s = natsOptions_SetCustomInboxPrefix(opts, a.inbox_prefix.c_str());
+  if (s != NATS_OK) return refused("NATS: the inbox prefix " + a.inbox_prefix + " was refused", s);
   return Status::ok();
 }
 

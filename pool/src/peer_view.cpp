@@ -35,6 +35,7 @@ void PeerView::apply(const PeerMessage& m, uint64_t now_ns, uint64_t now_real_ns
     m_counters.lost += m.head.sequence - peer.sequence - 1;
   peer.incarnation = m.head.incarnation;
   peer.sequence = m.head.sequence;
+  peer.features = m.head.features;
   peer.last_seen_ns = now_ns;
   // Clocks of two nodes differ a little: an arrival "before" its sending is 0 ms old.
   const double age_ms =
@@ -123,10 +124,10 @@ void PeerView::reconcile(Peer& peer, const std::vector<std::pair<uint64_t, int32
   }
 }
 
-std::vector<std::string> PeerView::names() const {
-  std::vector<std::string> out;
+std::vector<PeerView::Name> PeerView::names() const {
+  std::vector<Name> out;
   out.reserve(m_peers.size());
-  for (const auto& [name, peer] : m_peers) out.push_back(name);
+  for (const auto& [name, peer] : m_peers) out.push_back({name, peer.features});
   return out;
 }
 

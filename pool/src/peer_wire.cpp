@@ -55,6 +55,10 @@ std::string complete_subject(std::string_view pool, std::string_view node) {
   return "eldr." + std::string(pool) + ".complete." + std::string(node);
 }
 
+std::string forward_subject(std::string_view pool, std::string_view node) {
+  return "eldr." + std::string(pool) + ".forward." + std::string(node);
+}
+
 std::string ack_subject(std::string_view pool, std::string_view node) {
   return "eldr." + std::string(pool) + ".ack." + std::string(node);
 }
@@ -165,6 +169,7 @@ Decoded decode_peer_message(std::span<const uint8_t> bytes, const Geometry& geom
   out.head.incarnation = m->incarnation();
   out.head.sequence = m->sequence();
   out.head.sent_ns = m->sent_ns();
+  out.head.features = m->features();
   if (out.head.incarnation == 0 || out.head.sequence == 0)
     return fail(WireFault::bad_field, "incarnation and sequence must be nonzero");
   // A union's type may come without its value: the verifier lets that pass.
@@ -247,7 +252,7 @@ std::vector<uint8_t> finish(flatbuffers::FlatBufferBuilder& fbb, const PeerEncod
                             uint64_t sequence, fb::Body type, flatbuffers::Offset<Body> body) {
   const auto node = fbb.CreateString(e.node());
   const auto msg = fb::CreatePeerMsg(fbb, kPoolWireVersion, node, e.incarnation(), sequence,
-                                     realtime_ns(), type, body.Union());
+                                     realtime_ns(), type, body.Union(), kPeerFeatures);
   fb::FinishPeerMsgBuffer(fbb, msg);
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }

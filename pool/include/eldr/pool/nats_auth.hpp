@@ -1,9 +1,11 @@
 // How a pool's clients prove themselves to NATS and how they check the
 // server: TLS (the CA that signs the servers, a client certificate when the
-// servers verify clients) and one kind of credentials (a .creds file with a
-// user JWT and nkey seed, or a user and a password file, or a token file).
-// Secrets stay in files and are read when connecting; nothing here is ever
-// logged but file names. No NATS needed (eldr_pool_wire); NatsLink applies it.
+// servers verify clients), one kind of credentials (a .creds file with a
+// user JWT and nkey seed, or a user and a password file, or a token file),
+// and the inbox prefix that user may subscribe to (inbox.hpp: a gateway's
+// answers are for it alone). Secrets stay in files and are read when
+// connecting; nothing here is ever logged but file names. No NATS needed
+// (eldr_pool_wire); NatsLink and the C API's pool handle apply it.
 #pragma once
 
 #include <array>
@@ -22,10 +24,15 @@ struct NatsAuth {
   std::string user;           // with password_file
   std::string password_file;  // the password, alone in the file (a trailing newline is dropped)
   std::string token_file;     // a token, alone in the file
+  // The client's reply inboxes are "<inbox_prefix>.<random>" ("": libnats'
+  // _INBOX). A gateway's own ("_INBOX.gw-a"), so that the server lets its
+  // user alone read its answers.
+  std::string inbox_prefix;
 
   bool tls() const noexcept { return !ca_file.empty() || !cert_file.empty(); }
   // Consistent and its files readable: cert and key together, at most one
-  // kind of credentials, a user with its password file.
+  // kind of credentials, a user with its password file, an inbox prefix
+  // that validate_inbox_prefix takes.
   Status check() const;
   // For logs and status: what is used, by file name only.
   std::string describe() const;
@@ -39,7 +46,7 @@ struct NatsAuthField {
   std::string NatsAuth::*member;
   const char* help;
 };
-inline constexpr std::array<NatsAuthField, 7> kNatsAuthFields{{
+inline constexpr std::array<NatsAuthField, 8> kNatsAuthFields{{
     {"tls_ca", "--nats-ca", &NatsAuth::ca_file,
      "PEM file of the CAs that sign the NATS servers (TLS)"},
     {"tls_cert", "--nats-cert", &NatsAuth::cert_file,
@@ -50,6 +57,9 @@ inline constexpr std::array<NatsAuthField, 7> kNatsAuthFields{{
     {"password_file", "--nats-password-file", &NatsAuth::password_file,
      "file holding the NATS user's password"},
     {"token_file", "--nats-token-file", &NatsAuth::token_file, "file holding a NATS token"},
+    {"inbox_prefix", "--nats-inbox-prefix", &NatsAuth::inbox_prefix,
+     "prefix of this client's NATS reply inboxes (default _INBOX): one per gateway user, which "
+     "alone may subscribe to it"},
 }};
 
 // A secret file's text, the trailing newline dropped (at most 64 KiB).

@@ -50,9 +50,15 @@ struct InboxMessage {
   std::string subject;
   std::string reply;  // a request's reply subject, or ""
   std::vector<uint8_t> data;
-  // Its kRouteKeyHeader and kGatewayHeader (route_wire.hpp) as sent, or "".
+  // Its kRouteKeyHeader and kGatewayHeader (route_wire.hpp) as sent, or ""
+  // (the route requests of gateways before RouteRequest carry them).
   std::string route_key, gateway;
 };
+
+// Where a consumer of the inbox publishes: NatsLink::publish, or a test's
+// (the daemon's pool parts take one, so that they run without NATS).
+using PublishFn = std::function<Status(std::string_view subject, std::span<const uint8_t> data,
+                                       std::string_view reply)>;
 
 struct NatsLinkCounters {
   uint64_t received = 0;

@@ -65,7 +65,12 @@ class PeerView {
   std::vector<std::string> expire(uint64_t now_ns);
 
   size_t peers() const noexcept { return m_peers.size(); }
-  std::vector<std::string> names() const;
+  // The peers heard of, each with the features its latest message named.
+  struct Name {
+    std::string node;
+    uint32_t features = 0;
+  };
+  std::vector<Name> names() const;
   size_t bookings() const noexcept { return m_total; }
   std::vector<PeerInfo> info(uint64_t now_ns) const;
   // The oldest peer's view age (ms): how late this node hears of the others.
@@ -87,6 +92,7 @@ class PeerView {
     uint64_t incarnation = 0;
     uint64_t sequence = 0;  // the last applied
     uint64_t last_seen_ns = 0;
+    uint32_t features = 0;  // PeerHeader::features of its latest message
     double view_age_ms = 0.0;
     bool aged = false;                               // view_age_ms holds a sample
     uint64_t books = 0;                              // bookings applied

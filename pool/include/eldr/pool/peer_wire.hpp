@@ -25,14 +25,17 @@ Status validate_pool_name(std::string_view what, std::string_view name);
 // eldr.<pool>.node.<node>, and the wildcard every node subscribes to.
 std::string node_subject(std::string_view pool, std::string_view node);
 std::string pool_nodes_subject(std::string_view pool);
-// Route over NATS: requests to eldr.<pool>.route, completes to
-// eldr.<pool>.complete.<node> (shm/schema/route_msg.fbs).
+// Route over NATS: requests to eldr.<pool>.route, a gateway's completes to
+// eldr.<pool>.complete.<node> (schema/route_msg.fbs).
 std::string route_subject(std::string_view pool);
 std::string complete_subject(std::string_view pool, std::string_view node);
-// eldr.<pool>.complete: a RouteComplete for whichever node routed the request
-// (every node listens). A node forwards here the token-carrying completes its
-// engines send for requests another node routed, so a decode engine may
-// complete through its own node whatever node decided.
+// eldr.<pool>.forward.<node>: a RouteComplete one node forwards to the node
+// its token names: an engine completes through its own node, whatever node
+// decided. Only nodes may publish here, so the token alone releases (a
+// gateway's complete on complete.<node> must also present the route's key).
+std::string forward_subject(std::string_view pool, std::string_view node);
+// eldr.<pool>.complete: a forward for whichever node routed the request
+// (every node listens), when its token names no single peer.
 std::string complete_any_subject(std::string_view pool);
 // eldr.<pool>.cancel: a gateway's RouteCancel of a route it never heard the
 // answer to (every node listens; the one that routed it releases it).
@@ -40,7 +43,7 @@ std::string cancel_subject(std::string_view pool);
 // eldr.<pool>.gateway: the pool handles' beats (every node listens).
 std::string gateway_subject(std::string_view pool);
 // eldr.<pool>.ack.<node>: the reply subject of the completes a node forwards
-// to the node its token names; that node answers with the token (8 bytes),
+// to the node its token names; that node answers there with the token (8 bytes),
 // and the forwarder sends again until it does (a complete lost with a
 // server would hold the request in flight at its node for good).
 std::string ack_subject(std::string_view pool, std::string_view node);
@@ -74,11 +77,16 @@ enum class WireFault : uint8_t {
 inline constexpr size_t kWireFaults = 5;
 const char* wire_fault_name(WireFault fault) noexcept;
 
+// PeerMsg.features: what a node does beyond its wire version.
+inline constexpr uint32_t kFeatureForwardSubject = 1;  // reads eldr.<pool>.forward.<node>
+inline constexpr uint32_t kPeerFeatures = kFeatureForwardSubject;  // this build's
+
 struct PeerHeader {
   std::string node;
   uint64_t incarnation = 0;
   uint64_t sequence = 0;
-  uint64_t sent_ns = 0;  // CLOCK_REALTIME
+  uint64_t sent_ns = 0;   // CLOCK_REALTIME
+  uint32_t features = 0;  // kFeature* bits; 0 from nodes before them
 };
 
 struct PeerLoad {
