@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "eldr/pool/inbox.hpp"
 #include "eldr/pool/nats_link.hpp"
 #include "eldr/pool/peer_wire.hpp"
 
@@ -207,6 +208,15 @@ Status read_pool(std::string_view source, const toml::table& table, PoolConfig& 
       ELDR_TRY(read_bool(source, key, node, pool.anticipate));
     } else if (k == "table_replicas") {
       ELDR_TRY(read_uint(source, key, node, pool.table_replicas, 0, 5));
+    } else if (k == "reply_prefixes") {
+      const toml::array* a = node.as_array();
+      if (a == nullptr) return bad_value(source, key, "expected an array of inbox prefixes");
+      pool.reply_prefixes.clear();
+      for (const toml::node& p : *a) {
+        std::string prefix;
+        ELDR_TRY(read_string(source, key, p, prefix));
+        pool.reply_prefixes.push_back(prefix);
+      }
     } else if (const auto* f = auth_field(k.str())) {
       ELDR_TRY(read_string(source, key, node, pool.auth.*f->member));
     } else if (k == "bookings") {
@@ -362,6 +372,8 @@ Status DaemonConfig::validate() const {
     ELDR_TRY(validate_pool_name("pool.name", pool.name));
     if (!pool.node.empty()) ELDR_TRY(validate_pool_name("pool.node", pool.node));
     if (Status s = pool.auth.check(); !s) return {s.code(), "[pool] " + s.message()};
+    if (auto replies = ReplyPolicy::create(pool.reply_prefixes); !replies)
+      return {replies.status().code(), "pool.reply_prefixes: " + replies.status().message()};
     if (pool.peer_timeout_ms < 2 * pool.snapshot_ms)
       return {Errc::invalid_argument,
               "pool.peer_timeout_ms must be at least twice pool.snapshot_ms (a live node "

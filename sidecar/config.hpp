@@ -59,6 +59,10 @@ struct PoolConfig {
   // A gateway (pool handle) silent this long (it beats every second): the
   // requests it routed through this node are released.
   uint32_t gateway_timeout_ms = 10000;
+  // The inbox prefixes this node answers gateways' requests under (a reply
+  // subject is "<prefix>.<more>"); none: libnats' "_INBOX". Any other reply
+  // subject ($KV., $JS., eldr., ...) is refused: not answered, not routed.
+  std::vector<std::string> reply_prefixes;
   uint32_t max_peer_bookings = 1u << 16;  // all peers' requests in flight, together
   bool anticipate = true;                 // PeerTwins: count the peers' picks not heard of yet
   // Bookings carry the request's demand codes (compact, O(cost cells)), or

@@ -122,7 +122,10 @@ struct PoolGauge {
   // Gateway routes withdrawn by their gateway's cancel: released here, or
   // refused as they came (the cancel got here first).
   uint64_t routes_cancelled = 0, routes_refused = 0;
-  uint64_t routes_orphaned = 0;  // released: their gateway went silent or left
+  uint64_t routes_refused_owned = 0;  // refused: the id is another's in flight here
+  uint64_t routes_orphaned = 0;       // released: their gateway went silent or left
+  uint64_t completes_refused = 0;     // gateway completes without their route's key
+  uint64_t replies_refused = 0;       // requests whose reply subject the node does not answer on
   // Completes of requests another node routed: sent to the pool, and the
   // pool's that were ours and released a request here.
   uint64_t completes_forwarded = 0, completes_received = 0;

@@ -117,9 +117,11 @@ void render_pool(std::string& out, const PoolGauge& c) {
       {"eldr_pool_snapshot_too_large_total", "counter",
        "Snapshots not sent: larger than the server's max_payload.", d(c.snapshot_too_large)},
       {"eldr_pool_remote_routes_total", "counter",
-       "Footprints routed for gateways over NATS (eldr.<pool>.route).", d(c.remote_routes)},
+       "Footprints and prompts routed for gateways over NATS (eldr.<pool>.route).",
+       d(c.remote_routes)},
       {"eldr_pool_remote_malformed_total", "counter",
-       "Route or complete requests over NATS refused as malformed (answered with the error).",
+       "Routes, completes, cancels and beats over NATS refused as malformed (a route is answered "
+       "with the error).",
        d(c.remote_malformed)},
       {"eldr_pool_routes_cancelled_total", "counter",
        "Gateway routes this node made and released on their gateway's cancel "
@@ -128,6 +130,18 @@ void render_pool(std::string& out, const PoolGauge& c) {
       {"eldr_pool_routes_refused_cancelled_total", "counter",
        "Gateway routes refused as they came: their gateway had cancelled them already.",
        d(c.routes_refused)},
+      {"eldr_pool_routes_refused_owned_total", "counter",
+       "Gateway routes refused because their request id is in flight at this node for another "
+       "gateway or one of its engines (never replaced or released).",
+       d(c.routes_refused_owned)},
+      {"eldr_pool_completes_refused_total", "counter",
+       "Gateway completes refused: the request was routed by a gateway and the complete did not "
+       "present that route's key (a token alone releases nothing there).",
+       d(c.completes_refused)},
+      {"eldr_pool_replies_refused_total", "counter",
+       "Requests over NATS whose reply subject lies under no prefix this node answers on "
+       "([pool] reply_prefixes): not answered, not routed.",
+       d(c.replies_refused)},
       {"eldr_pool_routes_orphaned_total", "counter",
        "Gateway routes this node made and released because their gateway (pool handle) went "
        "silent for gateway_timeout_ms or was freed: nobody was left to complete them.",
@@ -138,7 +152,7 @@ void render_pool(std::string& out, const PoolGauge& c) {
        d(c.completes_forwarded)},
       {"eldr_pool_completes_direct_total", "counter",
        "Completes of requests this node does not hold, sent to the one node their token names "
-       "(eldr.<pool>.complete.<node>).",
+       "(eldr.<pool>.forward.<node>).",
        d(c.completes_direct)},
       {"eldr_pool_completes_resent_total", "counter",
        "Completes sent to the node their token names again, that node not having answered "

@@ -1,9 +1,15 @@
-// This eldrd as one node of a pool: it publishes its own bookings and the
-// load reports its engines send (pool/'s peer_wire.hpp over nats_link.hpp),
-// applies every other node's (peer_view.hpp), sends a snapshot of its
-// requests in flight every snapshot_ms, and tells the service how many peers
-// to anticipate and how late it hears of them (PeerTwins). Everything but
-// the publishing runs on the consumer thread; a message arriving wakes it.
+// This eldrd as one node of a pool (docs/design.md section 10): its NATS
+// link and the parts that speak over it, each in a room of its own:
+//  - PoolPeers (pool_peers.*): the pool's shared bookings, loads, snapshots;
+//  - PoolGateways (pool_gateways.*): routes, completes, cancels and beats of
+//    gateways over NATS, and who owns each request;
+//  - PoolCompletes (pool_completes.*): completes forwarded between nodes;
+//  - PoolStatus (pool_status.*): what `eldr status` and the metrics say;
+//  - the pool's table and the refit lease (pool_node_table.cpp), on a thread
+//    of their own.
+// PoolNode owns the link, hands each message to its part by subject, and is
+// the service's PoolPublisher. Everything but the table thread runs on the
+// consumer thread; a message arriving wakes it.
 #pragma once
 
 #include <atomic>
@@ -14,20 +20,17 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_map>
-#include <vector>
 
 #include "config.hpp"
 #include "eldr/pool/nats_link.hpp"
-#include "eldr/pool/peer_view.hpp"
-#include "eldr/pool/recent_map.hpp"
 #include "metrics.hpp"
+#include "pool_completes.hpp"
+#include "pool_gateways.hpp"
+#include "pool_peers.hpp"
+#include "pool_status.hpp"
 #include "service.hpp"
 
 namespace eldr::sidecar {
-
-// Multi-node mode's names (pool/), unqualified in the daemon.
-using namespace ::eldr::pool;
 
 class PoolNode final : public PoolPublisher {
  public:
@@ -42,20 +45,28 @@ class PoolNode final : public PoolPublisher {
   ~PoolNode() override;  // leaves the service's pool first
 
   // ---- consumer thread ----
-  // Applies the messages that arrived; returns how many.
+  // Hands the messages that arrived to their parts; returns how many.
   size_t drain();
-  // Every maintenance tick: snapshot when due, peer expiry, anticipation,
-  // gauges. Returns the status object for eldr status (JSON).
+  // Every maintenance tick: snapshot when due, peer and gateway expiry,
+  // resends, anticipation, gauges. Returns the status object for eldr
+  // status (JSON).
   std::string maintain();
 
   // ---- PoolPublisher (consumer thread, from the service) ----
-  void booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) override;
-  void released(uint64_t key) override;
-  void reported(const PeerLoad& load) override;
-  void forward_complete(std::string_view request_id, uint64_t token) override;
+  void booked(uint64_t key, int32_t worker, std::span<const int16_t> counts) override {
+    m_peers->booked(key, worker, counts);
+  }
+  void released(uint64_t key) override {
+    m_peers->released(key);
+    m_gateways->released(key);
+  }
+  void reported(const PeerLoad& load) override { m_peers->reported(load); }
+  void forward_complete(std::string_view request_id, uint64_t token) override {
+    m_completes->forward(request_id, token);
+  }
   uint32_t node_tag() const noexcept override { return m_tag; }
 
-  const std::string& node() const noexcept { return m_encoder.node(); }
+  const std::string& node() const noexcept { return m_node; }
   // Whether this node holds the pool's refit lease now (any thread).
   bool holds_refit_lease() const noexcept { return m_lease_held.load(); }
   // Any thread: publishes `table` as the pool's table (the refit's install);
@@ -63,28 +74,13 @@ class PoolNode final : public PoolPublisher {
   Status publish_table(std::shared_ptr<const ClusterTable> table);
   // The revision of the pool's table this node routes with; 0: its local one.
   uint64_t table_revision() const noexcept { return m_table_revision.load(); }
-  const PeerView& view() const noexcept { return *m_view; }
+  const PeerView& view() const noexcept { return m_peers->view(); }
   bool connected() const noexcept { return m_link->connected(); }
 
  private:
   PoolNode(const PoolConfig& config, std::string node, Service& service, Metrics& metrics);
-  void send(std::vector<uint8_t> bytes);
-  void send_snapshot();
-  // eldr.<pool>.route: a FootprintMsg in, routed here, a RouteReply out.
-  void serve_route(const InboxMessage& in);
-  // eldr.<pool>.complete.<node>: a RouteComplete of a request routed so;
-  // eldr.<pool>.complete (pool_wide): one forwarded by another node.
-  void serve_complete(const InboxMessage& in, bool pool_wide);
-  // eldr.<pool>.cancel: a gateway's RouteCancel of a route it never heard
-  // the answer to; released here when it routed here with that key.
-  void serve_cancel(const InboxMessage& in);
-  // eldr.<pool>.gateway: a pool handle's GatewayBeat.
-  void serve_gateway_beat(const InboxMessage& in);
-  // Releases the routes of gateways not heard for gateway_timeout_ms, or
-  // that said they are leaving (maintain, when connected).
-  void expire_gateways(uint64_t now_ns);
-  void release_gateway(uint64_t gateway, const char* why);
-  std::string status_json(uint64_t now_ns) const;
+  PoolStatus status(uint64_t now_ns) const;
+  // Why the link is down: what NATS last said, else that no server answers.
   std::string not_connected_reason() const;
   // The table watcher's thread: the pool's table bucket, watched, each new
   // revision read, checked and swapped in at the pool's epoch.
@@ -93,74 +89,25 @@ class PoolNode final : public PoolPublisher {
   // One step of the refit lease (table thread, about every second): take
   // it when it is free or its holder stopped renewing, renew it when held.
   void lease_tick(uint64_t now_ns);
+  std::string lease_holder() const;
 
   PoolConfig m_config;
   Service& m_service;
   Metrics& m_metrics;
-  PeerEncoder m_encoder;
-  std::string m_subject;  // ours
-  std::string m_prefix;   // "eldr.<pool>.node."
-  std::string m_route_subject;
-  std::string m_complete_subject;  // ours
-  std::string m_complete_any_subject;
-  std::string m_cancel_subject;
-  std::string m_gateway_subject;
-  std::string m_ack_subject;  // ours: answers to the completes we forward
-  std::string m_ack_prefix;   // "eldr.<pool>.ack.": where we answer, nowhere else
-  uint32_t m_tag;             // node_tag(node): in our completion tokens
-  // The peers by the tag of their tokens, rebuilt every maintenance tick;
-  // "" where two peers share a tag (their completes go to every node).
-  std::unordered_map<uint32_t, std::string> m_peer_by_tag;
-  uint64_t m_completes_direct = 0;     // forwarded to the node named by the token
-  uint64_t m_completes_forwarded = 0;  // sent to eldr.<pool>.complete
-  uint64_t m_completes_received = 0;   // forwarded by others, released here
-  // Completes forwarded to the node their token names, by token, until that
-  // node answers on m_ack_subject: sent again on a back-off (maintain), given
-  // up after kForwardTries (about 12 s). Consumer thread only.
-  struct Unacked {
-    std::string subject;
-    std::vector<uint8_t> bytes;
-    uint64_t next_ns = 0;
-    uint32_t tries = 1;
-  };
-  std::unordered_map<uint64_t, Unacked> m_unacked;
-  uint64_t m_completes_resent = 0;      // forwards sent again (no answer yet)
-  uint64_t m_completes_unanswered = 0;  // forwards given up on
-  void resend_unacked(uint64_t now_ns);
-  // The gateway routes this node holds, by request id: the key their
-  // request carried, the gateway (pool handle) that sent it, the token they
-  // hold, and the router's key of the request, by which released() takes
-  // them out whichever way the request ends (so both hold only what is in
-  // flight, at most the request map's capacity).
-  struct GatewayRoute {
-    uint64_t key = 0;
-    uint64_t gateway = 0;
-    uint64_t token = 0;
-    uint64_t router_key = 0;
-  };
-  std::unordered_map<std::string, GatewayRoute> m_gateway_routes;
-  std::unordered_map<uint64_t, std::string> m_gateway_route_ids;  // by router key
-  // The keys cancelled before their route came here (the cancel overtook
-  // it): such a route is refused. Bounded, oldest forgotten first.
-  RecentMap<uint64_t, bool> m_cancelled;
-  // The gateways with routes here, by id: when last heard (a beat or a
-  // route). One silent for gateway_timeout_ms (a crashed gateway) has its
-  // routes released: nobody is left to complete them.
-  std::unordered_map<uint64_t, uint64_t> m_gateways;
-  uint64_t m_routes_cancelled = 0;  // released by their gateway's cancel
-  uint64_t m_routes_refused = 0;    // refused: cancelled before they came
-  uint64_t m_routes_orphaned = 0;   // released: their gateway went silent or left
-  uint64_t m_remote_routes = 0;     // footprints routed over NATS
-  uint64_t m_remote_malformed = 0;  // route or complete requests refused as malformed
+  std::string m_node;
+  uint64_t m_incarnation;  // random per start: peers tell our restarts apart
+  uint32_t m_tag;          // node_tag(node): in our completion tokens
+  // The subjects this node listens on, each with its part.
+  std::string m_nodes_prefix;  // "eldr.<pool>.node."
+  std::string m_route_subject, m_complete_subject, m_cancel_subject, m_gateway_subject;
+  std::string m_forward_subject, m_complete_any_subject, m_ack_subject, m_sample_subject;
   std::unique_ptr<NatsLink> m_link;
-  std::optional<PeerView> m_view;
+  std::unique_ptr<PoolPeers> m_peers;
+  std::unique_ptr<PoolGateways> m_gateways;
+  std::unique_ptr<PoolCompletes> m_completes;
   std::vector<InboxMessage> m_batch;
-  std::vector<uint8_t> m_demand;  // a compact booking's codes
   uint64_t m_next_snapshot_ns = 0;
-  std::array<uint64_t, kWireFaults> m_malformed{};
   uint64_t m_foreign_subject = 0;
-  uint64_t m_snapshot_too_large = 0;
-  uint64_t m_faults_logged = 0;
   bool m_was_connected = false;
   std::string m_join_error;    // what NATS last said while not connected ("" when connected)
   uint64_t m_join_errors = 0;  // distinct such reasons, each logged once
@@ -178,22 +125,6 @@ class PoolNode final : public PoolPublisher {
   // TTL, and this needs no synchronised clocks).
   static constexpr uint64_t kLeaseMs = 5000;
   bool m_refit = false;
-  // The twins per pick from the peers' booking rate over ours (maintain).
-  double twins_per_pick(uint64_t now_ns);
-  uint64_t m_own_picks = 0, m_own_seen = 0, m_peer_seen = 0, m_rate_last_ns = 0;
-  double m_own_rate = 0.0, m_peer_rate = 0.0;  // per second, smoothed
-  // Samples to the lease holder: a token bucket of window / period_s / nodes
-  // a second (at least one), so the holder hears about window per period.
-  double m_sample_rate = 0.0;
-  double m_sample_tokens = 0.0;
-  uint64_t m_sample_last_ns = 0;
-  PeerEncoder m_sample_encoder;  // its own sequence: samples skip the node subject
-  std::string m_sample_subject;  // ours
-  uint64_t m_samples_sent = 0;
-  uint64_t m_samples_received = 0;
-  // Publishes counts to the lease holder when it is another node and the
-  // bucket has a token.
-  void sample_to_holder(uint64_t key, int32_t worker, std::span<const int16_t> counts);
   std::unique_ptr<KeyValue> m_lease_kv;
   std::atomic<bool> m_lease_held{false};
   uint64_t m_lease_revision = 0;  // ours while held, else the last seen

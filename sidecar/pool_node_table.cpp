@@ -3,8 +3,8 @@
 // new revision into the service at the pool's epoch, note_table_error()
 // keeps the last failure for eldr status, lease_tick() takes or renews the
 // pool's refit lease, and publish_table() installs a refit as the pool's
-// table while this node holds it. pool_node.cpp holds the rest: the
-// messages in and out, routes and completes over NATS, maintenance.
+// table while this node holds it. pool_node.cpp holds the rest: the link,
+// the parts that speak over it, maintenance.
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -127,7 +127,7 @@ void PoolNode::lease_tick(uint64_t now_ns) {
     }
     m_lease_kv = std::move(*kv);
   }
-  const nlohmann::json me = {{"node", node()}, {"incarnation", m_encoder.incarnation()}};
+  const nlohmann::json me = {{"node", node()}, {"incarnation", m_incarnation}};
   const std::string text = me.dump();
   const std::span<const uint8_t> value(reinterpret_cast<const uint8_t*>(text.data()), text.size());
   const auto set_holder = [this](const std::string& holder) {

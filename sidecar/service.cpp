@@ -202,8 +202,12 @@ void Service::place(std::string_view request_id, uint32_t client_pid, uint64_t s
   out.latency_ns = now > seen_ns && seen_ns != 0 ? now - seen_ns : 0;
   out.completion_token = token;
   out.confidence = decision->confidence;
-  m_sink.publish(request_id, out);
-  if (m_capture) *m_capture = out;
+  // A route over NATS is answered over NATS only: the segment holds the
+  // decisions of this node's engines, which no gateway may write to.
+  if (m_capture)
+    *m_capture = out;
+  else
+    m_sink.publish(request_id, out);
   m_metrics.count_routed(decision->worker_index, decision->policy);
   if (prompt != nullptr) m_metrics.count_prompt_routed();
   m_metrics.observe_latency(out.latency_ns);
@@ -233,7 +237,10 @@ void Service::publish_rejection(std::string_view request_id, const Status& statu
   out.status = static_cast<int32_t>(status.code() == Errc::ok ? Errc::internal : status.code());
   out.worker = -1;
   out.table_epoch = m_router->table_epoch();
-  if (m_capture) *m_capture = out;
+  if (m_capture) {
+    *m_capture = out;  // a route over NATS: answered there
+    return;
+  }
   if (request_id.empty()) return;  // nothing to address a decision to
   m_sink.publish(request_id, out);
 }

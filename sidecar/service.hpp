@@ -127,8 +127,8 @@ class Service final : public shm::RecordHandler {
   // ours (worker health, the router's load), not published again.
   void apply_peer_load(const PeerLoad& load);
   // A footprint that came over NATS (eldr.<pool>.route): routed like one
-  // from a ring (the decision is also published to the segment) and its
-  // decision returned for the reply.
+  // from a ring and its decision returned for the reply (not published to
+  // the segment, whose decisions are its engines').
   shm::DecisionIn route_remote(const shm::FootprintIn& footprint);
   // A prompt that came over NATS, as route_remote.
   shm::DecisionIn route_remote(const shm::PromptIn& prompt);
