@@ -20,9 +20,11 @@
 #include "eldr/eldr.h"
 #include "eldr/fit.hpp"
 #include "eldr/lab/synthetic.hpp"
+#include "eldr/pool/nats_auth_cli.hpp"
 #include "eldr/router.hpp"
 #include "eldr/shm.hpp"
 #include "footprint_set.hpp"
+#include "pool_client.hpp"
 #include "round_trip.hpp"
 
 namespace eldr::cli {
@@ -32,6 +34,7 @@ namespace {
 struct LoadgenArgs {
   std::string instance = "default", model = "qwen3-30b-a3b";
   std::string nats, pool = "default";  // given --nats: a gateway over the pool, not an engine
+  pool::NatsAuth auth;                 // with --nats: TLS, credentials, inbox prefix
   uint64_t requests = 1000, seed = 7;
   double rate = 0.0;  // requests per second, 0 = as fast as decisions come back
   bool complete = false, json = false;
@@ -124,11 +127,9 @@ Result<std::unique_ptr<Target>> open_target(const LoadgenArgs& a) {
     if (!client) return client.status();
     return std::unique_ptr<Target>(std::make_unique<EngineTarget>(std::move(*client), a));
   }
-  eldr_pool_t* pool = nullptr;
-  if (const eldr_status_t s = eldr_pool_open(a.nats.c_str(), a.pool.c_str(), 2000, &pool);
-      s != ELDR_OK)
-    return Status{static_cast<Errc>(s), eldr_last_error_message()};
-  return std::unique_ptr<Target>(std::make_unique<GatewayTarget>(pool, a));
+  auto pool = open_pool_client(a.nats, a.pool, a.auth, 2000);
+  if (!pool) return pool.status();
+  return std::unique_ptr<Target>(std::make_unique<GatewayTarget>(*pool, a));
 }
 
 int run_loadgen(const LoadgenArgs& a) {
@@ -234,6 +235,7 @@ void register_loadgen_command(CLI::App& app) {
   lg->add_option("--nats", a->nats,
                  "URL[,URL...]: route over NATS through any node of --pool, as a gateway does");
   lg->add_option("--pool", a->pool, "with --nats: the pool's name");
+  pool::add_nats_auth_options(*lg, a->auth);
   lg->add_option("--requests", a->requests)->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   lg->add_option("--rate", a->rate, "requests per second (0 = closed loop)")
       ->check(CLI::Range(0.0, 1e9));

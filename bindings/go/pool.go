@@ -58,9 +58,13 @@ func OpenPool(natsURLs, pool string, timeout time.Duration) (*Pool, error) {
 // servers, by file (eldr_nats_auth_t): CAFile turns TLS on (the CAs of the
 // servers' certificates), CertFile with KeyFile is a client certificate, and
 // then at most one kind of credentials: CredsFile (JWT and nkey seed), User
-// with PasswordFile, or TokenFile. Secrets stay in their files.
+// with PasswordFile, or TokenFile. Secrets stay in their files. InboxPrefix
+// ("": libnats' _INBOX) is where the answers come ("<prefix>.<random>"):
+// give each gateway user a prefix of its own ("_INBOX.gw-a") and subscribe
+// rights on it alone, so that no other gateway can read its answers.
 type NatsAuth struct {
 	CAFile, CertFile, KeyFile, CredsFile, User, PasswordFile, TokenFile string
+	InboxPrefix                                                         string
 }
 
 // OpenPoolAuth is OpenPool with TLS and credentials.
@@ -80,7 +84,7 @@ func OpenPoolAuth(natsURLs, pool string, auth NatsAuth, timeout time.Duration) (
 	}{{auth.CAFile, &cauth.ca_file}, {auth.CertFile, &cauth.cert_file},
 		{auth.KeyFile, &cauth.key_file}, {auth.CredsFile, &cauth.creds_file},
 		{auth.User, &cauth.user}, {auth.PasswordFile, &cauth.password_file},
-		{auth.TokenFile, &cauth.token_file}} {
+		{auth.TokenFile, &cauth.token_file}, {auth.InboxPrefix, &cauth.inbox_prefix}} {
 		if f.value != "" {
 			*f.to = C.CString(f.value)
 			defer C.free(unsafe.Pointer(*f.to))

@@ -1,11 +1,12 @@
 // eldr_pool_*: route through any eldrd node of a pool over NATS request/reply
 // (multi-node mode), for a gateway that has a footprint but no local sidecar.
-// The request is the ring's FootprintMsg, the reply a RouteReply
+// The request is a RouteRequest, the reply a RouteReply
 // (pool/schema/route_msg.fbs); the complete goes to the node that routed the
-// request, which the handle remembers (bounded, oldest forgotten first). A
+// request, which the handle remembers (bounded, oldest forgotten first),
+// with the route's random key: the request is this handle's, and the key,
+// which travels only on subjects other gateways cannot read, proves it. A
 // route whose answer never came (a timeout, the gateway's server lost) may
-// still have been booked at a node: the handle cancels it there with the
-// random key the request carried.
+// still have been booked at a node: the handle cancels it there with that key.
 #include <nats/nats.h>
 
 #include <algorithm>
@@ -28,7 +29,6 @@
 #include "eldr/pool/peer_wire.hpp"
 #include "eldr/pool/recent_map.hpp"
 #include "eldr/pool/route_wire.hpp"
-#include "eldr/shm/records.hpp"
 
 struct eldr_pool {
   static constexpr size_t kRemembered = size_t{1} << 16;  // requests whose node a handle keeps
@@ -38,14 +38,15 @@ struct eldr_pool {
   std::string route_subject;
   std::string cancel_subject;   // "eldr.<pool>.cancel"
   std::string gateway_subject;  // "eldr.<pool>.gateway"
-  // The server takes headers: routes carry a key and this handle's id, and
-  // the handle beats, so that the nodes release its routes if it dies.
-  bool headers = false;
-  uint64_t gateway = 0;  // this handle's id (random)
-  std::mutex mutex;      // the members below; the connection is thread-safe
-  // The node that routed each request, and whether it confirms completes.
+  // This handle's id (random): its identity at the nodes, in every route
+  // and beat; the nodes release its routes if it stops beating.
+  uint64_t gateway = 0;
+  std::mutex mutex;  // the members below; the connection is thread-safe
+  // The node that routed each request, the route's key (its proof of
+  // ownership) and whether the node confirms completes.
   struct Holder {
     std::string node;
+    uint64_t route_key = 0;
     bool acks = false;
   };
   eldr::pool::RecentMap<std::string, Holder> holder_of{kRemembered};  // by request id
@@ -56,6 +57,19 @@ struct eldr_pool {
   bool stopping = false;
   std::condition_variable stop;
   std::thread beater;
+  // What the server last refused this connection (a subscription or a
+  // publish its user may not make: "Permissions Violation for Subscription
+  // to ..."), said with the timeout it causes. Under `mutex`.
+  std::string refused;
+
+  static void on_error(natsConnection* nc, natsSubscription*, natsStatus err, void* closure) {
+    if (err != NATS_NOT_PERMITTED) return;
+    const char* text = nullptr;
+    (void)natsConnection_GetLastError(nc, &text);
+    auto* self = static_cast<eldr_pool*>(closure);
+    std::lock_guard lock(self->mutex);
+    self->refused = text != nullptr && *text != '\0' ? text : "a permissions violation";
+  }
 
   uint64_t next_key() {
     std::lock_guard lock(mutex);
@@ -125,6 +139,14 @@ bool pool_name_ok(std::string_view name) noexcept {
   return true;
 }
 
+// What the server refused this handle lately, for an error it explains.
+std::string refused_note(eldr_pool_t* pool) {
+  std::lock_guard lock(pool->mutex);
+  if (pool->refused.empty()) return {};
+  return " (NATS refused this connection: " + pool->refused +
+         "; may this user subscribe to its inbox prefix?)";
+}
+
 // Publishes `bytes` on `subject` until a server has them (a flush answered):
 // one that dies with them unsent loses them, so they go again across the
 // reconnect, for at most `budget`. The receivers take a second copy as a
@@ -192,36 +214,25 @@ eldr_status_t request_until_answered(const char* fn, eldr_pool_t* pool, const st
     std::lock_guard lock(pool->mutex);
     pool->absent.put(node, true);
   }
-  return nats_fail(fn, "the node did not confirm the complete on " + subject, s);
+  return nats_fail(fn, "the node did not confirm the complete on " + subject + refused_note(pool),
+                   s);
 }
 
-// The request/reply of every eldr_pool_route*: `request` (a FootprintMsg
-// or a PromptMsg) to the pool's route subject, the RouteReply checked into out.
-eldr_status_t request_route(const char* fn, eldr_pool_t* pool, std::string_view id,
+// The request/reply of every eldr_pool_route*: `request` (a RouteRequest
+// carrying `key`) to the pool's route subject, the RouteReply checked into out.
+eldr_status_t request_route(const char* fn, eldr_pool_t* pool, std::string_view id, uint64_t key,
                             const std::vector<uint8_t>& request, uint32_t timeout_ms,
                             eldr_decision_t* out) {
   const int timeout =
       timeout_ms == 0 ? 2000 : static_cast<int>(std::min<uint32_t>(timeout_ms, INT32_MAX));
-  // 0: a server without headers, the route cannot be cancelled
-  const uint64_t key = pool->headers ? pool->next_key() : 0;
-  natsMsg* msg = nullptr;
-  natsStatus ns = natsMsg_Create(&msg, pool->route_subject.c_str(), nullptr,
-                                 reinterpret_cast<const char*>(request.data()),
-                                 static_cast<int>(request.size()));
-  if (ns == NATS_OK && key != 0) {
-    ns = natsMsgHeader_Set(msg, eldr::pool::kRouteKeyHeader, eldr::pool::format_key(key).c_str());
-    if (ns == NATS_OK)
-      ns = natsMsgHeader_Set(msg, eldr::pool::kGatewayHeader,
-                             eldr::pool::format_key(pool->gateway).c_str());
-  }
   natsMsg* reply = nullptr;
-  if (ns == NATS_OK) ns = natsConnection_RequestMsg(&reply, pool->nc, msg, timeout);
-  natsMsg_Destroy(msg);
+  const natsStatus ns =
+      natsConnection_Request(&reply, pool->nc, pool->route_subject.c_str(), request.data(),
+                             static_cast<int>(request.size()), timeout);
   // No answer, yet a node may have routed it (the answer lost with a
   // server, or later than the timeout): withdrawn at that node, or refused
   // there if the cancel gets there first. No responders: nobody got it.
   const auto cancel = [&](eldr_status_t failed) -> eldr_status_t {
-    if (key == 0) return failed;
     const natsStatus cs =
         publish_until_taken(pool, pool->cancel_subject, eldr::pool::encode_route_cancel(id, key),
                             std::chrono::milliseconds(timeout));
@@ -234,8 +245,8 @@ eldr_status_t request_route(const char* fn, eldr_pool_t* pool, std::string_view 
     return failed;
   };
   if (ns != NATS_OK) {
-    const eldr_status_t failed =
-        eldr::capi::nats_fail(fn, "no node of the pool answered on " + pool->route_subject, ns);
+    const eldr_status_t failed = eldr::capi::nats_fail(
+        fn, "no node of the pool answered on " + pool->route_subject + refused_note(pool), ns);
     return ns == NATS_NO_RESPONDERS ? failed : cancel(failed);
   }
   // The reply is as untrusted as anything else: verified, then each field.
@@ -256,7 +267,7 @@ eldr_status_t request_route(const char* fn, eldr_pool_t* pool, std::string_view 
         fail(ELDR_E_CORRUPT, std::string(fn) + ": the pool's answer is for another request"));
   {
     std::lock_guard lock(pool->mutex);
-    pool->holder_of.put(std::string(id), {r->node, r->acks_completes});
+    pool->holder_of.put(std::string(id), {r->node, key, r->acks_completes});
   }
   eldr::capi::write_decision({.worker = r->worker,
                               .similarity = r->similarity,
@@ -269,7 +280,8 @@ eldr_status_t request_route(const char* fn, eldr_pool_t* pool, std::string_view 
   return ELDR_OK;
 }
 
-// The arguments of eldr_pool_route_tokens/_text, then the PromptMsg, uncut.
+// The arguments of eldr_pool_route_tokens/_text, then the prompt's
+// RouteRequest, uncut.
 eldr_status_t route_prompt(const char* fn, eldr_pool_t* pool, const char* request_id,
                            const Prompt& prompt, uint32_t timeout_ms, eldr_decision_t* out) {
   if (eldr_status_t s = require(fn, pool, "pool")) return s;
@@ -284,9 +296,10 @@ eldr_status_t route_prompt(const char* fn, eldr_pool_t* pool, const char* reques
     return fail(ELDR_E_INVALID_ARGUMENT, std::string(fn) + ": the prompt has " + std::to_string(n) +
                                              (tokens ? " tokens" : " bytes") + ", more than " +
                                              std::to_string(limit));
-  std::vector<uint8_t> request;
-  if (Status s = shm::detail::encode_prompt({id, prompt}, request); !s) return fail(fn, s);
-  return request_route(fn, pool, id, request, timeout_ms, out);
+  const uint64_t key = pool->next_key();
+  return request_route(fn, pool, id, key,
+                       eldr::pool::encode_route_request(id, key, pool->gateway, prompt), timeout_ms,
+                       out);
 }
 
 }  // namespace
@@ -311,16 +324,18 @@ eldr_status_t eldr_pool_open_auth(const char* nats_urls, const char* pool,
                                   eldr_pool_t** out) {
   static constexpr const char* fn = "eldr_pool_open";
   return guarded(fn, [&]() -> eldr_status_t {
-    if (auth != nullptr && auth->version != ELDR_NATS_AUTH_VERSION)
+    if (auth != nullptr && (auth->version < 1 || auth->version > ELDR_NATS_AUTH_VERSION))
       return fail(ELDR_E_INVALID_ARGUMENT,
                   std::string(fn) + ": eldr_nats_auth_t version " + std::to_string(auth->version) +
-                      ", this library reads " + std::to_string(ELDR_NATS_AUTH_VERSION));
+                      ", this library reads 1.." + std::to_string(ELDR_NATS_AUTH_VERSION));
     eldr::pool::NatsAuth na;
     if (auth != nullptr) {
       const auto text = [](const char* p) { return p != nullptr ? std::string(p) : std::string(); };
-      na = {text(auth->ca_file),    text(auth->cert_file), text(auth->key_file),
-            text(auth->creds_file), text(auth->user),      text(auth->password_file),
-            text(auth->token_file)};
+      na = {text(auth->ca_file), text(auth->cert_file), text(auth->key_file),
+            text(auth->creds_file), text(auth->user), text(auth->password_file),
+            text(auth->token_file),
+            // A version 1 struct ends before it.
+            auth->version >= 2 ? text(auth->inbox_prefix) : std::string()};
     }
     if (eldr_status_t s = require(fn, nats_urls, "nats_urls")) return s;
     if (eldr_status_t s = require(fn, pool, "pool")) return s;
@@ -344,6 +359,7 @@ eldr_status_t eldr_pool_open_auth(const char* nats_urls, const char* pool,
     if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, 250);
     if (s == NATS_OK) s = natsOptions_SetName(opts, "eldr pool client");
     if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, true);
+    if (s == NATS_OK) s = natsOptions_SetErrorHandler(opts, eldr_pool::on_error, handle.get());
     if (s == NATS_OK) {
       if (eldr::Status a = eldr::pool::apply_nats_auth(opts, na); !a) {
         natsOptions_Destroy(opts);
@@ -359,8 +375,7 @@ eldr_status_t eldr_pool_open_auth(const char* nats_urls, const char* pool,
     handle->route_subject = eldr::pool::route_subject(pool);
     handle->cancel_subject = eldr::pool::cancel_subject(pool);
     handle->gateway_subject = eldr::pool::gateway_subject(pool);
-    handle->headers = natsConnection_HasHeaderSupport(handle->nc) == NATS_OK;
-    if (handle->headers) handle->start_beating();
+    handle->start_beating();
     *out = handle.release();
     return ELDR_OK;
   });
@@ -383,14 +398,11 @@ eldr_status_t eldr_pool_route(eldr_pool_t* pool, const char* request_id, const i
     const eldr::Geometry geometry{layers, experts, 0};
     const std::span<const int16_t> cells{counts, geometry.cells()};
     if (eldr::Status s = eldr::validate_footprint(geometry, cells); !s) return fail(fn, s);
-    eldr::shm::FootprintOut f;
-    f.request_id = id;
-    f.layers = layers;
-    f.experts = experts;
-    f.counts = cells;
-    std::vector<uint8_t> request;
-    if (eldr::Status s = eldr::shm::detail::encode_footprint(f, request); !s) return fail(fn, s);
-    return eldr::capi::request_route(fn, pool, id, request, timeout_ms, out);
+    const uint64_t key = pool->next_key();
+    return eldr::capi::request_route(
+        fn, pool, id, key,
+        eldr::pool::encode_route_request(id, key, pool->gateway, layers, experts, cells),
+        timeout_ms, out);
   });
 }
 
@@ -413,7 +425,8 @@ eldr_status_t eldr_pool_complete(eldr_pool_t* pool, const char* request_id,
       return fail(ELDR_E_NOT_FOUND, std::string(fn) + ": request '" + std::string(id) +
                                         "' was not routed by this handle (or long ago)");
     const std::string subject = eldr::pool::complete_subject(pool->name, holder->node);
-    const std::vector<uint8_t> bytes = eldr::pool::encode_route_complete(id, completion_token);
+    const std::vector<uint8_t> bytes =
+        eldr::pool::encode_route_complete(id, completion_token, holder->route_key);
     // A lost complete would hold the request in flight at its node for good,
     // so it is not fire and forget. A node from before confirmations: until
     // a server has it.

@@ -14,8 +14,10 @@
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "eldr/eldr.h"
+#include "eldr/pool/nats_auth_cli.hpp"
 #include "eldr/shm.hpp"
 #include "footprint_set.hpp"
+#include "pool_client.hpp"
 #include "round_trip.hpp"
 
 namespace eldr::cli {
@@ -27,6 +29,7 @@ struct PoolBenchArgs {
   uint64_t requests = 4096;
   uint32_t rate = 1000;  // requests per second at A; 0 = one after another
   std::string nats;      // given: also time routing over NATS (eldr_pool_route) to the pool
+  pool::NatsAuth auth;   // with nats: TLS, credentials, inbox prefix
   bool json = false;
 };
 
@@ -37,9 +40,9 @@ struct NatsRoundTrips {
 };
 Result<NatsRoundTrips> pool_round_trips(const PoolBenchArgs& a, const std::string& pool,
                                         const SyntheticWorkload& fps) {
-  eldr_pool_t* handle = nullptr;
-  if (eldr_pool_open(a.nats.c_str(), pool.c_str(), 2000, &handle) != ELDR_OK)
-    return Status{Errc::io, eldr_last_error_message()};
+  auto opened = open_pool_client(a.nats, pool, a.auth, 2000);
+  if (!opened) return opened.status();
+  eldr_pool_t* handle = *opened;
   NatsRoundTrips rt;
   rt.route_ns.reserve(a.requests);
   rt.complete_ns.reserve(a.requests);
@@ -188,6 +191,7 @@ void register_bench_pool_command(CLI::App& bench) {
   cmd->add_option("--model", a->model, "model preset (geometry of the nodes' tables)");
   cmd->add_option("--nats", a->nats,
                   "URL[,URL...]: also time the same requests routed over NATS (closed loop)");
+  pool::add_nats_auth_options(*cmd, a->auth);
   cmd->add_flag("--json", a->json, "one JSON line");
   cmd->callback([a] { g_exit_code = run_bench_pool(*a); });
 }

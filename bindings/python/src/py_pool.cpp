@@ -13,11 +13,12 @@ namespace {
 
 class Pool {
  public:
-  // The auth arguments are file paths (eldr_nats_auth_t); None: not used.
+  // The auth arguments are file paths (eldr_nats_auth_t), and the inbox
+  // prefix; None: not used.
   using File = std::optional<std::string>;
   Pool(const std::string& nats, const std::string& pool, uint32_t timeout_ms, const File& ca_file,
        const File& cert_file, const File& key_file, const File& creds_file, const File& user,
-       const File& password_file, const File& token_file)
+       const File& password_file, const File& token_file, const File& inbox_prefix)
       : m_pool_name(pool) {
     const auto c = [](const File& f) { return f ? f->c_str() : nullptr; };
     eldr_nats_auth_t auth = ELDR_NATS_AUTH_INIT;
@@ -28,6 +29,7 @@ class Pool {
     auth.user = c(user);
     auth.password_file = c(password_file);
     auth.token_file = c(token_file);
+    auth.inbox_prefix = c(inbox_prefix);
     py::gil_scoped_release unlocked;
     const eldr_status_t status =
         eldr_pool_open_auth(nats.c_str(), pool.c_str(), &auth, timeout_ms, m_pool.init_slot());
@@ -88,15 +90,16 @@ void bind_pool(py::module_& m) {
                    "context manager or call close().")
       .def(py::init<const std::string&, const std::string&, uint32_t, const Pool::File&,
                     const Pool::File&, const Pool::File&, const Pool::File&, const Pool::File&,
-                    const Pool::File&, const Pool::File&>(),
+                    const Pool::File&, const Pool::File&, const Pool::File&>(),
            py::arg("nats"), py::arg("pool") = "default", py::arg("timeout_ms") = 2000,
            py::kw_only(), py::arg("ca_file") = py::none(), py::arg("cert_file") = py::none(),
            py::arg("key_file") = py::none(), py::arg("creds_file") = py::none(),
            py::arg("user") = py::none(), py::arg("password_file") = py::none(),
-           py::arg("token_file") = py::none(),
+           py::arg("token_file") = py::none(), py::arg("inbox_prefix") = py::none(),
            "TLS and credentials for a secured pool, by file (eldr_nats_auth_t): ca_file turns "
            "TLS on; cert_file with key_file; then creds_file, or user with password_file, or "
-           "token_file.")
+           "token_file. inbox_prefix (default _INBOX): where the answers come; one per gateway "
+           "user, which alone may subscribe to it.")
       .def("route_prompt", &Pool::route_prompt, py::arg("request_id"), py::arg("prompt"),
            py::arg("timeout_ms") = 2000,
            "Routes from the prompt (str, or token ids) through any node of the pool.")

@@ -283,8 +283,13 @@ ELDR_API eldr_status_t eldr_pool_open(const char* nats_urls, const char* pool, u
  * certificates; turns TLS on), cert_file and key_file (PEM, a client
  * certificate, together), then at most one kind of credentials: creds_file
  * (JWT and nkey seed), user with password_file, or token_file. Secrets are
- * read from their files when connecting and never appear in errors. */
-#define ELDR_NATS_AUTH_VERSION 1
+ * read from their files when connecting and never appear in errors.
+ * inbox_prefix (version 2; NULL: libnats' "_INBOX"): the handle's answers
+ * come to "<inbox_prefix>.<random>": give each gateway user a prefix of its
+ * own ("_INBOX.gw-a") and subscribe rights on it alone, so that no other
+ * gateway can read its answers. Nodes answer under "_INBOX" by default
+ * ([pool] reply_prefixes). Version 1 structs are still read. */
+#define ELDR_NATS_AUTH_VERSION 2
 typedef struct eldr_nats_auth {
   uint32_t version; /* ELDR_NATS_AUTH_VERSION */
   const char* ca_file;
@@ -294,11 +299,14 @@ typedef struct eldr_nats_auth {
   const char* user;
   const char* password_file;
   const char* token_file;
+  const char* inbox_prefix; /* version 2 */
 } eldr_nats_auth_t;
-#define ELDR_NATS_AUTH_INIT {ELDR_NATS_AUTH_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+#define ELDR_NATS_AUTH_INIT {ELDR_NATS_AUTH_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
 /* eldr_pool_open with TLS and credentials (auth NULL: none). Errors as
- * eldr_pool_open, and INVALID_ARGUMENT (an inconsistent auth, another
- * version), IO (a file that cannot be read, a certificate libnats refuses). */
+ * eldr_pool_open, and INVALID_ARGUMENT (an inconsistent auth, an inbox
+ * prefix that is not dot-separated tokens of [A-Za-z0-9_-] or lies under
+ * "eldr", a version other than 1 or 2), IO (a file that cannot be read, a
+ * certificate libnats refuses). */
 ELDR_API eldr_status_t eldr_pool_open_auth(const char* nats_urls, const char* pool,
                                            const eldr_nats_auth_t* auth, uint32_t timeout_ms,
                                            eldr_pool_t** out);
@@ -307,9 +315,14 @@ ELDR_API eldr_status_t eldr_pool_open_auth(const char* nats_urls, const char* po
 ELDR_API void eldr_pool_free(eldr_pool_t* pool);
 /* Routes one dense footprint (int16 [layers][experts]); waits at most
  * timeout_ms (0: 2000) for the answer. out->completion_token is what
- * eldr_pool_complete presents. Errors: INVALID_ARGUMENT, SHAPE_MISMATCH,
- * OUT_OF_RANGE, NO_WORKER and the others a node answers with, TIMEOUT,
- * NO_DAEMON (no node subscribed), CORRUPT (an answer that does not verify).
+ * eldr_pool_complete presents. The request is this handle's: a node refuses
+ * the same id from another gateway while it is in flight (STATE), and
+ * releases it only on this handle's complete (which presents the route's
+ * own key), cancel, leaving or silence. Errors: INVALID_ARGUMENT,
+ * SHAPE_MISMATCH, OUT_OF_RANGE, NO_WORKER, STATE and the others a node
+ * answers with, TIMEOUT (with what the server said, when it refused this
+ * user the inbox: a permissions violation), NO_DAEMON (no node subscribed),
+ * CORRUPT (an answer that does not verify).
  * When no answer came (TIMEOUT, a lost server, CORRUPT), a node may have
  * booked the request: it is cancelled there (eldr.<pool>.cancel, with the
  * route's own key) before the error returns, which takes at most timeout_ms

@@ -237,6 +237,7 @@ class Client:
 class Pool:
     # TLS and credentials by file: ca_file turns TLS on; cert_file with
     # key_file; then creds_file, or user with password_file, or token_file.
+    # inbox_prefix (default _INBOX): where the answers come, one per gateway user.
     def __init__(
         self,
         nats: str,
@@ -250,6 +251,7 @@ class Pool:
         user: Optional[str] = None,
         password_file: Optional[str] = None,
         token_file: Optional[str] = None,
+        inbox_prefix: Optional[str] = None,
     ) -> None: ...
     def route(self, request_id: _RequestId, counts: _Counts, timeout_ms: int = 2000) -> Decision: ...
     def route_prompt(

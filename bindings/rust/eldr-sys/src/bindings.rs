@@ -35,7 +35,7 @@ pub const ELDR_POLICY_ELDR_COST: i32 = 7;
 pub const ELDR_DECISION_VERSION: i32 = 2;
 pub const ELDR_CLIENT_OPTIONS_VERSION: i32 = 1;
 pub const ELDR_WORKER_REPORT_VERSION: i32 = 1;
-pub const ELDR_NATS_AUTH_VERSION: i32 = 1;
+pub const ELDR_NATS_AUTH_VERSION: i32 = 2;
 pub const ELDR_TABLE_INFO_VERSION: i32 = 1;
 pub const ELDR_FIT_OPTIONS_VERSION: i32 = 1;
 pub const ELDR_ROUTER_OPTIONS_VERSION: i32 = 1;
@@ -293,6 +293,7 @@ pub struct eldr_nats_auth {
     pub user: *const ::std::os::raw::c_char,
     pub password_file: *const ::std::os::raw::c_char,
     pub token_file: *const ::std::os::raw::c_char,
+    pub inbox_prefix: *const ::std::os::raw::c_char,
 }
 #[test]
 fn bindgen_test_layout_eldr_nats_auth() {
@@ -300,7 +301,7 @@ fn bindgen_test_layout_eldr_nats_auth() {
     let ptr = UNINIT.as_ptr();
     assert_eq!(
         ::std::mem::size_of::<eldr_nats_auth>(),
-        64usize,
+        72usize,
         "Size of eldr_nats_auth"
     );
     assert_eq!(
@@ -347,6 +348,11 @@ fn bindgen_test_layout_eldr_nats_auth() {
         unsafe { ::std::ptr::addr_of!((*ptr).token_file) as usize - ptr as usize },
         56usize,
         "Offset of field: eldr_nats_auth::token_file"
+    );
+    assert_eq!(
+        unsafe { ::std::ptr::addr_of!((*ptr).inbox_prefix) as usize - ptr as usize },
+        64usize,
+        "Offset of field: eldr_nats_auth::inbox_prefix"
     );
 }
 pub type eldr_nats_auth_t = eldr_nats_auth;

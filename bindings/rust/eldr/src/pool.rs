@@ -18,6 +18,9 @@ use crate::prompt::Prompt;
 /// certificates), `cert_file` with `key_file` is a client certificate, then at
 /// most one kind of credentials: `creds_file` (JWT and nkey seed), `user` with
 /// `password_file`, or `token_file`. Secrets stay in their files.
+/// `inbox_prefix` (`None`: libnats' `_INBOX`) is where the answers come
+/// (`<prefix>.<random>`): give each gateway user a prefix of its own
+/// (`_INBOX.gw-a`) and subscribe rights on it alone.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NatsAuth {
     pub ca_file: Option<String>,
@@ -27,6 +30,7 @@ pub struct NatsAuth {
     pub user: Option<String>,
     pub password_file: Option<String>,
     pub token_file: Option<String>,
+    pub inbox_prefix: Option<String>,
 }
 
 /// A connection to a pool of eldrd nodes over NATS (`eldrd --nats ... --pool
@@ -81,6 +85,7 @@ impl Pool {
             field(&auth.user, "user")?,
             field(&auth.password_file, "password_file")?,
             field(&auth.token_file, "token_file")?,
+            field(&auth.inbox_prefix, "inbox_prefix")?,
         ];
         let ptr = |i: usize| files[i].as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
         let raw_auth = sys::eldr_nats_auth_t {
@@ -92,6 +97,7 @@ impl Pool {
             user: ptr(4),
             password_file: ptr(5),
             token_file: ptr(6),
+            inbox_prefix: ptr(7),
         };
         let mut out: *mut sys::eldr_pool_t = std::ptr::null_mut();
         // SAFETY: NUL-terminated strings that outlive the call, valid out-param.
