@@ -243,6 +243,7 @@ func (s *sidecar) close() {
 // natsPool is any node of an eldrd pool over NATS.
 type natsPool struct {
 	urls, pool string
+	auth       eldr.NatsAuth
 	log        *slog.Logger
 
 	mu sync.RWMutex
@@ -282,7 +283,7 @@ func (n *natsPool) maintain(ctx context.Context, _ *Pool, _ time.Duration) {
 	}
 	octx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
-	p, err := eldr.OpenPoolContext(octx, n.urls, n.pool)
+	p, err := eldr.OpenPoolAuthContext(octx, n.urls, n.pool, n.auth)
 	if err != nil {
 		return
 	}

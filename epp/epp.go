@@ -36,6 +36,7 @@ type Options struct {
 	Policy         string
 	Instance       string
 	NATS, PoolName string
+	NATSAuth       eldr.NatsAuth // nats: TLS, credentials, inbox prefix
 	RouteTimeout   time.Duration
 	Fallbacks      int
 	ScrapeInterval time.Duration // 0: no scraping
@@ -162,7 +163,7 @@ func (e *EPP) newDecider() (decider, error) {
 		if e.o.NATS == "" || e.o.PoolName == "" {
 			return nil, errors.New("-router nats needs -nats and -pool")
 		}
-		return &natsPool{urls: e.o.NATS, pool: e.o.PoolName, log: e.log}, nil
+		return &natsPool{urls: e.o.NATS, pool: e.o.PoolName, auth: e.o.NATSAuth, log: e.log}, nil
 	case "none":
 		return noDecider{}, nil
 	}

@@ -48,6 +48,7 @@ func serveMain(args []string) int {
 	fs.StringVar(&o.Instance, "instance", o.Instance, "eldrd: the daemon's instance")
 	fs.StringVar(&o.NATS, "nats", "", "nats: server URLs, comma separated")
 	fs.StringVar(&o.PoolName, "pool", "", "nats: the pool's name")
+	o.NATSAuth.AddFlags(fs) // nats: TLS, credentials and inbox prefix, as eldrd's
 	fs.DurationVar(&o.RouteTimeout, "route-timeout", o.RouteTimeout, "longest wait for eldr's decision before least-loaded")
 	fs.IntVar(&o.Fallbacks, "fallbacks", o.Fallbacks, "fallback endpoints after the pick, by load")
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "engine metrics scrape interval (0: off)")

@@ -34,6 +34,7 @@ import "C"
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"sync"
 	"time"
@@ -101,14 +102,40 @@ func OpenPoolAuth(natsURLs, pool string, auth NatsAuth, timeout time.Duration) (
 // until ctx's deadline (2 s without one), and the call returns ctx's error as
 // soon as ctx is done; a connection made after that is closed again.
 func OpenPoolContext(ctx context.Context, natsURLs, pool string) (*Pool, error) {
+	return OpenPoolAuthContext(ctx, natsURLs, pool, NatsAuth{})
+}
+
+// OpenPoolAuthContext is OpenPoolContext with TLS and credentials.
+func OpenPoolAuthContext(ctx context.Context, natsURLs, pool string, auth NatsAuth) (*Pool, error) {
 	what := "connecting to pool " + pool
 	timeout, err := callTimeout(ctx, 0)
 	if err != nil {
 		return nil, contextError(err, what)
 	}
 	return cancellable(ctx, what,
-		func() (*Pool, error) { return OpenPool(natsURLs, pool, timeout) },
+		func() (*Pool, error) { return OpenPoolAuth(natsURLs, pool, auth, timeout) },
 		func(p *Pool) { p.Close() })
+}
+
+// AddFlags registers a's fields on fs under the names eldrd and the eldr CLI
+// give them: -nats-ca, -nats-cert, -nats-key, -nats-creds, -nats-user,
+// -nats-password-file, -nats-token-file, -nats-inbox-prefix.
+func (a *NatsAuth) AddFlags(fs *flag.FlagSet) {
+	for _, f := range []struct {
+		name, help string
+		to         *string
+	}{
+		{"nats-ca", "PEM file of the CAs that sign the NATS servers (TLS)", &a.CAFile},
+		{"nats-cert", "PEM client certificate for NATS (TLS, with -nats-key)", &a.CertFile},
+		{"nats-key", "PEM key of -nats-cert", &a.KeyFile},
+		{"nats-creds", "NATS .creds file (user JWT and nkey seed)", &a.CredsFile},
+		{"nats-user", "NATS user (with -nats-password-file)", &a.User},
+		{"nats-password-file", "file holding the NATS user's password", &a.PasswordFile},
+		{"nats-token-file", "file holding a NATS token", &a.TokenFile},
+		{"nats-inbox-prefix", "prefix of this client's NATS reply inboxes (default _INBOX): one per gateway user, which alone may subscribe to it", &a.InboxPrefix},
+	} {
+		fs.StringVar(f.to, f.name, *f.to, f.help)
+	}
 }
 
 // Close disconnects; the nodes release at once the requests routed through

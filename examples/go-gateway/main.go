@@ -68,6 +68,8 @@ func main() {
 		`eldrd instance on this node; "" for none (route by the prefill engine's decision, or -nats)`)
 	natsURLs := flag.String("nats", "", "route through an eldrd pool over NATS (needs -instance \"\")")
 	poolName := flag.String("pool", "default", "with -nats: the eldrd pool")
+	var natsAuth eldr.NatsAuth
+	natsAuth.AddFlags(flag.CommandLine) // with -nats: TLS, credentials, inbox prefix
 	decisionTimeout := flag.Duration("decision-timeout", time.Second, "longest wait for eldr's decision")
 	upstreamTimeout := flag.Duration("upstream-timeout", 60*time.Second, "per-request prefill/decode timeout")
 	openTimeout := flag.Duration("open-timeout", 5*time.Second, "how long to wait for eldrd at start")
@@ -132,7 +134,7 @@ func main() {
 		decisions, prompts = routerDecisions{router}, routerDecisions{router}
 		where = "an embedded router over " + *tablePath
 	case *natsURLs != "":
-		pool, err := eldr.OpenPool(*natsURLs, *poolName, *openTimeout)
+		pool, err := eldr.OpenPoolAuth(*natsURLs, *poolName, natsAuth, *openTimeout)
 		if err != nil {
 			logger.Fatalf("eldr pool %q at %s: %v", *poolName, *natsURLs, err)
 		}
