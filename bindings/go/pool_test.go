@@ -3,6 +3,7 @@ package eldr
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -178,5 +179,26 @@ func TestOpenPoolAuthChecksCredentialFilesBeforeConnecting(t *testing.T) {
 	_, err = OpenPoolAuth(url, "p", NatsAuth{User: "gw", PasswordFile: pw}, 200*time.Millisecond)
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("no server there: %v", err)
+	}
+	// An inbox prefix under the pool's own subjects is no inbox.
+	_, err = OpenPoolAuth(url, "p", NatsAuth{InboxPrefix: "eldr.p"}, 200*time.Millisecond)
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "inbox prefix") {
+		t.Fatalf("inbox prefix eldr.p: %v", err)
+	}
+}
+
+func TestNatsAuthFlagsAreEldrdsNames(t *testing.T) {
+	var a NatsAuth
+	fs := flag.NewFlagSet("gw", flag.ContinueOnError)
+	a.AddFlags(fs)
+	err := fs.Parse([]string{"-nats-ca", "ca.pem", "-nats-cert", "c.pem", "-nats-key", "c.key",
+		"-nats-user", "gw-a", "-nats-password-file", "gw-a.pw", "-nats-inbox-prefix", "_INBOX.gw-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := NatsAuth{CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "c.key", User: "gw-a",
+		PasswordFile: "gw-a.pw", InboxPrefix: "_INBOX.gw-a"}
+	if a != want {
+		t.Fatalf("parsed %+v, want %+v", a, want)
 	}
 }

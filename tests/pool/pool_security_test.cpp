@@ -413,6 +413,15 @@ TEST_F(SecuredPool, the_documented_configuration_routes_and_refuses_outsiders) {
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(route(*client, "t" + std::to_string(i), i).is_ok());
   }
   EXPECT_TRUE(eventually([&] { return inflight(a).first == 8; })) << pool_of(a).dump();
+  // eldr loadgen as a gateway takes the same flags: 20 routes and completes.
+  std::string loadgen = std::string(ELDR_CLI_PATH) + " loadgen --nats " + servers[0].url() +
+                        " --pool prod --model 2x4x1 --requests 20 --complete --json" +
+                        " --nats-user gw-a --nats-password-file " + d + "/gw-a.pw" +
+                        " --nats-inbox-prefix _INBOX.gw-a";
+  for (size_t i = 0; i < tls.size(); i += 2) loadgen += " " + tls[i] + " " + tls[i + 1];
+  out = run(loadgen, &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\"failed\":0"), std::string::npos) << out;
   // A node's credentials may: the table reaches both nodes.
   std::vector<std::string> node = tls;
   node.insert(node.end(), {"--nats-user", "eldr-node", "--nats-password-file", d + "/node.pw"});

@@ -124,3 +124,26 @@ def test_pool_credentials_are_checked_before_connecting(tmp_path: pathlib.Path) 
         assert "s3cret" not in str(unreachable.value)
     except eldr.Unsupported:
         pytest.skip("this build has no NATS support")
+
+
+def test_a_pool_listens_under_its_own_inbox_prefix(pool_node: Tuple[str, str, str],
+                                                   workload: Workload) -> None:
+    url, pool, _ = pool_node
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            sut = eldr.Pool(url, pool, inbox_prefix="_INBOX.py-gw")
+            break
+        except eldr.Unsupported:
+            pytest.skip("this build has no NATS support")
+        except eldr.Error:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    with sut:
+        rid = f"inbox-{uuid.uuid4().hex[:8]}"
+        d = sut.route(rid, workload.prefill[3])
+        sut.complete(rid, d.completion_token)
+    # Under the pool's own subjects: no inbox, refused before connecting.
+    with pytest.raises(eldr.InvalidArgument, match="inbox prefix"):
+        eldr.Pool(url, pool, inbox_prefix="eldr." + pool)

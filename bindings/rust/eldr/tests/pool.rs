@@ -52,5 +52,13 @@ fn credential_files_are_checked_before_connecting() {
     };
     let err = Pool::open_with_auth(url, "rs-pool", &auth, Duration::from_millis(200)).unwrap_err();
     assert!(!err.to_string().contains("s3cret"), "{}", err);
+    // An inbox prefix under the pool's own subjects is no inbox.
+    let inbox = NatsAuth {
+        inbox_prefix: Some("eldr.rs-pool".into()),
+        ..NatsAuth::default()
+    };
+    let err = Pool::open_with_auth(url, "rs-pool", &inbox, Duration::from_millis(200)).unwrap_err();
+    assert_eq!(err.status(), status::INVALID_ARGUMENT, "{}", err);
+    assert!(err.to_string().contains("inbox prefix"), "{}", err);
     std::fs::remove_dir_all(&dir).unwrap();
 }
