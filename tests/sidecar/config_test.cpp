@@ -85,6 +85,31 @@ TEST(daemon_config, bad_pool_values_name_their_key) {
   EXPECT_NE(t.message().find("gateway_timeout_ms"), std::string::npos) << t.message();
 }
 
+TEST(daemon_config, a_node_answers_under_inbox_prefixes_only) {
+  DaemonConfig sut;
+  ASSERT_TRUE(parse_config_toml("[pool]\nnats = \"nats://a:1\"\n"
+                                "reply_prefixes = [\"_INBOX\", \"_GW.a\"]\n",
+                                sut)
+                  .is_ok());
+  EXPECT_EQ(sut.pool.reply_prefixes, (std::vector<std::string>{"_INBOX", "_GW.a"}));
+  EXPECT_TRUE(sut.validate().is_ok());
+  // The pool's own subjects, the server's, wildcards: no inbox.
+  for (const char* bad : {"eldr.p", "$KV", "_INBOX.>", "_INBOX."}) {
+    DaemonConfig c;
+    ASSERT_TRUE(parse_config_toml(std::string("[pool]\nnats = \"nats://a:1\"\n"
+                                              "reply_prefixes = [\"") +
+                                      bad + "\"]\n",
+                                  c)
+                    .is_ok());
+    const Status s = c.validate();
+    EXPECT_FALSE(s.is_ok()) << bad;
+    EXPECT_NE(s.message().find("pool.reply_prefixes"), std::string::npos) << s.message();
+  }
+  DaemonConfig single;
+  const Status s = parse_config_toml("[pool]\nreply_prefixes = \"_INBOX\"\n", single);
+  EXPECT_NE(s.message().find("pool.reply_prefixes"), std::string::npos) << s.message();
+}
+
 TEST(daemon_config, the_router_table_sets_the_step_constants_all_or_none) {
   DaemonConfig sut;
   Status s = parse_config_toml(R"(
