@@ -79,13 +79,14 @@ void PoolGateways::refuse_reply(std::string_view what, std::string_view reply, u
   m_logged_senders.put(sender, true);
   // Once per sender; a flood of new senders at powers of two.
   if (++m_refusals_logged > 16 && !std::has_single_bit(m_refusals_logged)) return;
+  std::string under;
+  for (const std::string& p : m_replies.prefixes()) under += (under.empty() ? "" : ", ") + p + ".>";
   ELDR_LOG(warn,
            "pool: a %.*s from gateway %s asked for its answer on '%s': not answered, not acted "
-           "on (this node answers under %s.> only, [pool] reply_prefixes) [%llu senders so far]",
+           "on (this node answers under %s only, [pool] reply_prefixes) [%llu senders so far]",
            static_cast<int>(what.size()), what.data(),
            sender != 0 ? pool::format_key(sender).c_str() : "(unnamed)", printable(reply).c_str(),
-           m_replies.prefixes().front().c_str(),
-           static_cast<unsigned long long>(m_refusals_logged));
+           under.c_str(), static_cast<unsigned long long>(m_refusals_logged));
 }
 
 void PoolGateways::route(const pool::InboxMessage& in) {

@@ -54,12 +54,12 @@ def pool_node(eldrd_binary: str, table_path: str) -> Iterator[Tuple[str, str, st
                 p.wait()
 
 
-def open_pool(url: str, pool: str) -> eldr.Pool:
+def open_pool(url: str, pool: str, **auth: str) -> eldr.Pool:
     # The node subscribes right after it started: retry until it answers.
     deadline = time.monotonic() + 10
     while True:
         try:
-            return eldr.Pool(url, pool)
+            return eldr.Pool(url, pool, **auth)
         except eldr.Unsupported:
             pytest.skip("this build has no NATS support")
         except eldr.Error:
@@ -129,18 +129,7 @@ def test_pool_credentials_are_checked_before_connecting(tmp_path: pathlib.Path) 
 def test_a_pool_listens_under_its_own_inbox_prefix(pool_node: Tuple[str, str, str],
                                                    workload: Workload) -> None:
     url, pool, _ = pool_node
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            sut = eldr.Pool(url, pool, inbox_prefix="_INBOX.py-gw")
-            break
-        except eldr.Unsupported:
-            pytest.skip("this build has no NATS support")
-        except eldr.Error:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-    with sut:
+    with open_pool(url, pool, inbox_prefix="_INBOX.py-gw") as sut:
         rid = f"inbox-{uuid.uuid4().hex[:8]}"
         d = sut.route(rid, workload.prefill[3])
         sut.complete(rid, d.completion_token)
